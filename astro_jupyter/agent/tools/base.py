@@ -1,0 +1,131 @@
+"""The tool model: what every tool declares, what it receives, what it returns.
+
+A tool is a small class: class attributes for its flags and schema, ``execute`` for the
+work. Recoverable failures are returned as ``ToolOutput.error(...)`` (the model reads
+them and can try again); only programming errors escape as exceptions, and the
+executor turns those into error results too.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from ...config import AstroConfig
+    from ...events import Event
+    from ...services.container import ServiceContainer
+    from .file_state import FileStateCache
+
+
+class InterruptBehavior(enum.Enum):
+    """What a running tool does when the user cancels."""
+
+    CANCEL = "cancel"  # stop at once; the call ends as an error result
+    BLOCK = "block"  # finish first (writes with side effects must not be torn)
+
+
+@dataclass(frozen=True)
+class PermissionRule:
+    """A tool's own say about a call: deny beats allow beats ask."""
+
+    action: Literal["deny", "allow", "ask"]
+    tool: str = "*"
+    reason: str = ""
+
+
+@dataclass
+class ToolOutput:
+    """``content`` goes to the model (text); ``metadata`` is structured data for people and code."""
+
+    content: str
+    is_error: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def error(cls, message: str, **metadata: Any) -> "ToolOutput":
+        return cls(content=message, is_error=True, metadata=metadata)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"content": self.content, "is_error": self.is_error, "metadata": self.metadata}
+
+
+class ProgressReporter(Protocol):
+    async def __call__(self, done: int | None = None, total: int | None = None, message: str = "") -> None: ...
+
+
+async def _no_progress(done: int | None = None, total: int | None = None, message: str = "") -> None:
+    return None
+
+
+Emit = Callable[["Event"], Awaitable[None]]
+AskUserFn = Callable[[str, list[str]], Awaitable[str]]
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may use. The executor gives each call its own copy (``for_call``)."""
+
+    config: "AstroConfig"
+    services: "ServiceContainer"
+    session_id: str
+    cancelled: "asyncio.Event"
+    emit: Emit
+    file_state: "FileStateCache"
+    run_id: str = ""
+    tool_call_id: str = ""
+    step: int = 0
+    silent: bool = False  # subagents: no ask_user, no permission questions
+    subagent_id: str | None = None
+    depth: int = 0
+    ask_user: AskUserFn | None = None
+    runtime: Any = None  # the AgentRuntime, for tools that start subagents or change the loop
+    run_state: Any = None  # the per-run mutable state (manual-compaction flag, loaded tools, ...)
+
+    def for_call(self, tool_call_id: str, step: int) -> "ToolContext":
+        return replace(self, tool_call_id=tool_call_id, step=step)
+
+
+class AgentTool(ABC):
+    """Base class of every tool; subclasses set the class attributes and implement ``execute``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    interrupt_behavior: ClassVar[InterruptBehavior] = InterruptBehavior.CANCEL
+    is_readonly: ClassVar[bool] = False
+    defer_loading: ClassVar[bool] = False
+    causes_sibling_abort: ClassVar[bool] = False
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        """Input-aware: the same tool may be safe for some arguments only. Conservative default."""
+        return False
+
+    def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
+        return []
+
+    def classifier_summary(self) -> str:
+        """About fifteen words telling the model whether to load this tool: the first sentence."""
+        first = re.split(r"(?<=[.!?])\s", self.description.strip(), maxsplit=1)[0]
+        return first if len(first) <= 100 else first[:97].rstrip() + "..."
+
+    @abstractmethod
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...
+
+    async def execute_with_progress(
+        self, args: dict[str, Any], ctx: ToolContext, progress: ProgressReporter
+    ) -> ToolOutput:
+        """Long tools override this to report progress; the default ignores the reporter."""
+        return await self.execute(args, ctx)
+
+    def definition(self) -> dict[str, Any]:
+        """The OpenAI function-tool definition sent to the model."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }

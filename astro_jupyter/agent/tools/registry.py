@@ -1,0 +1,63 @@
+"""The set of tools a runtime offers, in a stable order (sorted names keep prompt caches warm)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+from .base import AgentTool
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[AgentTool] = ()) -> None:
+        self._tools: dict[str, AgentTool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: AgentTool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def replace(self, tool: AgentTool) -> None:
+        self._tools[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        self._tools.pop(name, None)
+
+    def get(self, name: str) -> AgentTool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[AgentTool]:
+        return iter(self.sorted_tools())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def sorted_tools(self) -> list[AgentTool]:
+        return [self._tools[name] for name in sorted(self._tools)]
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return [tool.definition() for tool in self.sorted_tools()]
+
+    def resident_definitions(self) -> list[dict[str, Any]]:
+        return [tool.definition() for tool in self.sorted_tools() if not tool.defer_loading]
+
+    def deferred_definitions(self) -> list[dict[str, Any]]:
+        return [tool.definition() for tool in self.sorted_tools() if tool.defer_loading]
+
+    def catalog(self) -> list[dict[str, Any]]:
+        """Name + one-line summary of every tool, for deciding what deferred tool to load."""
+        return [
+            {"name": t.name, "summary": t.classifier_summary(), "deferred": t.defer_loading, "readonly": t.is_readonly}
+            for t in self.sorted_tools()
+        ]
+
+    def subset(self, names: Iterable[str]) -> "ToolRegistry":
+        wanted = set(names)
+        return ToolRegistry(t for t in self.sorted_tools() if t.name in wanted)

@@ -1,0 +1,309 @@
+"""Configuration: one traitlets ``Configurable`` shared by the server, the kernel and the CLI.
+
+Every setting can be given as ``c.AstroConfig.<name> = ...`` in ``jupyter_server_config.py``
+or ``ipython_config.py``; when it is not, the environment variable named in its help
+is used, then the default. Keeping all knobs here is why no module hard-codes a limit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default, validate
+from traitlets.config import Configurable
+
+
+def _env(name: str, fallback: str = "") -> str:
+    value = os.environ.get(name)
+    return value if value is not None and value != "" else fallback
+
+
+def _env_int(name: str, fallback: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return int(raw) if raw else fallback
+    except ValueError:
+        return fallback
+
+
+def _env_float(name: str, fallback: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return float(raw) if raw else fallback
+    except ValueError:
+        return fallback
+
+
+def _env_bool(name: str, fallback: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return fallback
+    return raw in {"1", "true", "yes", "on"}
+
+
+class AstroConfig(Configurable):
+    """All astro-jupyter settings (env-var fallback named in each ``help``)."""
+
+    # -- places -----------------------------------------------------------------
+    home = Unicode(
+        help="Library directory holding astro.db, papers/, tool-results/, skills/, team/ (env ASTRO_HOME)."
+    ).tag(config=True)
+
+    @default("home")
+    def _home_default(self) -> str:
+        return _env("ASTRO_HOME", str(Path("~/.astro_jupyter").expanduser()))
+
+    @validate("home")
+    def _validate_home(self, proposal: Any) -> str:
+        return str(Path(proposal["value"]).expanduser())
+
+    project_root = Unicode(
+        help="Root the filesystem tools may read and write besides the library (env ASTRO_PROJECT_ROOT; default: cwd)."
+    ).tag(config=True)
+
+    @default("project_root")
+    def _project_root_default(self) -> str:
+        return _env("ASTRO_PROJECT_ROOT", os.getcwd())
+
+    # -- LLM ----------------------------------------------------------------------
+    openai_base_url = Unicode(help="OpenAI-compatible endpoint (env OPENAI_BASE_URL).").tag(config=True)
+
+    @default("openai_base_url")
+    def _base_url_default(self) -> str:
+        return _env("OPENAI_BASE_URL")
+
+    openai_api_key = Unicode(help="API key for the LLM endpoint (env OPENAI_API_KEY).").tag(config=True)
+
+    @default("openai_api_key")
+    def _api_key_default(self) -> str:
+        return _env("OPENAI_API_KEY")
+
+    llm_model = Unicode(help="Chat model (env LLM_MODEL).").tag(config=True)
+
+    @default("llm_model")
+    def _model_default(self) -> str:
+        return _env("LLM_MODEL", "gpt-4o-mini")
+
+    llm_fallback_model = Unicode(
+        help="First model to switch to after repeated overload answers (env LLM_FALLBACK_MODEL)."
+    ).tag(config=True)
+
+    @default("llm_fallback_model")
+    def _fallback_default(self) -> str:
+        return _env("LLM_FALLBACK_MODEL")
+
+    llm_fallback_chain = List(
+        Unicode(), help="Models rotated through after the fallback model (env LLM_FALLBACK_CHAIN, comma-separated)."
+    ).tag(config=True)
+
+    @default("llm_fallback_chain")
+    def _chain_default(self) -> list[str]:
+        return [m.strip() for m in _env("LLM_FALLBACK_CHAIN").split(",") if m.strip()]
+
+    overload_switch_after = Int(
+        3, help="Consecutive overload answers (429/503/529) before switching model."
+    ).tag(config=True)
+
+    llm_max_retries = Int(4, help="Retries with backoff for transient LLM errors.").tag(config=True)
+
+    llm_retry_base_delay = Float(
+        0.5, help="First backoff delay in seconds (doubles each retry; env ASTRO_LLM_RETRY_DELAY)."
+    ).tag(config=True)
+
+    @default("llm_retry_base_delay")
+    def _retry_delay_default(self) -> float:
+        return _env_float("ASTRO_LLM_RETRY_DELAY", 0.5)
+
+    llm_timeout_secs = Float(120.0, help="Timeout for one LLM request (env ASTRO_LLM_TIMEOUT).").tag(config=True)
+
+    @default("llm_timeout_secs")
+    def _llm_timeout_default(self) -> float:
+        return _env_float("ASTRO_LLM_TIMEOUT", 120.0)
+
+    embed_model = Unicode(
+        help="Embedding model: an endpoint model name, 'local' for the sentence-transformers extra, "
+        "or 'lexical' (env ASTRO_EMBED_MODEL; empty = auto)."
+    ).tag(config=True)
+
+    @default("embed_model")
+    def _embed_default(self) -> str:
+        return _env("ASTRO_EMBED_MODEL")
+
+    # -- the loop -------------------------------------------------------------------
+    max_steps = Int(help="Maximum LLM turns per run (env ASTRO_MAX_STEPS).").tag(config=True)
+
+    @default("max_steps")
+    def _max_steps_default(self) -> int:
+        return _env_int("ASTRO_MAX_STEPS", 20)
+
+    tool_timeout_secs = Float(help="Timeout for one tool call in seconds (env ASTRO_TOOL_TIMEOUT).").tag(config=True)
+
+    @default("tool_timeout_secs")
+    def _tool_timeout_default(self) -> float:
+        return _env_float("ASTRO_TOOL_TIMEOUT", 300.0)
+
+    max_output_chars = Int(
+        help="Tool outputs longer than this are persisted to tool-results/ and replaced by a stub "
+        "(env ASTRO_MAX_OUTPUT_CHARS)."
+    ).tag(config=True)
+
+    @default("max_output_chars")
+    def _max_output_default(self) -> int:
+        return _env_int("ASTRO_MAX_OUTPUT_CHARS", 4000)
+
+    duplicate_threshold = Int(
+        help="Consecutive identical (tool, arguments) calls that count as a loop (env ASTRO_DUPLICATE_THRESHOLD)."
+    ).tag(config=True)
+
+    @default("duplicate_threshold")
+    def _dup_default(self) -> int:
+        return _env_int("ASTRO_DUPLICATE_THRESHOLD", 3)
+
+    cancel_poll_secs = Float(0.25, help="How often a running tool checks for cancellation.").tag(config=True)
+
+    max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
+
+    # -- permissions ------------------------------------------------------------------
+    permission_mode = Enum(
+        ["auto", "ask", "deny"],
+        help="auto: read-only tools never ask; ask: Ask rules always ask; deny: every Ask is denied "
+        "(env ASTRO_PERMISSION_MODE).",
+    ).tag(config=True)
+
+    @default("permission_mode")
+    def _mode_default(self) -> str:
+        mode = _env("ASTRO_PERMISSION_MODE", "auto")
+        return mode if mode in {"auto", "ask", "deny"} else "auto"
+
+    permission_rules = List(
+        Dict(),
+        help='Rules like {"action": "deny"|"allow"|"ask", "tool": "run_bash"|"*", "reason": "..."} '
+        "(env ASTRO_PERMISSION_RULES as JSON).",
+    ).tag(config=True)
+
+    @default("permission_rules")
+    def _rules_default(self) -> list[dict[str, Any]]:
+        import json
+
+        raw = _env("ASTRO_PERMISSION_RULES")
+        if not raw:
+            return []
+        try:
+            rules = json.loads(raw)
+        except ValueError:
+            return []
+        return [r for r in rules if isinstance(r, dict)] if isinstance(rules, list) else []
+
+    permission_timeout_secs = Float(300.0, help="How long a permission question waits for an answer.").tag(config=True)
+
+    ask_user_timeout_secs = Float(
+        help="How long ask_user waits for an answer (env ASTRO_ASK_USER_TIMEOUT)."
+    ).tag(config=True)
+
+    @default("ask_user_timeout_secs")
+    def _ask_default(self) -> float:
+        return _env_float("ASTRO_ASK_USER_TIMEOUT", 300.0)
+
+    # -- hooks ----------------------------------------------------------------------------
+    command_hooks = List(
+        Dict(),
+        help='Shell hooks: {"event": "PreToolUse", "command": "...", "matcher": "tool name or *", '
+        '"timeout": 10}. The event arrives as JSON on stdin; JSON on stdout may answer.',
+    ).tag(config=True)
+
+    hook_timeout_secs = Float(10.0, help="Default timeout of a command hook.").tag(config=True)
+
+    # -- external services --------------------------------------------------------------
+    ads_url = Unicode(help="NASA ADS API base (env ASTRO_ADS_URL).").tag(config=True)
+
+    @default("ads_url")
+    def _ads_default(self) -> str:
+        return _env("ASTRO_ADS_URL", "https://api.adsabs.harvard.edu/v1")
+
+    ads_token = Unicode(help="NASA ADS API token (env ADS_API_TOKEN).").tag(config=True)
+
+    @default("ads_token")
+    def _ads_token_default(self) -> str:
+        return _env("ADS_API_TOKEN")
+
+    arxiv_url = Unicode(help="arXiv API query endpoint (env ASTRO_ARXIV_URL).").tag(config=True)
+
+    @default("arxiv_url")
+    def _arxiv_default(self) -> str:
+        return _env("ASTRO_ARXIV_URL", "http://export.arxiv.org/api/query")
+
+    arxiv_min_interval_secs = Float(
+        help="Minimum seconds between requests to arXiv (env ASTRO_ARXIV_INTERVAL)."
+    ).tag(config=True)
+
+    @default("arxiv_min_interval_secs")
+    def _arxiv_interval_default(self) -> float:
+        return _env_float("ASTRO_ARXIV_INTERVAL", 3.0)
+
+    arxiv_pdf_url = Unicode(help="arXiv PDF base, the id is appended (env ASTRO_ARXIV_PDF_URL).").tag(config=True)
+
+    @default("arxiv_pdf_url")
+    def _arxiv_pdf_default(self) -> str:
+        return _env("ASTRO_ARXIV_PDF_URL", "https://arxiv.org/pdf")
+
+    sesame_url = Unicode(help="CDS Sesame resolver base (env ASTRO_SESAME_URL).").tag(config=True)
+
+    @default("sesame_url")
+    def _sesame_default(self) -> str:
+        return _env("ASTRO_SESAME_URL", "https://cds.unistra.fr/cgi-bin/nph-sesame")
+
+    http_timeout_secs = Float(help="Timeout for ADS/arXiv/Sesame requests (env ASTRO_HTTP_TIMEOUT).").tag(config=True)
+
+    @default("http_timeout_secs")
+    def _http_timeout_default(self) -> float:
+        return _env_float("ASTRO_HTTP_TIMEOUT", 30.0)
+
+    allow_private_downloads = Bool(
+        help="Let download_paper fetch from loopback/private/link-local hosts (env ASTRO_ALLOW_PRIVATE_DOWNLOADS)."
+    ).tag(config=True)
+
+    @default("allow_private_downloads")
+    def _private_default(self) -> bool:
+        return _env_bool("ASTRO_ALLOW_PRIVATE_DOWNLOADS", False)
+
+    # -- orchestration --------------------------------------------------------------------
+    subagent_max_steps = Int(5, help="Default max_steps of a subagent (at most subagent_step_limit).").tag(config=True)
+    subagent_step_limit = Int(10, help="Hard ceiling on a subagent's max_steps.").tag(config=True)
+    coordinator_workers = Int(4, help="Worker-pool size in coordinator mode.").tag(config=True)
+    coordinator_task_timeout_secs = Float(600.0, help="Timeout of one delegated task.").tag(config=True)
+
+    # -- derived paths --------------------------------------------------------------------
+    @property
+    def home_path(self) -> Path:
+        return Path(self.home)
+
+    @property
+    def db_path(self) -> Path:
+        return self.home_path / "astro.db"
+
+    @property
+    def papers_dir(self) -> Path:
+        return self.home_path / "papers"
+
+    @property
+    def tool_results_dir(self) -> Path:
+        return self.home_path / "tool-results"
+
+    @property
+    def skills_dir(self) -> Path:
+        return self.home_path / "skills"
+
+    @property
+    def team_dir(self) -> Path:
+        return self.home_path / "team"
+
+    def ensure_dirs(self) -> None:
+        """Create the library layout; cheap and idempotent, so every entry point calls it."""
+        for path in (self.home_path, self.papers_dir, self.tool_results_dir, self.skills_dir, self.team_dir):
+            path.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.openai_base_url or self.openai_api_key)

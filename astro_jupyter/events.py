@@ -1,0 +1,200 @@
+"""The typed events of a run: one union, frozen dataclasses, serialised once at the edge.
+
+The sidebar (SSE), the kernel widgets, ``astro-jupyter ask --json`` and the store all
+see these same objects; ``to_wire`` gives the JSON shape of ARCHITECTURE.md and
+``from_wire`` turns a stored shape back into the object (for resume and export).
+Events emitted inside a subagent carry ``subagent_id`` so a consumer can nest them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+DoneReason = Literal["finished", "cancelled", "max_steps", "error"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    type: ClassVar[str] = "event"
+    subagent_id: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return to_wire(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionStarted(Event):
+    type: ClassVar[str] = "session"
+    session_id: str
+    run_id: str
+    title: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextDelta(Event):
+    type: ClassVar[str] = "text_delta"
+    delta: str
+    step: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThinkingDelta(Event):
+    type: ClassVar[str] = "thinking_delta"
+    delta: str
+    step: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCall(Event):
+    type: ClassVar[str] = "tool_call"
+    id: str
+    name: str
+    arguments: Any
+    step: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolProgress(Event):
+    type: ClassVar[str] = "tool_progress"
+    id: str
+    progress: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult(Event):
+    type: ClassVar[str] = "tool_result"
+    tool_call_id: str
+    name: str
+    output: str
+    is_error: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    step: int = 0
+    duration_ms: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class AskUser(Event):
+    type: ClassVar[str] = "ask_user"
+    request_id: str
+    question: str
+    options: list[str] = field(default_factory=list)
+    timeout_secs: float = 300.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class PermissionRequest(Event):
+    type: ClassVar[str] = "permission_request"
+    request_id: str
+    tool_call_id: str
+    name: str
+    arguments: Any
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compaction(Event):
+    type: ClassVar[str] = "compaction"
+    layer: Literal["micro", "auto", "manual"]
+    tokens_before: int = 0
+    tokens_after: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSwitch(Event):
+    """Wire keys are ``from`` / ``to`` (Python keywords), hence the field renames."""
+
+    type: ClassVar[str] = "model_switch"
+    from_model: str
+    to_model: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subagent(Event):
+    type: ClassVar[str] = "subagent"
+    id: str
+    phase: Literal["start", "stop"]
+    task: str = ""
+    parent_tool_call_id: str = ""
+    summary: str = ""
+    is_error: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class TodoUpdate(Event):
+    type: ClassVar[str] = "todo_update"
+    todos: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Error(Event):
+    type: ClassVar[str] = "error"
+    message: str
+    reason: str = "error"
+    step: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Done(Event):
+    type: ClassVar[str] = "done"
+    session_id: str
+    run_id: str
+    reason: DoneReason = "finished"
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        SessionStarted,
+        TextDelta,
+        ThinkingDelta,
+        ToolCall,
+        ToolProgress,
+        ToolResult,
+        AskUser,
+        PermissionRequest,
+        Compaction,
+        ModelSwitch,
+        Subagent,
+        TodoUpdate,
+        Error,
+        Done,
+    )
+}
+
+_RENAMES_OUT = {"from_model": "from", "to_model": "to"}
+_RENAMES_IN = {v: k for k, v in _RENAMES_OUT.items()}
+
+
+def to_wire(event: Event) -> dict[str, Any]:
+    """The JSON-ready dict of an event: ``type`` first, ``subagent_id`` only when set."""
+    out: dict[str, Any] = {"type": event.type}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        if f.name == "subagent_id" and value is None:
+            continue
+        out[_RENAMES_OUT.get(f.name, f.name)] = value
+    return out
+
+
+def to_json(event: Event) -> str:
+    return json.dumps(to_wire(event), ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def from_wire(data: dict[str, Any]) -> Event:
+    """Rebuild an event from its wire dict; unknown keys are ignored so old rows still load."""
+    cls = EVENT_TYPES.get(str(data.get("type")))
+    if cls is None:
+        raise ValueError(f"unknown event type: {data.get('type')!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        name = _RENAMES_IN.get(key, key)
+        if name in names:
+            kwargs[name] = value
+    return cls(**kwargs)

@@ -1,0 +1,95 @@
+"""The one object every surface holds: config, the open store, and lazily built service clients.
+
+The server extension, the kernel magics and the CLI each build one ``ServiceContainer``;
+tools reach services through ``ctx.services``. Clients are created on first use so that
+``%load_ext`` and ``astro-jupyter tools`` stay fast (no openai import until needed).
+Each service family adds its own ``cached_property`` below; ``close()`` closes whatever
+was built and has ``aclose``/``close``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from ..config import AstroConfig
+
+if TYPE_CHECKING:
+    from ..store.audit import AuditRepository
+    from ..store.db import Database
+    from ..store.messages import MessageRepository
+    from ..store.runs import RunRepository
+    from ..store.sessions import SessionRepository
+
+
+class ServiceContainer:
+    def __init__(self, config: AstroConfig | None = None, *, db: "Database | None" = None) -> None:
+        self.config = config or AstroConfig()
+        self._db = db
+        self._owns_db = db is None
+
+    async def start(self) -> "ServiceContainer":
+        """Create the library layout and open (and migrate) the database."""
+        self.config.ensure_dirs()
+        if self._db is None:
+            from ..store.db import Database
+
+            self._db = await Database.open(self.config.db_path)
+        return self
+
+    @property
+    def db(self) -> "Database":
+        if self._db is None:
+            raise RuntimeError("ServiceContainer.start() has not been awaited")
+        return self._db
+
+    async def close(self) -> None:
+        for name, value in list(self.__dict__.items()):
+            if name.startswith("_") or name == "config":
+                continue
+            closer = getattr(value, "aclose", None) or getattr(value, "close", None)
+            if closer is None:
+                continue
+            try:
+                result = closer()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # noqa: BLE001 - closing must reach every client
+                pass
+        if self._db is not None and self._owns_db:
+            await self._db.close()
+            self._db = None
+
+    # -- repositories ------------------------------------------------------------------
+    @cached_property
+    def sessions(self) -> "SessionRepository":
+        from ..store.sessions import SessionRepository
+
+        return SessionRepository(self.db)
+
+    @cached_property
+    def messages(self) -> "MessageRepository":
+        from ..store.messages import MessageRepository
+
+        return MessageRepository(self.db)
+
+    @cached_property
+    def runs(self) -> "RunRepository":
+        from ..store.runs import RunRepository
+
+        return RunRepository(self.db)
+
+    @cached_property
+    def audit(self) -> "AuditRepository":
+        from ..store.audit import AuditRepository
+
+        return AuditRepository(self.db)
+
+    # -- external services (each family adds its own property here) ---------------------
+    @cached_property
+    def http(self) -> Any:
+        """The shared ``httpx2.AsyncClient`` for ADS, arXiv, Sesame and downloads."""
+        from .http import make_http_client
+
+        return make_http_client(self.config)

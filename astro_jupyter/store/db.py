@@ -1,0 +1,249 @@
+"""One SQLite file, opened through aiosqlite with a driver that can load sqlite-vec.
+
+Why the driver dance: some Python builds (this project's CI among them) ship a stdlib
+``sqlite3`` without ``enable_load_extension``, so vector search would silently vanish.
+``select_driver`` prefers the stdlib when it can load extensions and otherwise falls back
+to ``pysqlite3`` or ``sqlean``; only when none can does the store open without vec0, and
+``DriverInfo.vec_error`` says why (``astro-jupyter doctor`` prints it).
+
+Driver exceptions are not ``aiosqlite.Error`` subclasses when a fallback driver is used,
+so every call goes through ``_mapped`` which turns them into ``StoreError`` kinds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, AsyncIterator, Iterable, Sequence
+
+import aiosqlite
+
+from ..errors import StoreError, StoreLockedError, StoreReadOnlyError
+
+BUSY_TIMEOUT_MS = 10_000
+_DRIVER_CANDIDATES = ("sqlite3", "pysqlite3.dbapi2", "sqlean.dbapi2")
+
+
+@dataclass(frozen=True)
+class DriverInfo:
+    module: str
+    sqlite_version: str
+    vec_version: str | None
+    fts5: bool
+    vec_error: str = ""
+
+    @property
+    def vec_available(self) -> bool:
+        return self.vec_version is not None
+
+
+def _try_load_vec(driver: ModuleType) -> tuple[str | None, str]:
+    conn = driver.connect(":memory:")
+    try:
+        if not hasattr(conn, "enable_load_extension"):
+            return None, f"{driver.__name__} cannot load extensions (built without enable_load_extension)"
+        import sqlite_vec
+
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        return str(conn.execute("select vec_version()").fetchone()[0]), ""
+    except Exception as exc:  # noqa: BLE001 - any failure means "this driver cannot"
+        return None, f"{driver.__name__}: {exc}"
+    finally:
+        conn.close()
+
+
+def _has_fts5(driver: ModuleType) -> bool:
+    conn = driver.connect(":memory:")
+    try:
+        conn.execute("create virtual table t using fts5(x)")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        conn.close()
+
+
+_selected: tuple[ModuleType, DriverInfo] | None = None
+
+
+def select_driver() -> tuple[ModuleType, DriverInfo]:
+    """The first driver that loads sqlite-vec, else the first that imports (vec reported missing)."""
+    global _selected
+    if _selected is not None:
+        return _selected
+    first: ModuleType | None = None
+    errors: list[str] = []
+    for name in _DRIVER_CANDIDATES:
+        try:
+            driver = importlib.import_module(name)
+        except ImportError:
+            continue
+        first = first or driver
+        vec_version, error = _try_load_vec(driver)
+        if vec_version is not None:
+            _selected = driver, DriverInfo(name, driver.sqlite_version, vec_version, _has_fts5(driver))
+            return _selected
+        errors.append(error)
+    assert first is not None  # the stdlib module always imports
+    _selected = first, DriverInfo(
+        first.__name__, first.sqlite_version, None, _has_fts5(first), "; ".join(errors) or "sqlite-vec not installed"
+    )
+    return _selected
+
+
+def map_driver_error(exc: BaseException) -> StoreError:
+    text = str(exc)
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return StoreLockedError(f"the database is locked by another process: {text}")
+    if "readonly" in lowered or "read-only" in lowered or "unable to open" in lowered:
+        return StoreReadOnlyError(f"the database cannot be written: {text}")
+    return StoreError(text)
+
+
+def _is_driver_error(exc: BaseException) -> bool:
+    return isinstance(exc, (sqlite3.Error, aiosqlite.Error)) or type(exc).__name__ in {
+        "OperationalError",
+        "IntegrityError",
+        "DatabaseError",
+        "ProgrammingError",
+        "InterfaceError",
+        "DataError",
+        "NotSupportedError",
+        "InternalError",
+    }
+
+
+@contextlib.contextmanager
+def _mapped() -> Any:
+    try:
+        yield
+    except StoreError:
+        raise
+    except BaseException as exc:
+        if _is_driver_error(exc):
+            raise map_driver_error(exc) from exc
+        raise
+
+
+Row = dict[str, Any]
+
+
+class Database:
+    """An open store. Writes that belong together go through ``transaction()``."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path, info: DriverInfo) -> None:
+        self._conn = conn
+        self.path = path
+        self.info = info
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, migrate: bool = True) -> "Database":
+        path = Path(path)
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+        driver, info = select_driver()
+
+        def connector() -> Any:
+            conn = driver.connect(str(path), timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
+            conn.row_factory = driver.Row
+            if info.vec_available:
+                import sqlite_vec
+
+                conn.enable_load_extension(True)
+                sqlite_vec.load(conn)
+                conn.enable_load_extension(False)
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+            except Exception:  # noqa: BLE001 - a read-only file cannot switch modes; reads still work
+                pass
+            return conn
+
+        with _mapped():
+            conn = await aiosqlite.Connection(connector, 64)
+        db = cls(conn, path, info)
+        if migrate:
+            from .migrations import apply_migrations
+
+            await apply_migrations(db)
+        return db
+
+    async def close(self) -> None:
+        with _mapped():
+            await self._conn.close()
+
+    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+        """Run one statement; returns lastrowid (inserts) so callers need no cursor."""
+        with _mapped():
+            cursor = await self._conn.execute(sql, params)
+            rowid = cursor.lastrowid or 0
+            await cursor.close()
+            return int(rowid)
+
+    async def execute_rowcount(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+        with _mapped():
+            cursor = await self._conn.execute(sql, params)
+            count = cursor.rowcount
+            await cursor.close()
+            return int(count)
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with _mapped():
+            await self._conn.executemany(sql, rows)
+
+    async def executescript(self, script: str) -> None:
+        with _mapped():
+            await self._conn.executescript(script)
+
+    async def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+        with _mapped():
+            cursor = await self._conn.execute(sql, params)
+            rows = await cursor.fetchall()
+            await cursor.close()
+        return [dict(zip(row.keys(), tuple(row))) for row in rows]
+
+    async def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
+        with _mapped():
+            cursor = await self._conn.execute(sql, params)
+            row = await cursor.fetchone()
+            await cursor.close()
+        return None if row is None else dict(zip(row.keys(), tuple(row)))
+
+    async def fetchval(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        with _mapped():
+            cursor = await self._conn.execute(sql, params)
+            row = await cursor.fetchone()
+            await cursor.close()
+        return None if row is None else tuple(row)[0]
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator["Database"]:
+        """BEGIN IMMEDIATE ... COMMIT; rolled back on any error. Serialised within this process."""
+        async with self._write_lock:
+            with _mapped():
+                await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await self._conn.execute("ROLLBACK")
+                raise
+            else:
+                with _mapped():
+                    await self._conn.execute("COMMIT")
+
+    async def run_sync(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(raw_connection, *args)`` on the connection's own thread (bulk vector work)."""
+        with _mapped():
+            return await self._conn._execute(fn, self._conn._conn, *args)  # noqa: SLF001

@@ -1,0 +1,106 @@
+"""Messages of a session in the OpenAI chat shape, stored one row each, in order."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .db import Database, Row
+
+
+@dataclass
+class MessageRecord:
+    id: int
+    session_id: str
+    run_id: str
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    compacted: bool = False
+    created_at: str = ""
+
+    @classmethod
+    def from_row(cls, row: Row) -> "MessageRecord":
+        return cls(
+            id=row["id"],
+            session_id=row["session_id"],
+            run_id=row["run_id"],
+            role=row["role"],
+            content=row["content"],
+            tool_calls=json.loads(row["tool_calls"]) if row["tool_calls"] else None,
+            tool_call_id=row["tool_call_id"],
+            name=row["name"],
+            metadata=json.loads(row["metadata"] or "{}"),
+            compacted=bool(row["compacted"]),
+            created_at=row["created_at"],
+        )
+
+    def to_chat(self) -> dict[str, Any]:
+        """The message as the chat-completions API wants it."""
+        msg: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = self.tool_calls
+        if self.tool_call_id:
+            msg["tool_call_id"] = self.tool_call_id
+        if self.name and self.role == "tool":
+            msg["name"] = self.name
+        return msg
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _row_values(session_id: str, run_id: str, message: dict[str, Any], metadata: dict[str, Any] | None) -> tuple:
+    tool_calls = message.get("tool_calls")
+    return (
+        session_id,
+        run_id,
+        message["role"],
+        message.get("content") or "",
+        json.dumps(tool_calls) if tool_calls else None,
+        message.get("tool_call_id"),
+        message.get("name"),
+        json.dumps(metadata or {}),
+    )
+
+
+_INSERT = (
+    "INSERT INTO agent_messages (session_id, run_id, role, content, tool_calls, tool_call_id, name, metadata)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+class MessageRepository:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def append(
+        self, session_id: str, message: dict[str, Any], *, run_id: str = "", metadata: dict[str, Any] | None = None
+    ) -> int:
+        return await self.db.execute(_INSERT, _row_values(session_id, run_id, message, metadata))
+
+    async def append_many(self, session_id: str, messages: list[dict[str, Any]], *, run_id: str = "") -> None:
+        """All or nothing: a turn's assistant message and its tool results land together."""
+        async with self.db.transaction():
+            for message in messages:
+                await self.db.execute(_INSERT, _row_values(session_id, run_id, message, None))
+
+    async def list(self, session_id: str, *, include_compacted: bool = True) -> list[MessageRecord]:
+        sql = "SELECT * FROM agent_messages WHERE session_id = ?"
+        if not include_compacted:
+            sql += " AND compacted = 0"
+        rows = await self.db.fetchall(sql + " ORDER BY id", (session_id,))
+        return [MessageRecord.from_row(r) for r in rows]
+
+    async def chat_history(self, session_id: str) -> list[dict[str, Any]]:
+        return [m.to_chat() for m in await self.list(session_id, include_compacted=False)]
+
+    async def mark_compacted(self, session_id: str, up_to_id: int) -> int:
+        return await self.db.execute_rowcount(
+            "UPDATE agent_messages SET compacted = 1 WHERE session_id = ? AND id <= ? AND compacted = 0",
+            (session_id, up_to_id),
+        )
