@@ -1,0 +1,70 @@
+"""Shared fixtures: a private ASTRO_HOME per test, an opened ServiceContainer.
+
+The environment is scrubbed of LLM/service settings so no test can reach a real
+provider by accident; tests that need one point the config at a loopback fake.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from astro_jupyter.config import AstroConfig
+from astro_jupyter.services.container import ServiceContainer
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+SHARED_PDFS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pdfs"
+
+_SCRUBBED = (
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "LLM_MODEL",
+    "LLM_FALLBACK_MODEL",
+    "LLM_FALLBACK_CHAIN",
+    "ADS_API_TOKEN",
+    "ASTRO_ADS_URL",
+    "ASTRO_ARXIV_URL",
+    "ASTRO_SESAME_URL",
+    "ASTRO_HOME",
+    "ASTRO_EMBED_MODEL",
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in _SCRUBBED:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ASTRO_HOME", str(tmp_path / "astro_home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def astro_home(tmp_path: Path) -> Path:
+    return tmp_path / "astro_home"
+
+
+@pytest.fixture
+def astro_config(astro_home: Path, tmp_path: Path) -> AstroConfig:
+    return AstroConfig(home=str(astro_home), project_root=str(tmp_path), arxiv_min_interval_secs=0.0)
+
+
+@pytest_asyncio.fixture
+async def services(astro_config: AstroConfig) -> AsyncIterator[ServiceContainer]:
+    container = ServiceContainer(astro_config)
+    await container.start()
+    try:
+        yield container
+    finally:
+        await container.close()
+
+
+@pytest.fixture
+def shared_pdfs() -> Path:
+    if not SHARED_PDFS.is_dir():
+        pytest.skip(f"shared test PDFs not found at {SHARED_PDFS} (packaged install without ../shared)")
+    return SHARED_PDFS
