@@ -1,0 +1,348 @@
+"""The paper library: what papers we know, where their PDF/Markdown lives, how far along each is.
+
+Every paper tool and the ``library`` CLI go through here, so that one identifier scheme
+(``services/identifiers.py``) and one status vocabulary hold everywhere:
+
+- ``state`` (stored): ``metadata`` → ``downloaded`` (``pdf_path`` set) → ``parsed``
+  (``markdown_path`` set, chunks stored by the parse service);
+- local status of a search hit: ``not_downloaded`` (unknown or metadata only),
+  ``downloaded``, ``parsed``.
+
+Stable API used by the parse/RAG side: ``get``, ``resolve``, ``set_state``,
+``set_downloaded``, ``set_parsed`` and ``PaperRecord.pdf_path``/``markdown_path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, NotFoundError, ServiceError, StoreError, ToolInputError
+from ..store.papers import STATES, PaperRecord, PaperRepository
+from .identifiers import (
+    IdentifierError,
+    PaperIdentifier,
+    parse_identifier,
+    paper_id_for,
+    pdf_filename,
+    slugify,
+)
+
+if TYPE_CHECKING:
+    from ..config import AstroConfig
+    from ..store.db import Database
+    from .ads import AdsClient
+    from .arxiv import ArxivClient
+
+log = logging.getLogger(__name__)
+
+_ARXIV_STAMP = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5}(?:v\d+)?|[a-z\-]+(?:\.[A-Z]{2})?/\d{7}(?:v\d+)?)")
+_DOI_IN_TEXT = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>,;]+[^\s\"<>,;.)])")
+
+
+def local_status(record: PaperRecord | None) -> str:
+    """``not_downloaded`` | ``downloaded`` | ``parsed`` — what a search hit shows."""
+    if record is None or record.state in ("", "metadata"):
+        return "not_downloaded"
+    return record.state
+
+
+class LibraryService:
+    def __init__(
+        self,
+        config: "AstroConfig",
+        db: "Database",
+        *,
+        ads: "AdsClient | None" = None,
+        arxiv: "ArxivClient | None" = None,
+    ) -> None:
+        self.config = config
+        self.papers = PaperRepository(db)
+        self.ads = ads
+        self.arxiv = arxiv
+
+    # -- lookups ---------------------------------------------------------------------
+    async def find(self, identifier: str) -> PaperRecord | None:
+        """A stored paper by library id or any identifier; ``None`` when not in the library."""
+        text = (identifier or "").strip()
+        if not text:
+            return None
+        record = await self.papers.find(text)
+        if record is not None:
+            return record
+        try:
+            ident = parse_identifier(text)
+        except IdentifierError:
+            return None
+        return await self.find_identifier(ident)
+
+    async def find_identifier(self, ident: PaperIdentifier) -> PaperRecord | None:
+        if ident.kind == "local":
+            return await self.papers.find(ident.paper_id)
+        record = await self.papers.find(ident.paper_id)
+        if record is not None:
+            return record
+        return await self.papers.find_by(
+            arxiv_id=ident.value if ident.kind == "arxiv" else None,
+            doi=ident.value if ident.kind == "doi" else None,
+            bibcode=ident.value if ident.kind == "bibcode" else None,
+        )
+
+    async def get(self, paper_id: str) -> PaperRecord:
+        """A stored paper by library id or any identifier; ``NotFoundError`` if absent (no network)."""
+        record = await self.find(paper_id)
+        if record is None:
+            raise NotFoundError(
+                f"paper {paper_id!r} is not in the library (add it with download_paper or `astro-jupyter library add`)"
+            )
+        return record
+
+    async def list(self, *, state: str | None = None, limit: int = 1000) -> list[PaperRecord]:
+        return await self.papers.list(state=state, limit=limit)
+
+    async def annotate(self, hits: list[PaperRecord]) -> dict[int, PaperRecord]:
+        """Map ``id(hit)`` → stored paper for every hit already in the library (one query)."""
+        stored = await self.papers.find_many(
+            arxiv_ids=[h.arxiv_id for h in hits if h.arxiv_id],
+            dois=[h.doi for h in hits if h.doi],
+            bibcodes=[h.bibcode for h in hits if h.bibcode],
+        )
+        found: dict[int, PaperRecord] = {}
+        for hit in hits:
+            for rec in stored:
+                if (
+                    (hit.arxiv_id and hit.arxiv_id == rec.arxiv_id)
+                    or (hit.doi and rec.doi and hit.doi.lower() == rec.doi.lower())
+                    or (hit.bibcode and hit.bibcode == rec.bibcode)
+                ):
+                    found[id(hit)] = rec
+                    break
+        return found
+
+    # -- resolving (may use the network) -------------------------------------------------------
+    async def resolve(self, identifier: str, *, fetch: bool = True) -> PaperRecord:
+        """The library entry for ``identifier``, fetching metadata from arXiv/ADS and storing it
+        (state ``metadata``) when the paper is not yet known."""
+        record = await self.find(identifier)
+        if record is not None:
+            return record
+        try:
+            ident = parse_identifier(identifier)
+        except IdentifierError as exc:
+            raise ToolInputError(str(exc)) from exc
+        if ident.kind == "local" or not fetch:
+            raise NotFoundError(f"paper {identifier!r} is not in the library")
+        fetched = await self.fetch_metadata(ident)
+        return await self.store(fetched)
+
+    async def fetch_metadata(self, ident: PaperIdentifier) -> PaperRecord:
+        """Metadata from the remote services: ADS preferred when configured, arXiv fills gaps."""
+        errors: list[str] = []
+        ads_rec: PaperRecord | None = None
+        arxiv_rec: PaperRecord | None = None
+        if self.ads is not None and self.ads.configured:
+            try:
+                ads_rec = await self.ads.get(ident)
+            except ServiceError as exc:
+                errors.append(f"ADS: {exc}")
+        arxiv_id = ident.value if ident.kind == "arxiv" else (ads_rec.arxiv_id if ads_rec else None)
+        if arxiv_id and self.arxiv is not None:
+            try:
+                arxiv_rec = await self.arxiv.get(arxiv_id)
+            except ServiceError as exc:
+                errors.append(f"arXiv: {exc}")
+        if ads_rec is None and arxiv_rec is None:
+            if ident.kind in ("doi", "bibcode") and (self.ads is None or not self.ads.configured):
+                raise ConfigError(
+                    f"looking up {ident.kind} {ident.value!r} needs NASA ADS: set ADS_API_TOKEN "
+                    "(or pass an arXiv id instead)"
+                )
+            detail = "; ".join(errors) or "no source knows it"
+            if errors and all("not found" not in e.lower() for e in errors):
+                raise ServiceError(f"could not fetch metadata for {ident}: {detail}")
+            raise NotFoundError(f"no paper found for {ident}: {detail}")
+        if ads_rec is not None:
+            if arxiv_rec is not None:
+                ads_rec.merge_from(arxiv_rec)
+                ads_rec.arxiv_version = arxiv_rec.arxiv_version or ads_rec.arxiv_version
+            record = ads_rec
+        else:
+            assert arxiv_rec is not None
+            record = arxiv_rec
+        if ident.kind == "arxiv" and ident.version:
+            record.arxiv_version = ident.version
+        if errors:
+            record.metadata.setdefault("fetch_errors", errors)
+        return record
+
+    async def store(self, record: PaperRecord) -> PaperRecord:
+        """Insert or merge a fetched record (existing ids and local state are kept)."""
+        existing = await self.papers.find_by(arxiv_id=record.arxiv_id, doi=record.doi, bibcode=record.bibcode)
+        if existing is not None:
+            return await self._merge_into(existing, record)
+        record.id = record.id or paper_id_for(record.arxiv_id, record.doi, record.bibcode) or ""
+        if not record.id:
+            raise ToolInputError("a paper needs an arXiv id, DOI, bibcode or a local file")
+        record.state = record.state or "metadata"
+        try:
+            return await self.papers.insert(record)
+        except StoreError:
+            # A concurrent call stored the same paper first: merge into that one.
+            existing = await self.papers.find(record.id) or await self.papers.find_by(
+                arxiv_id=record.arxiv_id, doi=record.doi, bibcode=record.bibcode
+            )
+            if existing is None:
+                raise
+            return await self._merge_into(existing, record)
+
+    async def _merge_into(self, existing: PaperRecord, fetched: PaperRecord) -> PaperRecord:
+        before = existing.to_dict()
+        existing.merge_from(fetched, prefer_other=existing.state == "metadata" and existing.source != "local")
+        changes = {k: v for k, v in existing.to_dict().items() if before.get(k) != v and k not in ("id",)}
+        # Never let a merge steal an identifier another stored paper already owns.
+        for column in ("arxiv_id", "doi", "bibcode"):
+            if column in changes:
+                other = await self.papers.find_by(**{column: changes[column]})
+                if other is not None and other.id != existing.id:
+                    changes.pop(column)
+        if not changes:
+            return existing
+        return await self.papers.update(existing.id, **changes)
+
+    # -- adding ------------------------------------------------------------------------------------
+    async def add(self, identifier_or_path: str, *, fetch: bool = True) -> PaperRecord:
+        """Bring a paper into the library: a local PDF (copied into papers/) or any identifier."""
+        text = (identifier_or_path or "").strip()
+        path = Path(text).expanduser()
+        if text.lower().endswith(".pdf") and not text.lower().startswith(("http://", "https://")):
+            if not path.is_file():
+                raise ToolInputError(f"no such PDF file: {text}")
+            return await self.add_pdf(path, fetch=fetch)
+        if path.is_file():
+            return await self.add_pdf(path, fetch=fetch)
+        return await self.resolve(text, fetch=fetch)
+
+    async def add_pdf(self, path: Path, *, fetch: bool = True) -> PaperRecord:
+        """Copy a local PDF in; metadata from the PDF, upgraded from arXiv/ADS if it names an id."""
+        info = await asyncio.to_thread(read_pdf_info, path)
+        record = PaperRecord(
+            title=info["title"],
+            authors=info["authors"],
+            year=info["year"],
+            keywords=info["keywords"],
+            source="local",
+            metadata={"original_path": str(path.resolve()), "pages": info["pages"]},
+        )
+        ident: PaperIdentifier | None = None
+        if info["arxiv"]:
+            ident = parse_identifier(info["arxiv"])
+            record.arxiv_id, record.arxiv_version = ident.value, ident.version or None
+        elif info["doi"]:
+            ident = parse_identifier(info["doi"])
+            record.doi = ident.value if ident.kind == "doi" else None
+            if ident.kind == "arxiv":
+                record.arxiv_id = ident.value
+        if ident is not None and fetch:
+            try:
+                remote = await self.fetch_metadata(ident)
+                record.merge_from(remote, prefer_other=True)
+                record.source = "local"
+            except Exception as exc:  # noqa: BLE001 - the PDF's own metadata is a fine fallback
+                record.metadata["fetch_error"] = str(exc)
+        existing = await self.papers.find_by(arxiv_id=record.arxiv_id, doi=record.doi, bibcode=record.bibcode)
+        paper_id = existing.id if existing else (
+            paper_id_for(record.arxiv_id, record.doi, record.bibcode)
+            or await self._free_local_id(slugify(record.title or path.stem))
+        )
+        self.config.papers_dir.mkdir(parents=True, exist_ok=True)
+        target = self.config.papers_dir / pdf_filename(paper_id)
+        tmp = target.with_name(f".{target.name}.copy")
+        await asyncio.to_thread(shutil.copyfile, path, tmp)
+        tmp.replace(target)
+        if existing is not None:
+            merged = await self._merge_into(existing, record)
+            return await self.set_downloaded(merged.id, target)
+        record.id = paper_id
+        record.pdf_path = str(target)
+        record.state = "downloaded"
+        return await self.papers.insert(record)
+
+    async def _free_local_id(self, slug: str) -> str:
+        candidate, n = f"local:{slug}", 2
+        while await self.papers.find(candidate) is not None:
+            candidate, n = f"local:{slug}-{n}", n + 1
+        return candidate
+
+    # -- state changes (download and parse services call these) ----------------------------------------
+    async def set_state(self, paper_id: str, state: str, **fields: Any) -> PaperRecord:
+        if state not in STATES:
+            raise ValueError(f"state must be one of {STATES}, not {state!r}")
+        record = await self.get(paper_id)
+        return await self.papers.update(record.id, state=state, **fields)
+
+    async def set_downloaded(self, paper_id: str, pdf_path: str | Path) -> PaperRecord:
+        record = await self.get(paper_id)
+        state = "parsed" if record.state == "parsed" and record.pdf_path == str(pdf_path) else "downloaded"
+        return await self.papers.update(record.id, state=state, pdf_path=str(pdf_path))
+
+    async def set_parsed(self, paper_id: str, markdown_path: str | Path | None = None, **fields: Any) -> PaperRecord:
+        record = await self.get(paper_id)
+        changes: dict[str, Any] = {"state": "parsed", **fields}
+        if markdown_path is not None:
+            changes["markdown_path"] = str(markdown_path)
+        return await self.papers.update(record.id, **changes)
+
+    async def update(self, paper_id: str, **fields: Any) -> PaperRecord:
+        record = await self.get(paper_id)
+        return await self.papers.update(record.id, **fields)
+
+
+def read_pdf_info(path: Path) -> dict[str, Any]:
+    """Title/authors/year/keywords from the PDF's metadata, else from the first page's largest text;
+    an arXiv id or DOI printed on the first page when there is one. Runs in a thread."""
+    import pymupdf  # lazy: pymupdf is heavy and only local adds need it
+
+    try:
+        doc = pymupdf.open(str(path))
+    except Exception as exc:  # noqa: BLE001 - any open failure means "not a usable PDF"
+        raise ToolInputError(f"{path.name} is not a readable PDF: {exc}") from exc
+    with doc:
+        if doc.needs_pass:
+            raise ToolInputError(f"{path.name} is encrypted; decrypt it before adding it to the library")
+        meta = doc.metadata or {}
+        first_text = doc[0].get_text() if doc.page_count else ""
+        title = (meta.get("title") or "").strip() or (_largest_text(doc[0]) if doc.page_count else "")
+        authors = [a.strip() for a in re.split(r";|,| and ", meta.get("author") or "") if a.strip()]
+        year_match = re.match(r"D:(\d{4})", meta.get("creationDate") or "")
+        keywords = [k.strip() for k in re.split(r"[;,]", meta.get("keywords") or "") if k.strip()]
+        arxiv = _ARXIV_STAMP.search(first_text)
+        doi = _DOI_IN_TEXT.search(first_text)
+        return {
+            "title": title or path.stem,
+            "authors": authors,
+            "year": int(year_match.group(1)) if year_match else None,
+            "keywords": keywords,
+            "arxiv": arxiv.group(1) if arxiv else "",
+            "doi": doi.group(1) if doi else "",
+            "pages": doc.page_count,
+        }
+
+
+def _largest_text(page: Any) -> str:
+    """The run of lines set in the page's largest font: on a first page, that is the title."""
+    spans: list[tuple[float, str, int]] = []
+    for block_no, block in enumerate(page.get_text("dict").get("blocks", [])):
+        for line in block.get("lines", []):
+            text = "".join(s.get("text", "") for s in line.get("spans", [])).strip()
+            if text:
+                size = max(s.get("size", 0.0) for s in line.get("spans", []))
+                spans.append((round(size, 1), text, block_no))
+    if not spans:
+        return ""
+    biggest = max(s for s, _, _ in spans)
+    lines = [t for s, t, _ in spans if s == biggest]
+    return re.sub(r"\s+", " ", " ".join(lines[:4])).strip()[:300]
