@@ -93,3 +93,31 @@ class ServiceContainer:
         from .http import make_http_client
 
         return make_http_client(self.config)
+
+    @cached_property
+    def ads(self) -> Any:
+        """NASA ADS search client (``services/ads.py``)."""
+        from .ads import AdsClient
+
+        return AdsClient(self.config, self.http)
+
+    @cached_property
+    def arxiv(self) -> Any:
+        """arXiv API client with the process-wide rate limiter (``services/arxiv.py``)."""
+        from .arxiv import ArxivClient
+
+        return ArxivClient(self.config, self.http)
+
+    @cached_property
+    def library(self) -> Any:
+        """The paper library (``services/library.py``): ids, metadata, download/parse state."""
+        from .library import LibraryService
+
+        return LibraryService(self.config, self.db, ads=self.ads, arxiv=self.arxiv)
+
+    @cached_property
+    def downloads(self) -> Any:
+        """PDF downloads with fallback channels and the private-address guard (``services/download.py``)."""
+        from .download import DownloadService
+
+        return DownloadService(self.config, self.http, self.library, ads=self.ads)
