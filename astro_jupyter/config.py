@@ -268,6 +268,20 @@ class AstroConfig(Configurable):
     def _private_default(self) -> bool:
         return _env_bool("ASTRO_ALLOW_PRIVATE_DOWNLOADS", False)
 
+    doi_resolver_url = Unicode(help="DOI resolver base, the DOI is appended (env ASTRO_DOI_URL).").tag(config=True)
+
+    @default("doi_resolver_url")
+    def _doi_resolver_default(self) -> str:
+        return _env("ASTRO_DOI_URL", "https://doi.org")
+
+    download_max_bytes = Int(
+        help="Largest PDF download_paper accepts, in bytes (env ASTRO_DOWNLOAD_MAX_BYTES)."
+    ).tag(config=True)
+
+    @default("download_max_bytes")
+    def _download_max_default(self) -> int:
+        return _env_int("ASTRO_DOWNLOAD_MAX_BYTES", 200 * 1024 * 1024)
+
     # -- orchestration --------------------------------------------------------------------
     subagent_max_steps = Int(5, help="Default max_steps of a subagent (at most subagent_step_limit).").tag(config=True)
     subagent_step_limit = Int(10, help="Hard ceiling on a subagent's max_steps.").tag(config=True)
