@@ -1,0 +1,309 @@
+"""The one LLM client: ``openai.AsyncOpenAI`` streaming chat completions with tools.
+
+Why a wrapper and not the bare client: the runtime needs (1) tool-call fragments assembled
+across chunks and handed over the moment a call is complete, (2) reasoning deltas passed
+through, (3) retries with backoff for transient failures, (4) a model switch after repeated
+overload answers, announced as an item the runtime turns into a ``model_switch`` event, and
+(5) one clear ``LlmUnavailableError`` naming OPENAI_BASE_URL / OPENAI_API_KEY when nothing
+is configured or reachable. ``openai`` is imported lazily so ``astro-jupyter tools`` and
+``%load_ext`` stay fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from ..errors import LlmError, LlmUnavailableError
+from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
+from .types import Completed, ModelSwitched, StreamItem, TextChunk, ThinkingChunk, ToolCallReady
+
+if TYPE_CHECKING:
+    from ..config import AstroConfig
+
+_MAX_BACKOFF_SECS = 8.0
+
+NOT_CONFIGURED = (
+    "No LLM endpoint is configured: set OPENAI_BASE_URL to an OpenAI-compatible endpoint "
+    "(and OPENAI_API_KEY if it needs one), or c.AstroConfig.openai_base_url / openai_api_key."
+)
+
+
+def _unreachable(url: str, detail: str) -> str:
+    return (
+        f"Cannot reach the LLM endpoint at {url or 'the default OpenAI API'} ({detail}). "
+        "Check OPENAI_BASE_URL and OPENAI_API_KEY."
+    )
+
+
+class _Failure:
+    """A normalised view of an exception raised by the openai client."""
+
+    def __init__(self, exc: BaseException) -> None:
+        import openai
+
+        self.exc = exc
+        self.status: int | None = getattr(exc, "status_code", None)
+        self.timeout = isinstance(exc, openai.APITimeoutError)
+        self.connection = isinstance(exc, openai.APIConnectionError) and not self.timeout
+        self.api = isinstance(exc, openai.APIError)
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        body = getattr(exc, "body", None)
+        if isinstance(body, dict):  # the endpoint's own words beat "Error code: 500 - {...}"
+            inner = body.get("error") if isinstance(body.get("error"), dict) else body
+            message = inner.get("message") or message
+        self.message = str(message)
+
+    @property
+    def overload(self) -> bool:
+        return self.api and is_overload(self.status, self.message)
+
+    @property
+    def transient(self) -> bool:
+        if self.timeout or self.connection:
+            return True
+        return self.api and self.status is not None and is_transient(self.status)
+
+    def describe(self) -> str:
+        if self.timeout:
+            return "timed out"
+        if self.status is not None:
+            return f"HTTP {self.status}: {self.message}"
+        return self.message
+
+
+class LlmClient:
+    """Streaming chat, one-shot completion, embeddings and model listing against one endpoint."""
+
+    def __init__(self, config: "AstroConfig", *, holder: ModelHolder | None = None) -> None:
+        self.config = config
+        self.holder = holder or ModelHolder(config.llm_model)
+        self.policy = FallbackPolicy(config.llm_fallback_model, list(config.llm_fallback_chain))
+        self._client: Any = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def configured(self) -> bool:
+        return bool(self.config.openai_base_url or self.config.openai_api_key)
+
+    @property
+    def base_url(self) -> str:
+        return self.config.openai_base_url or "https://api.openai.com/v1"
+
+    @property
+    def model(self) -> str:
+        return self.holder.get()
+
+    def switch_model(self, name: str, reason: str = "manual") -> ModelSwitched:
+        record = self.holder.switch(name, reason)
+        return ModelSwitched(record.from_model, record.to_model, record.reason)
+
+    def _openai(self) -> Any:
+        if not self.configured:
+            raise LlmUnavailableError(NOT_CONFIGURED)
+        if self._client is None:
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                base_url=self.config.openai_base_url or None,
+                api_key=self.config.openai_api_key or "not-set",
+                max_retries=0,
+                timeout=self.config.llm_timeout_secs,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    def _backoff(self, attempt: int) -> float:
+        return min(_MAX_BACKOFF_SECS, self.config.llm_retry_base_delay * (2 ** max(0, attempt - 1)))
+
+    def _final_error(self, failure: _Failure, model: str) -> LlmError:
+        if failure.connection:
+            return LlmUnavailableError(_unreachable(self.base_url, failure.describe()))
+        if failure.status in (401, 403):
+            return LlmError(f"The LLM endpoint rejected the credentials ({failure.describe()}). Check OPENAI_API_KEY.")
+        if failure.status == 404:
+            return LlmError(f"The LLM endpoint does not know model {model!r} ({failure.describe()}).")
+        if failure.timeout:
+            return LlmError(
+                f"The LLM endpoint at {self.base_url} timed out after {self.config.llm_timeout_secs:g} s "
+                f"(model {model!r}, {self.config.llm_max_retries} retries)."
+            )
+        return LlmError(f"The LLM request failed (model {model!r}): {failure.describe()}")
+
+    # -- streaming ----------------------------------------------------------------------------
+    async def stream(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, model: str | None = None
+    ) -> AsyncIterator[StreamItem]:
+        """Yield text/thinking deltas, complete tool calls, model switches, then one ``Completed``.
+
+        Retries and model switches happen only before the first item of an attempt is
+        yielded; a stream that breaks after it started raises ``LlmError`` (replaying it
+        would duplicate what the user already saw).
+        """
+        client = self._openai()
+        current = model or self.holder.get()
+        tried = [current]
+        overloads = 0
+        retries = 0
+        while True:
+            started = False
+            try:
+                async for item in self._stream_once(client, messages, tools, current):
+                    started = True
+                    yield item
+                return
+            except LlmError:
+                raise
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - converted to our own errors right here
+                failure = _Failure(exc)
+                if started:
+                    raise LlmError(f"The LLM stream broke after it started (model {current!r}): {failure.describe()}") from exc
+                if not failure.api:
+                    raise LlmError(f"Malformed answer from the LLM endpoint (model {current!r}): {failure.describe()}") from exc
+                if failure.overload:
+                    overloads += 1
+                    if overloads >= self.config.overload_switch_after:
+                        nxt = self.policy.next_model(current, tried)
+                        if nxt is None:
+                            raise LlmError(
+                                f"The LLM endpoint is overloaded: {overloads} consecutive overload answers for model "
+                                f"{current!r} and no fallback model left (set LLM_FALLBACK_MODEL / LLM_FALLBACK_CHAIN)."
+                            ) from exc
+                        record = self.holder.switch(nxt, f"overloaded x{overloads}")
+                        yield ModelSwitched(current, nxt, record.reason)
+                        current = nxt
+                        tried.append(nxt)
+                        overloads = 0
+                        continue
+                    await asyncio.sleep(self._backoff(overloads))
+                    continue
+                if failure.transient and retries < self.config.llm_max_retries:
+                    retries += 1
+                    await asyncio.sleep(self._backoff(retries))
+                    continue
+                raise self._final_error(failure, current) from exc
+
+    async def _stream_once(
+        self, client: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: str
+    ) -> AsyncIterator[StreamItem]:
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            kwargs["tools"] = tools
+        response = await client.chat.completions.create(**kwargs)
+        text: list[str] = []
+        thinking: list[str] = []
+        partial: dict[int, dict[str, Any]] = {}
+        emitted: set[int] = set()
+        finish = "stop"
+        usage: dict[str, int] = {}
+
+        def ready(index: int) -> ToolCallReady:
+            part = partial[index]
+            emitted.add(index)
+            if not part["id"]:  # some endpoints omit ids; the tool result must still match its call
+                part["id"] = f"call_{uuid.uuid4().hex[:24]}"
+            return ToolCallReady(index, part["id"], part["name"], "".join(part["args"]))
+
+        try:
+            async for chunk in response:
+                if getattr(chunk, "usage", None):
+                    usage = {k: v for k, v in chunk.usage.model_dump().items() if isinstance(v, int)}
+                for choice in chunk.choices or []:
+                    delta = choice.delta
+                    if delta is not None:
+                        extra = getattr(delta, "model_extra", None) or {}
+                        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+                        if reasoning:
+                            thinking.append(str(reasoning))
+                            yield ThinkingChunk(str(reasoning))
+                        if delta.content:
+                            text.append(delta.content)
+                            yield TextChunk(delta.content)
+                        for frag in delta.tool_calls or []:
+                            index = frag.index if frag.index is not None else len(partial)
+                            if index not in partial:
+                                for earlier in sorted(partial):
+                                    if earlier < index and earlier not in emitted:
+                                        yield ready(earlier)
+                                partial[index] = {"id": "", "name": "", "args": []}
+                            part = partial[index]
+                            if frag.id:
+                                part["id"] = frag.id
+                            fn = frag.function
+                            if fn is not None:
+                                if fn.name:
+                                    part["name"] = fn.name
+                                if fn.arguments:
+                                    part["args"].append(fn.arguments)
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        finally:
+            await response.close()
+        calls: list[ToolCallReady] = []
+        for index in sorted(partial):
+            if index not in emitted:
+                yield ready(index)
+        # Rebuild in index order with the ids actually handed out.
+        for index in sorted(partial):
+            part = partial[index]
+            calls.append(ToolCallReady(index, part["id"], part["name"], "".join(part["args"])))
+        yield Completed("".join(text), calls, finish, model, usage, "".join(thinking))
+
+    # -- one-shot calls ----------------------------------------------------------------------
+    async def complete(self, messages: list[dict[str, Any]], *, model: str | None = None) -> str:
+        """Plain text answer (summaries, RAG answers); same retries and fallback as ``stream``."""
+        text = ""
+        async for item in self.stream(messages, None, model=model):
+            if isinstance(item, Completed):
+                text = item.text
+        return text
+
+    async def _call(self, what: str, model: str, op: Any) -> Any:
+        self._openai()
+        retries = 0
+        while True:
+            try:
+                return await op()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                failure = _Failure(exc)
+                if failure.api and (failure.transient or failure.overload) and retries < self.config.llm_max_retries:
+                    retries += 1
+                    await asyncio.sleep(self._backoff(retries))
+                    continue
+                if not failure.api:
+                    raise LlmError(f"Malformed answer from the LLM endpoint to {what}: {failure.describe()}") from exc
+                raise self._final_error(failure, model) from exc
+
+    async def embed(self, texts: list[str], model: str) -> list[list[float]]:
+        client = self._openai()
+        if not texts:
+            return []
+
+        async def op() -> list[list[float]]:
+            resp = await client.embeddings.create(model=model, input=list(texts))
+            return [list(d.embedding) for d in sorted(resp.data, key=lambda d: d.index)]
+
+        return await self._call("embeddings", model, op)
+
+    async def list_models(self) -> list[str]:
+        client = self._openai()
+
+        async def op() -> list[str]:
+            page = await client.models.list()
+            return sorted(m.id for m in page.data)
+
+        return await self._call("the model list", self.holder.get(), op)

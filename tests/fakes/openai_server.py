@@ -1,0 +1,306 @@
+"""A scripted OpenAI-compatible server on loopback, driven by the real ``openai`` client.
+
+The script is a queue of :class:`Turn` objects, one consumed per chat-completions request:
+streamed text (several chunks), tool calls (arguments split across chunks, several per
+turn), reasoning deltas (``delta.reasoning_content``), injected HTTP errors (429, 529
+"overloaded", 503, 500), an error event in the middle of a stream, a slow stream (delay per
+chunk) and a malformed chunk. When the queue is empty, ``responder(request_json) -> Turn``
+(if set) decides, so a test can react to the tool results it sees; otherwise the server
+answers 400 "script exhausted" (not retried by clients, so a test fails loudly).
+
+SSE chunks are written one by one (chunked transfer encoding, TCP_NODELAY) so the client
+really sees an incremental stream. Every request is recorded: ``server.requests`` are the
+raw :class:`RecordedRequest`s, ``server.chat_requests`` the decoded JSON bodies.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import itertools
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .base import FakeHandler, FakeServer
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class ScriptedCall:
+    name: str
+    arguments: Any  # dict (JSON-encoded by the server) or a raw string (sent as-is, may be invalid JSON)
+    id: str = ""
+
+    def arguments_text(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+@dataclass
+class Turn:
+    """One scripted answer. Build with the class methods: ``Turn.say``, ``Turn.call``, ``Turn.fail``."""
+
+    text: str = ""
+    reasoning: str = ""
+    calls: list[ScriptedCall] = field(default_factory=list)
+    status: int = 200  # != 200: an HTTP error answer
+    error_message: str = ""
+    stream_error: str = ""  # an error event sent mid-stream after the text
+    delay: float = 0.0  # seconds before each chunk (and before a non-stream answer)
+    first_delay: float = 0.0  # seconds before the first chunk only
+    chunk_size: int = 4  # characters per text / argument fragment
+    malformed: bool = False  # one chunk that is not JSON
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def say(cls, text: str, **kw: Any) -> "Turn":
+        return cls(text=text, **kw)
+
+    @classmethod
+    def call(cls, name: str, arguments: Any = None, *, id: str = "", text: str = "", **kw: Any) -> "Turn":
+        return cls(text=text, calls=[ScriptedCall(name, {} if arguments is None else arguments, id)], **kw)
+
+    @classmethod
+    def calls_(cls, *calls: tuple[str, Any] | ScriptedCall, text: str = "", **kw: Any) -> "Turn":
+        built = [c if isinstance(c, ScriptedCall) else ScriptedCall(c[0], c[1]) for c in calls]
+        return cls(text=text, calls=built, **kw)
+
+    @classmethod
+    def fail(cls, status: int, message: str = "", **kw: Any) -> "Turn":
+        default = {429: "Rate limit reached", 529: "Overloaded", 503: "Service Unavailable"}.get(status, "Internal error")
+        return cls(status=status, error_message=message or default, **kw)
+
+
+Responder = Callable[[dict[str, Any]], Turn]
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def fake_embedding(text: str, dim: int = 16) -> list[float]:
+    """Deterministic unit vector from the text's hash (same text → same vector)."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    raw = [(digest[i % len(digest)] - 127.5) / 127.5 for i in range(dim)]
+    norm = math.sqrt(sum(v * v for v in raw)) or 1.0
+    return [v / norm for v in raw]
+
+
+class _OpenAIHandler(FakeHandler):
+    server_version = "FakeOpenAI/1.0"
+
+    # -- routing -------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        req = self.record()
+        fake: FakeOpenAIServer = self.fake  # type: ignore[assignment]
+        if req.path.rstrip("/").endswith("/models"):
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake.models]
+            self.send_json(200, {"object": "list", "data": data})
+        else:
+            self.send_json(404, {"error": {"message": f"no route {req.path}", "type": "invalid_request_error"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        req = self.record()
+        fake: FakeOpenAIServer = self.fake  # type: ignore[assignment]
+        try:
+            body = req.json() or {}
+        except ValueError:
+            self.send_json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+            return
+        if req.path.endswith("/chat/completions"):
+            with fake.lock:
+                fake.chat_requests.append(body)
+            self._chat(body, fake.next_turn(body))
+        elif req.path.endswith("/embeddings"):
+            inputs = body.get("input")
+            texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+            data = [
+                {"object": "embedding", "index": i, "embedding": fake_embedding(str(t), fake.embedding_dim)}
+                for i, t in enumerate(texts)
+            ]
+            self.send_json(
+                200,
+                {"object": "list", "data": data, "model": body.get("model", ""), "usage": {"prompt_tokens": 0, "total_tokens": 0}},
+            )
+        else:
+            self.send_json(404, {"error": {"message": f"no route {req.path}", "type": "invalid_request_error"}})
+
+    # -- chat ------------------------------------------------------------------------------
+    def _chat(self, body: dict[str, Any], turn: Turn) -> None:
+        if turn.status != 200:
+            if turn.delay:
+                time.sleep(turn.delay)
+            kind = "overloaded_error" if turn.status == 529 else "rate_limit_error" if turn.status == 429 else "server_error"
+            self.send_json(turn.status, {"error": {"message": turn.error_message, "type": kind, "code": None}}, turn.headers)
+            return
+        model = str(body.get("model", ""))
+        calls = [ScriptedCall(c.name, c.arguments, c.id or f"call_{next(_ids)}") for c in turn.calls]
+        finish = turn.finish_reason or ("tool_calls" if calls else "stop")
+        usage = turn.usage or {"prompt_tokens": 10, "completion_tokens": max(1, len(turn.text) // 4), "total_tokens": 10 + max(1, len(turn.text) // 4)}
+        if body.get("stream"):
+            self._stream(body, turn, model, calls, finish, usage)
+            return
+        if turn.delay or turn.first_delay:
+            time.sleep(turn.delay + turn.first_delay)
+        message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+        if turn.reasoning:
+            message["reasoning_content"] = turn.reasoning
+        if calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_text()}} for c in calls
+            ]
+        self.send_json(
+            200,
+            {
+                "id": f"chatcmpl-{next(_ids)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "usage": usage,
+            },
+        )
+
+    def _stream(
+        self, body: dict[str, Any], turn: Turn, model: str, calls: list[ScriptedCall], finish: str, usage: dict[str, int]
+    ) -> None:
+        head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+        self.wfile.write(head.encode())
+        self.wfile.flush()
+        cid = f"chatcmpl-{next(_ids)}"
+        created = int(time.time())
+        first = [True]
+
+        def delta_chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            return {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+            }
+
+        def send(payload: dict[str, Any] | str) -> None:
+            if first[0] and turn.first_delay:
+                time.sleep(turn.first_delay)
+            first[0] = False
+            if turn.delay:
+                time.sleep(turn.delay)
+            data = payload if isinstance(payload, str) else json.dumps(payload)
+            frame = f"data: {data}\n\n".encode()
+            self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
+            self.wfile.flush()
+
+        try:
+            send(delta_chunk({"role": "assistant", "content": ""}))
+            for piece in _chunks(turn.reasoning, turn.chunk_size):
+                send(delta_chunk({"reasoning_content": piece}))
+            if turn.malformed:
+                send('{"id": "broken", "choices": [ {"delta": ')
+            for piece in _chunks(turn.text, turn.chunk_size):
+                send(delta_chunk({"content": piece}))
+            if turn.stream_error:
+                send({"error": {"message": turn.stream_error, "type": "server_error"}})
+            for index, call in enumerate(calls):
+                pieces = _chunks(call.arguments_text(), turn.chunk_size) or [""]
+                send(
+                    delta_chunk(
+                        {
+                            "tool_calls": [
+                                {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+                            ]
+                        }
+                    )
+                )
+                for piece in pieces:
+                    send(delta_chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+            send(delta_chunk({}, finish))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                send({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage})
+            send("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away (cancel or timeout): fine
+
+
+@dataclass
+class FakeOpenAIServer(FakeServer):
+    """``FakeOpenAIServer().start()``; ``.url`` ends with ``/v1``; ``.script(Turn...)`` queues answers."""
+
+    handler: type[FakeHandler] = _OpenAIHandler
+    models: list[str] = field(default_factory=lambda: ["gpt-4o-mini", "fallback-model", "chain-a", "chain-b"])
+    embedding_dim: int = 16
+    responder: Responder | None = None
+    chat_requests: list[dict[str, Any]] = field(default_factory=list)
+    turns: collections.deque = field(default_factory=collections.deque)
+
+    @property
+    def url(self) -> str:  # type: ignore[override]
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *turns: Turn) -> "FakeOpenAIServer":
+        with self.lock:
+            self.turns.extend(turns)
+        return self
+
+    def respond_with(self, responder: Responder | None) -> "FakeOpenAIServer":
+        self.responder = responder
+        return self
+
+    def next_turn(self, body: dict[str, Any]) -> Turn:
+        with self.lock:
+            if self.turns:
+                return self.turns.popleft()
+        if self.responder is not None:
+            return self.responder(body)
+        return Turn.fail(400, "fake openai server: script exhausted (no turn queued and no responder)")
+
+    @property
+    def remaining(self) -> int:
+        with self.lock:
+            return len(self.turns)
+
+    def models_requested(self) -> list[str]:
+        with self.lock:
+            return [str(r.get("model")) for r in self.chat_requests]
+
+
+def last_tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``tool`` messages after the last assistant message of a request (for responders)."""
+    out: list[dict[str, Any]] = []
+    for msg in reversed(body.get("messages") or []):
+        if msg.get("role") == "tool":
+            out.append(msg)
+        else:
+            break
+    return list(reversed(out))
+
+
+def main() -> None:  # pragma: no cover - manual use: python -m tests.fakes.openai_server
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Run the fake OpenAI server answering a fixed text.")
+    parser.add_argument("--text", default="Hello from the fake model.")
+    args = parser.parse_args()
+    server = FakeOpenAIServer(responder=lambda body: Turn.say(args.text)).start()
+    print(server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
