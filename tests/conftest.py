@@ -68,3 +68,15 @@ def shared_pdfs() -> Path:
     if not SHARED_PDFS.is_dir():
         pytest.skip(f"shared test PDFs not found at {SHARED_PDFS} (packaged install without ../shared)")
     return SHARED_PDFS
+
+
+@pytest.fixture
+def openai_server():
+    """A scripted OpenAI-compatible server on loopback (tests/fakes/openai_server.py)."""
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    server = FakeOpenAIServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
