@@ -86,6 +86,53 @@ class ServiceContainer:
 
         return AuditRepository(self.db)
 
+    # -- orchestration (todos, memories, background/coordinator tasks, history, skills, team) --
+    @cached_property
+    def tasks(self) -> Any:
+        from ..store.tasks import TaskRepository
+
+        return TaskRepository(self.db)
+
+    @cached_property
+    def memories(self) -> Any:
+        """Memory write gate + Jaccard de-dup over ``agent_memories`` (``services/memory.py``)."""
+        from ..store.memories import MemoryRepository
+        from .memory import MemoryService
+
+        return MemoryService(MemoryRepository(self.db))
+
+    @cached_property
+    def bg_tasks(self) -> Any:
+        from ..store.bg_tasks import BgTaskRepository
+
+        return BgTaskRepository(self.db)
+
+    @cached_property
+    def coordinator_tasks(self) -> Any:
+        from ..store.coordinator_tasks import CoordinatorTaskRepository
+
+        return CoordinatorTaskRepository(self.db)
+
+    @cached_property
+    def history(self) -> Any:
+        """FTS5 search over sessions and messages (``store/history.py``)."""
+        from ..store.history import HistorySearch
+
+        return HistorySearch(self.db)
+
+    @cached_property
+    def skills(self) -> Any:
+        from .skills import SkillLibrary
+
+        return SkillLibrary(self.config.skills_dir)
+
+    @cached_property
+    def team(self) -> Any:
+        """File inboxes under ``ASTRO_HOME/team/`` (``services/team.py``)."""
+        from .team import TeamInbox
+
+        return TeamInbox(self.config.team_dir)
+
     # -- external services (each family adds its own property here) ---------------------
     @cached_property
     def http(self) -> Any:
@@ -121,3 +168,17 @@ class ServiceContainer:
         from .download import DownloadService
 
         return DownloadService(self.config, self.http, self.library, ads=self.ads)
+
+    @cached_property
+    def llm(self) -> Any:
+        """The LLM client (``llm/client.py``); openai is imported on first use only."""
+        from ..llm.client import LlmClient
+
+        return LlmClient(self.config)
+
+    @cached_property
+    def sesame(self) -> Any:
+        """CDS Sesame name resolver with the ``sesame_cache`` table (``services/sesame.py``)."""
+        from .sesame import SesameClient
+
+        return SesameClient(self.http, self.config, db=self.db)
