@@ -80,3 +80,15 @@ def openai_server():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def sesame_server():
+    """A fake CDS Sesame on loopback (tests/fakes/sesame_server.py); point ``sesame_url`` at ``.url``."""
+    from tests.fakes.sesame_server import FakeSesameServer
+
+    server = FakeSesameServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,1 @@
+"""Astronomy tools: targets (Sesame), papers (ADS/arXiv), parsing, RAG, notes."""

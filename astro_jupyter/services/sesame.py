@@ -1,0 +1,188 @@
+"""CDS Sesame name resolution: an object name → position, type, main identifier, aliases.
+
+The client sends ``GET {sesame_url}/-oxp/SNV?{name}`` (XML output, Simbad then NED then
+VizieR, first database that knows the name wins) and parses the documented XML shape::
+
+    <Sesame><Target option="SNV"><name>M 31</name>
+      <Resolver name="S=Simbad ..."><otype/><jpos/><jradeg/><jdedeg/><MType/><oname/><alias/>...</Resolver>
+    </Target></Sesame>
+
+An unknown name answers 200 with only ``<INFO>*** Nothing found ***</INFO>`` elements:
+that becomes ``NotFoundError``. Resolved answers are cached in the ``sesame_cache`` table
+(positions of named objects do not move on a human time scale), so a repeated question
+costs one SQLite read. ``parse_sesame_xml`` is separate so an all-databases merge (``-oxp/A``)
+can reuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from ..errors import NotFoundError, ServiceError, ServiceTimeoutError
+
+if TYPE_CHECKING:
+    import httpx2
+
+    from ..config import AstroConfig
+    from ..store.db import Database
+
+_DB_NAMES = {"S": "Simbad", "N": "NED", "V": "VizieR", "A": "all"}
+
+
+@dataclass
+class TargetRecord:
+    name: str  # what was asked
+    main_id: str  # the database's main identifier (whitespace normalised)
+    ra_deg: float
+    dec_deg: float
+    ra_sexa: str
+    dec_sexa: str
+    otype: str = ""
+    aliases: list[str] = field(default_factory=list)
+    source_db: str = ""
+    morph_type: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _clean(text: str | None) -> str:
+    return re.sub(r"\s+", " ", (text or "").strip())
+
+
+def _sexagesimal(ra_deg: float, dec_deg: float) -> tuple[str, str]:
+    """Fallback when ``<jpos>`` is missing: hh:mm:ss.ss ±dd:mm:ss.s."""
+    total = (ra_deg % 360.0) / 15.0 * 3600.0
+    h, rem = divmod(total, 3600.0)
+    m, s = divmod(rem, 60.0)
+    sign = "-" if dec_deg < 0 else "+"
+    d_total = abs(dec_deg) * 3600.0
+    d, drem = divmod(d_total, 3600.0)
+    dm, ds = divmod(drem, 60.0)
+    return f"{int(h):02d}:{int(m):02d}:{s:05.2f}", f"{sign}{int(d):02d}:{int(dm):02d}:{ds:04.1f}"
+
+
+def parse_sesame_xml(text: str, name: str) -> list[TargetRecord]:
+    """Every resolver block of the answer that carries a position, in answer order."""
+    try:
+        root = ET.fromstring(text.encode("utf-8") if isinstance(text, str) else text)
+    except ET.ParseError as exc:
+        raise ServiceError(f"Sesame returned an unreadable answer for {name!r}: {exc}") from exc
+    records: list[TargetRecord] = []
+    for resolver in root.iter("Resolver"):
+        ra_text, dec_text = resolver.findtext("jradeg"), resolver.findtext("jdedeg")
+        if not ra_text or not dec_text:
+            continue
+        try:
+            ra, dec = float(ra_text), float(dec_text)
+        except ValueError:
+            continue
+        jpos = _clean(resolver.findtext("jpos"))
+        if jpos and " " in jpos:
+            ra_sexa, dec_sexa = jpos.split(" ", 1)
+        else:
+            ra_sexa, dec_sexa = _sexagesimal(ra, dec)
+        code = (resolver.get("name") or "?")[:1]
+        extra: dict[str, Any] = {}
+        vel = resolver.find("Vel")
+        if vel is not None and vel.findtext("v"):
+            extra["radial_velocity_km_s"] = float(vel.findtext("v") or 0)
+        if resolver.findtext("z"):
+            extra["redshift"] = float(resolver.findtext("z") or 0)
+        plx = resolver.find("plx")
+        if plx is not None and plx.findtext("v"):
+            extra["parallax_mas"] = float(plx.findtext("v") or 0)
+        if resolver.findtext("nrefs"):
+            extra["nrefs"] = int(resolver.findtext("nrefs") or 0)
+        records.append(
+            TargetRecord(
+                name=name,
+                main_id=_clean(resolver.findtext("oname")) or name,
+                ra_deg=ra,
+                dec_deg=dec,
+                ra_sexa=ra_sexa,
+                dec_sexa=dec_sexa,
+                otype=_clean(resolver.findtext("otype")),
+                aliases=[_clean(a.text) for a in resolver.findall("alias") if _clean(a.text)],
+                source_db=_DB_NAMES.get(code, code),
+                morph_type=_clean(resolver.findtext("MType")),
+                extra=extra,
+            )
+        )
+    return records
+
+
+class SesameClient:
+    def __init__(self, http: "httpx2.AsyncClient", config: "AstroConfig", *, db: "Database | None" = None) -> None:
+        self.http = http
+        self.config = config
+        self.db = db
+
+    def url_for(self, name: str, databases: str = "SNV") -> str:
+        return f"{self.config.sesame_url.rstrip('/')}/-oxp/{databases}?{quote(name, safe='')}"
+
+    @staticmethod
+    def cache_key(name: str, databases: str = "SNV") -> str:
+        return f"{databases}:{_clean(name).lower()}"
+
+    async def fetch_xml(self, name: str, databases: str = "SNV") -> str:
+        """The raw XML answer; transport failures become our own errors with the URL in them."""
+        import httpx2
+
+        url = self.url_for(name, databases)
+        try:
+            resp = await self.http.get(url)
+        except httpx2.TimeoutException as exc:
+            raise ServiceTimeoutError(
+                f"Sesame did not answer within {self.config.http_timeout_secs:g} s for {name!r} ({url})"
+            ) from exc
+        except httpx2.HTTPError as exc:
+            raise ServiceError(f"Cannot reach Sesame at {self.config.sesame_url} ({type(exc).__name__}: {exc})") from exc
+        if resp.status_code >= 400:
+            raise ServiceError(f"Sesame answered HTTP {resp.status_code} for {name!r}; try again later")
+        return resp.text
+
+    async def resolve(self, name: str, *, use_cache: bool = True) -> TargetRecord:
+        """The first database's answer for ``name``; ``NotFoundError`` when no database knows it."""
+        name = _clean(name)
+        if not name:
+            raise NotFoundError("an empty name cannot be resolved")
+        key = self.cache_key(name)
+        if use_cache and self.db is not None:
+            cached = await self._cache_get(key)
+            if cached is not None:
+                return cached
+        text = await self.fetch_xml(name)
+        records = parse_sesame_xml(text, name)
+        if not records:
+            raise NotFoundError(f"Sesame (Simbad, NED, VizieR) found no object named {name!r}")
+        record = records[0]
+        if self.db is not None:
+            await self._cache_put(key, record)
+        return record
+
+    async def _cache_get(self, key: str) -> TargetRecord | None:
+        payload = await self.db.fetchval("SELECT payload FROM sesame_cache WHERE query = ?", (key,))  # type: ignore[union-attr]
+        if not payload:
+            return None
+        try:
+            data = json.loads(payload)
+            data["cached"] = True
+            return TargetRecord(**data)
+        except (ValueError, TypeError):
+            return None  # an old or foreign row shape: resolve again
+
+    async def _cache_put(self, key: str, record: TargetRecord) -> None:
+        data = record.to_dict()
+        data.pop("cached", None)
+        await self.db.execute(  # type: ignore[union-attr]
+            "INSERT OR REPLACE INTO sesame_cache (query, payload) VALUES (?, ?)",
+            (key, json.dumps(data, ensure_ascii=False)),
+        )

@@ -1,0 +1,106 @@
+"""SesameClient against the fake Sesame server (real httpx2 client, recorded-shape XML)."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_asyncio
+
+from astro_jupyter.config import AstroConfig
+from astro_jupyter.errors import NotFoundError, ServiceError, ServiceTimeoutError
+from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.services.sesame import parse_sesame_xml
+from tests.fakes.sesame_server import DATA
+
+
+@pytest_asyncio.fixture
+async def container(tmp_path, sesame_server):
+    cfg = AstroConfig(home=str(tmp_path / "home"), sesame_url=sesame_server.url, http_timeout_secs=0.5)
+    c = ServiceContainer(cfg)
+    await c.start()
+    yield c
+    await c.close()
+
+
+@pytest.mark.asyncio
+async def test_resolve_m31(container, sesame_server):
+    rec = await container.sesame.resolve("M 31")
+    assert rec.main_id == "M 31"
+    assert rec.ra_deg == pytest.approx(10.684708, abs=1e-6) and rec.dec_deg == pytest.approx(41.26875, abs=1e-6)
+    assert (rec.ra_sexa, rec.dec_sexa) == ("00:42:44.33", "+41:16:07.5")
+    assert rec.otype == "AGN" and rec.source_db == "Simbad" and rec.morph_type == "SA(s)b"
+    assert "NGC 224" in rec.aliases and "NAME Andromeda" in rec.aliases
+    assert rec.extra["radial_velocity_km_s"] == -300
+    assert sesame_server.names_asked == ["M 31"]
+
+
+@pytest.mark.asyncio
+async def test_special_characters_are_quoted(container, sesame_server):
+    rec = await container.sesame.resolve("Sgr A*")
+    assert rec.main_id == "NAME Sgr A*" and rec.dec_deg < 0 and rec.dec_sexa.startswith("-29:00")
+    assert sesame_server.names_asked == ["Sgr A*"]
+
+
+@pytest.mark.asyncio
+async def test_unicode_name(container, sesame_server):
+    rec = await container.sesame.resolve("α Cen A")
+    assert rec.main_id == "* alf Cen A" and rec.otype == "**"
+    assert rec.extra["parallax_mas"] == pytest.approx(747.17)
+    assert sesame_server.names_asked == ["α Cen A"]
+
+
+@pytest.mark.asyncio
+async def test_unknown_name_is_not_found(container):
+    with pytest.raises(NotFoundError, match="no object named 'Xyzzy 12345'"):
+        await container.sesame.resolve("Xyzzy 12345")
+
+
+@pytest.mark.asyncio
+async def test_cache_answers_repeat_questions(container, sesame_server):
+    first = await container.sesame.resolve("M 87")
+    second = await container.sesame.resolve("  m 87 ")
+    assert not first.cached and second.cached
+    assert second.main_id == first.main_id and second.ra_deg == first.ra_deg
+    assert sesame_server.names_asked == ["M 87"]
+    await container.sesame.resolve("M 87", use_cache=False)
+    assert len(sesame_server.names_asked) == 2
+
+
+@pytest.mark.asyncio
+async def test_not_found_is_not_cached(container, sesame_server):
+    for _ in range(2):
+        with pytest.raises(NotFoundError):
+            await container.sesame.resolve("Nope 1")
+    assert len(sesame_server.names_asked) == 2
+
+
+@pytest.mark.asyncio
+async def test_server_error_is_a_service_error(container, sesame_server):
+    sesame_server.state["fail_status"] = 503
+    with pytest.raises(ServiceError, match="HTTP 503"):
+        await container.sesame.resolve("M 31")
+
+
+@pytest.mark.asyncio
+async def test_timeout_is_a_timeout_error(container, sesame_server):
+    sesame_server.state["delay"] = 1.5
+    with pytest.raises(ServiceTimeoutError, match="did not answer within 0.5 s"):
+        await container.sesame.resolve("M 31")
+
+
+@pytest.mark.asyncio
+async def test_unreachable_sesame(tmp_path):
+    cfg = AstroConfig(home=str(tmp_path / "h"), sesame_url="http://127.0.0.1:9/cgi-bin/nph-sesame", http_timeout_secs=0.5)
+    c = ServiceContainer(cfg)
+    await c.start()
+    try:
+        with pytest.raises(ServiceError, match="Cannot reach Sesame"):
+            await c.sesame.resolve("M 31")
+    finally:
+        await c.close()
+
+
+def test_parse_all_fixtures_and_garbage():
+    assert parse_sesame_xml((DATA / "not_found.xml").read_text(), "x") == []
+    assert parse_sesame_xml((DATA / "m87.xml").read_text(), "M 87")[0].otype == "BiC"
+    with pytest.raises(ServiceError, match="unreadable"):
+        parse_sesame_xml("<html>oops", "M 31")
