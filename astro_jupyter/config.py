@@ -153,6 +153,10 @@ class AstroConfig(Configurable):
     def _max_output_default(self) -> int:
         return _env_int("ASTRO_MAX_OUTPUT_CHARS", 4000)
 
+    persisted_preview_chars = Int(
+        2000, help="How much of a persisted large tool output stays inline as a preview."
+    ).tag(config=True)
+
     duplicate_threshold = Int(
         help="Consecutive identical (tool, arguments) calls that count as a loop (env ASTRO_DUPLICATE_THRESHOLD)."
     ).tag(config=True)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from ...config import AstroConfig
-    from ...events import Event
+    from ...events import Event, PermissionRequest
     from ...services.container import ServiceContainer
     from .file_state import FileStateCache
 
@@ -65,6 +65,7 @@ async def _no_progress(done: int | None = None, total: int | None = None, messag
 
 Emit = Callable[["Event"], Awaitable[None]]
 AskUserFn = Callable[[str, list[str]], Awaitable[str]]
+AskPermissionFn = Callable[["PermissionRequest"], Awaitable[str]]  # answers "allow" | "deny" | "always"
 
 
 @dataclass
@@ -86,6 +87,7 @@ class ToolContext:
     ask_user: AskUserFn | None = None
     runtime: Any = None  # the AgentRuntime, for tools that start subagents or change the loop
     run_state: Any = None  # the per-run mutable state (manual-compaction flag, loaded tools, ...)
+    ask_permission: AskPermissionFn | None = None  # answers a permission_request; None = Ask is denied
 
     def for_call(self, tool_call_id: str, step: int) -> "ToolContext":
         return replace(self, tool_call_id=tool_call_id, step=step)
