@@ -83,7 +83,8 @@ def normalize_arxiv(text: str) -> tuple[str, str] | None:
     match = _OLD_ARXIV.match(raw)
     if match:
         archive, number = match.group(1).split("/")
-        return f"{archive.lower()}/{number}", match.group(2) or ""
+        name, dot, subject = archive.partition(".")
+        return f"{name.lower()}{dot}{subject.upper()}/{number}", match.group(2) or ""
     return None
 
 

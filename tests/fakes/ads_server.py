@@ -1,0 +1,110 @@
+"""A fake NASA ADS API on loopback: ``/search/query`` and ``/resolver/{bibcode}/esource``.
+
+Serves the documents in ``tests/data/ads/corpus.json`` the way ADS does: Bearer token
+required (401 otherwise), only the ``fl`` fields returned, ``rows``/``start`` paging,
+``references(bibcode:X)`` / ``citations(bibcode:X)`` operators, field queries on
+``bibcode``, ``doi`` and ``identifier``, and plain words matched against title+abstract.
+
+Queries containing these words trigger failures: ``cause500`` → HTTP 500, ``ratelimit`` →
+429 with X-RateLimit headers, ``slowquery`` → sleeps ``state["sleep"]`` seconds (a timeout).
+``state["fail_all"] = 500`` makes every search fail. ``state["esource"][bibcode]`` lists the
+link-resolver records (dicts with url and link_type).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from .base import FakeHandler, FakeServer
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "ads"
+TOKEN = "test-ads-token"
+
+
+def load_corpus() -> dict[str, Any]:
+    return json.loads((DATA / "corpus.json").read_text(encoding="utf-8"))
+
+
+def _matches(doc: dict[str, Any], words: list[str]) -> bool:
+    hay = " ".join([" ".join(doc.get("title") or []), doc.get("abstract") or ""]).lower()
+    return all(w in hay for w in words)
+
+
+class AdsHandler(FakeHandler):
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        req = self.record()
+        if req.headers.get("Authorization") != f"Bearer {self.fake.state.get('token', TOKEN)}":
+            self.send_json(401, {"error": "Unauthorized"})
+            return
+        if req.path.startswith("/resolver/"):
+            self._resolver(req.path)
+            return
+        if req.path != "/search/query":
+            self.send_json(404, {"error": "no such endpoint"})
+            return
+        q = (req.query.get("q") or [""])[0]
+        if self.fake.state.get("fail_all"):
+            self.send_json(int(self.fake.state["fail_all"]), {"error": "Internal Server Error"})
+            return
+        if "cause500" in q:
+            self.send_json(500, {"error": "Internal Server Error"})
+            return
+        if "ratelimit" in q:
+            self.send_json(429, {"error": "Too many requests"}, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1767225600"})
+            return
+        if "slowquery" in q:
+            time.sleep(float(self.fake.state.get("sleep", 2.0)))
+        self._search(req.query, q)
+
+    def _resolver(self, path: str) -> None:
+        match = re.match(r"^/resolver/([^/]+)/esource$", path)
+        bibcode = match.group(1) if match else ""
+        records = (self.fake.state.get("esource") or {}).get(bibcode)
+        if not records:
+            self.send_json(404, {"error": f"did not find any records for {bibcode}"})
+            return
+        self.send_json(
+            200,
+            {"action": "display", "service": "", "links": {"count": len(records), "bibcode": bibcode, "records": records}},
+        )
+
+    def _search(self, query: dict[str, list[str]], q: str) -> None:
+        corpus = load_corpus()
+        docs: list[dict[str, Any]] = corpus["docs"]
+        by_bib = {d["bibcode"]: d for d in docs}
+        op = re.match(r"^(references|citations)\(bibcode:([^)]+)\)$", q.strip())
+        field = re.match(r'^(bibcode|doi|identifier):"?([^"]+)"?$', q.strip())
+        if op:
+            hits = [by_bib[b] for b in corpus[op.group(1)].get(op.group(2), []) if b in by_bib]
+        elif field:
+            name, value = field.group(1), field.group(2)
+            if name == "bibcode":
+                hits = [d for d in docs if d["bibcode"] == value]
+            elif name == "doi":
+                hits = [d for d in docs if value.lower() in [x.lower() for x in d.get("doi") or []]]
+            else:
+                hits = [d for d in docs if value.lower() in [x.lower() for x in d.get("identifier") or []]]
+        else:
+            words = [w.lower() for w in re.findall(r"[\w.-]+", q) if w.lower() not in {"and", "or"}]
+            hits = [d for d in docs if _matches(d, words)]
+        if (query.get("sort") or [""])[0].startswith("citation_count"):
+            hits = sorted(hits, key=lambda d: -(d.get("citation_count") or 0))
+        rows = int((query.get("rows") or ["10"])[0])
+        start = int((query.get("start") or ["0"])[0])
+        fl = [f for f in (query.get("fl") or ["bibcode"])[0].split(",") if f]
+        page = [{k: d[k] for k in fl if k in d} for d in hits[start : start + rows]]
+        self.send_json(
+            200,
+            {
+                "responseHeader": {"status": 0, "QTime": 3, "params": {"q": q, "fl": ",".join(fl), "rows": str(rows)}},
+                "response": {"numFound": len(hits), "start": start, "docs": page},
+            },
+        )
+
+
+def ads_server() -> FakeServer:
+    return FakeServer(AdsHandler)
