@@ -1,0 +1,119 @@
+"""One event bus per run: numbers events, keeps them, fans them out, persists them in batches.
+
+Why this shape: the sidebar's SSE writer, a kernel widget and ``astro-jupyter ask`` may all
+watch the same run, join late, or reconnect with ``Last-Event-ID``. So every event gets a
+sequence number (1, 2, 3, ...), stays in memory for the run's life (replay), wakes every
+subscriber, and is written to ``agent_events`` by a background task in batches, so a
+stream of thousands of deltas per second costs a handful of transactions. The wire dict is
+computed once per event, here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from ..events import Done, Event, to_wire
+
+if TYPE_CHECKING:
+    from ..store.runs import RunRepository
+
+log = logging.getLogger(__name__)
+
+_BATCH_MAX = 512
+
+
+class EventBus:
+    """Publish with ``publish(event)``; read with ``async for seq, event in bus.subscribe(after)``."""
+
+    def __init__(self, run_id: str, runs: "RunRepository | None" = None, *, flush_interval: float = 0.02) -> None:
+        self.run_id = run_id
+        self.runs = runs
+        self.flush_interval = flush_interval
+        self.events: list[tuple[int, Event]] = []
+        self._pending: list[tuple[int, dict[str, Any]]] = []
+        self._waiter: asyncio.Future[None] | None = None
+        self._flush_wanted = asyncio.Event()
+        self._closed = False
+        self._persister: asyncio.Task[None] | None = None
+        self.persist_errors: list[str] = []
+        if runs is not None:
+            self._persister = asyncio.get_running_loop().create_task(self._persist_loop())
+
+    # -- writing -------------------------------------------------------------------------------
+    def publish(self, event: Event) -> int:
+        """Number, keep, fan out and queue ``event`` for persistence; returns its seq."""
+        if self._closed:
+            raise RuntimeError(f"run {self.run_id}: event published after Done")
+        seq = len(self.events) + 1
+        self.events.append((seq, event))
+        if self.runs is not None:
+            self._pending.append((seq, to_wire(event)))
+            if len(self._pending) >= _BATCH_MAX or isinstance(event, Done):
+                self._flush_wanted.set()
+            elif not self._flush_wanted.is_set():
+                self._flush_wanted.set()
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if isinstance(event, Done):
+            self._closed = True
+        return seq
+
+    @property
+    def last_seq(self) -> int:
+        return len(self.events)
+
+    @property
+    def done(self) -> bool:
+        return self._closed
+
+    # -- reading -------------------------------------------------------------------------------
+    async def subscribe(self, after_seq: int = 0) -> AsyncIterator[tuple[int, Event]]:
+        """Replay events after ``after_seq``, then follow live; ends after ``Done``."""
+        index = max(0, after_seq)
+        while True:
+            while index < len(self.events):
+                item = self.events[index]
+                index += 1
+                yield item
+                if isinstance(item[1], Done):
+                    return
+            if self._closed:
+                return
+            if self._waiter is None or self._waiter.done():
+                self._waiter = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._waiter)
+
+    # -- persistence ---------------------------------------------------------------------------
+    async def _persist_loop(self) -> None:
+        while True:
+            await self._flush_wanted.wait()
+            if not self._closed and self.flush_interval > 0 and len(self._pending) < _BATCH_MAX:
+                await asyncio.sleep(self.flush_interval)  # let a burst of deltas gather into one batch
+            self._flush_wanted.clear()
+            await self._flush_now()
+            if self._closed and not self._pending:
+                return
+
+    async def _flush_now(self) -> None:
+        if not self._pending or self.runs is None:
+            return
+        batch, self._pending = self._pending, []
+        try:
+            await self.runs.append_events(self.run_id, batch)
+        except Exception as exc:  # noqa: BLE001 - replay from memory still works; the run must go on
+            message = f"could not persist {len(batch)} events of run {self.run_id}: {exc}"
+            log.warning(message)
+            self.persist_errors.append(message)
+
+    async def aclose(self, timeout: float = 10.0) -> None:
+        """Wait until every published event is written (called after ``Done``)."""
+        if self._persister is None:
+            return
+        self._flush_wanted.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._persister), timeout)
+        except asyncio.TimeoutError:
+            log.warning("run %s: event persistence did not finish within %.0f s", self.run_id, timeout)

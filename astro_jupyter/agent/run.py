@@ -1,0 +1,126 @@
+"""A run as seen from outside (``RunHandle``) and from inside (``RunState``).
+
+The handle is what surfaces hold: the server's SSE writer, the kernel widget and the CLI
+subscribe to its events, cancel it, answer its questions and await its end. The state is
+the loop's mutable memory that tools may read or change through ``ctx.run_state``
+(loaded deferred tools, a manual-compaction request, the live message list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from ..events import Done, Event
+
+if TYPE_CHECKING:
+    from .bus import EventBus
+
+
+def new_request_id() -> str:
+    return f"req_{uuid.uuid4().hex[:16]}"
+
+
+@dataclass
+class RunState:
+    run_id: str
+    session_id: str
+    owner: str = ""
+    model: str | None = None
+    max_steps: int = 20
+    coordinator: bool = False
+    step: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)  # what the next LLM call sends
+    loaded_tools: set[str] = field(default_factory=set)  # deferred tools made resident by load_tool
+    compact_requested: bool = False
+    final_text: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # room for orchestration features
+
+    def add_usage(self, usage: dict[str, int]) -> None:
+        for key, value in usage.items():
+            self.usage[key] = self.usage.get(key, 0) + int(value)
+
+
+class PendingAnswers:
+    """Futures for ask_user / permission questions, resolved by ``RunHandle.answer``."""
+
+    def __init__(self) -> None:
+        self._futures: dict[str, asyncio.Future[str]] = {}
+
+    def create(self, request_id: str) -> "asyncio.Future[str]":
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._futures[request_id] = future
+        return future
+
+    def resolve(self, request_id: str, answer: str) -> bool:
+        future = self._futures.pop(request_id, None)
+        if future is None or future.done():
+            return False
+        future.set_result(answer)
+        return True
+
+    def discard(self, request_id: str) -> None:
+        self._futures.pop(request_id, None)
+
+    def pending(self) -> list[str]:
+        return [rid for rid, fut in self._futures.items() if not fut.done()]
+
+
+class RunHandle:
+    """One active or finished run. ``events()`` replays then follows live and ends after Done."""
+
+    def __init__(self, state: RunState, bus: "EventBus", cancelled: asyncio.Event) -> None:
+        self.state = state
+        self.bus = bus
+        self.cancelled = cancelled
+        self.answers = PendingAnswers()
+        self.task: asyncio.Task[Done] | None = None
+        self.done_event: Done | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def session_id(self) -> str:
+        return self.state.session_id
+
+    @property
+    def final_text(self) -> str:
+        return self.state.final_text
+
+    @property
+    def finished(self) -> bool:
+        return self.done_event is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self.done_event.reason if self.done_event else None
+
+    def events(self, after_seq: int = 0) -> AsyncIterator[tuple[int, Event]]:
+        return self.bus.subscribe(after_seq)
+
+    def cancel(self) -> None:
+        """Ask the run to stop: the LLM stream is abandoned, Cancel tools stop, Block tools finish."""
+        self.cancelled.set()
+
+    def answer(self, request_id: str, answer: str) -> bool:
+        """Deliver the user's answer to an ask_user / permission_request; False if not pending."""
+        return self.answers.resolve(request_id, str(answer))
+
+    async def wait(self) -> Done:
+        if self.task is None:
+            raise RuntimeError("run was not started")
+        return await asyncio.shield(self.task)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "status": self.reason or "running",
+            "last_seq": self.bus.last_seq,
+            "pending_requests": self.answers.pending(),
+        }

@@ -1,0 +1,528 @@
+"""The ReAct loop: prompt → LLM stream → tools → results → ... → Done.
+
+One ``AgentRuntime`` per process surface (the server extension, a kernel, the CLI). Each
+run is one asyncio task with its own ``EventBus``. The loop's promises:
+
+* ``session`` is the first event and ``done`` the last, whatever happens in between;
+  any failure becomes an ``error`` event followed by ``done(reason="error")``;
+* a turn's assistant message and its tool results are committed in one transaction
+  before that turn's ``tool_result`` events are published, so what a watcher saw is on disk,
+  and a turn with tool calls is never stored without its results;
+* cancel abandons the LLM stream at once; tools already started end as the executor
+  decides (Cancel tools stop, Block tools finish), and their results are stored.
+
+Extension points for orchestration: ``turn_preparers`` (async callables run before every
+LLM call with the ``RunState``: compaction, background-task injection) and
+``run_subagent`` (an isolated loop whose events are re-emitted on the parent's bus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+
+from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
+from ..events import AskUser, Done, Error, Event, ModelSwitch, PermissionRequest, SessionStarted, Subagent
+from ..events import TextDelta, ThinkingDelta, ToolResult
+from .bus import EventBus
+from .prompt import SUBAGENT_ROLE, build_system_prompt
+from .run import RunHandle, RunState, new_request_id
+
+if TYPE_CHECKING:
+    from ..services.container import ServiceContainer
+    from .executor import ToolExecutor
+    from .hooks import HookRegistry
+    from .tools.base import ToolContext
+    from .tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+TurnPreparer = Callable[[RunState], Awaitable[None]]
+_KEEP_FINISHED = 200
+_TITLE_CHARS = 80
+
+
+@dataclass
+class SubagentResult:
+    summary: str
+    is_error: bool = False
+    steps: int = 0
+    subagent_id: str = ""
+
+
+@dataclass
+class TurnResult:
+    """What one LLM turn produced (``cancelled``: the stream was abandoned)."""
+
+    text: str
+    calls: list[Any]  # ToolCallReady items handed to the executor
+    executed: list[Any]  # ExecutedCall
+    cancelled: bool = False
+    error: BaseException | None = None
+
+
+def title_from_prompt(prompt: str) -> str:
+    first = " ".join(prompt.strip().split())
+    return first if len(first) <= _TITLE_CHARS else first[: _TITLE_CHARS - 1].rstrip() + "…"
+
+
+class AgentRuntime:
+    def __init__(
+        self,
+        services: "ServiceContainer",
+        registry: "ToolRegistry | None" = None,
+        hooks: "HookRegistry | None" = None,
+        llm: Any = None,
+    ) -> None:
+        from .hooks import HookRegistry
+        from .permissions import PermissionChecker
+
+        self.services = services
+        self.config = services.config
+        self._registry = registry
+        self._coordinator_registry: "ToolRegistry | None" = None
+        self.hooks = hooks if hooks is not None else HookRegistry.from_config(self.config)
+        self._llm = llm
+        self.permissions = PermissionChecker.from_config(self.config)
+        self.turn_preparers: list[TurnPreparer] = []
+        self._runs: dict[str, RunHandle] = {}
+        self._active_sessions: dict[str, RunHandle] = {}
+        self._started = False
+        self._closing = False
+
+    # -- wiring -----------------------------------------------------------------------------
+    @property
+    def llm(self) -> Any:
+        if self._llm is None:
+            self._llm = self.services.llm
+        return self._llm
+
+    def registry_for(self, coordinator: bool = False) -> "ToolRegistry":
+        from .tools import build_default_registry
+
+        if self._registry is None:
+            self._registry = build_default_registry(self.config)
+        if not coordinator:
+            return self._registry
+        if self._coordinator_registry is None:
+            from .tools import COORDINATOR_FAMILY, ToolRegistry, family_tools
+
+            merged = ToolRegistry(self._registry.sorted_tools())
+            for tool in family_tools(COORDINATOR_FAMILY, self.config):
+                merged.replace(tool)
+            self._coordinator_registry = merged
+        return self._coordinator_registry
+
+    @property
+    def registry(self) -> "ToolRegistry":
+        return self.registry_for(False)
+
+    async def start(self) -> None:
+        """Close runs a dead process left 'running' (idempotent, also done by the first run)."""
+        if not self._started:
+            self._started = True
+            try:
+                await self.services.runs.mark_interrupted()
+            except AstroError as exc:
+                log.warning("could not mark interrupted runs: %s", exc)
+
+    # -- runs ---------------------------------------------------------------------------------
+    async def start_run(
+        self,
+        prompt: str,
+        *,
+        session_id: str | None = None,
+        owner: str = "",
+        model: str | None = None,
+        coordinator: bool = False,
+        max_steps: int | None = None,
+        source: str = "",
+    ) -> RunHandle:
+        """Create (or resume) the session, register the run and start its task."""
+        from ..store.sessions import new_id
+
+        if self._closing:
+            raise RunConflict("the runtime is shutting down")
+        prompt = prompt if isinstance(prompt, str) else str(prompt)
+        if not prompt.strip():
+            raise ToolInputError("the prompt is empty")
+        if len(prompt) > self.config.max_prompt_chars:
+            raise ToolInputError(f"the prompt has {len(prompt)} characters; the limit is {self.config.max_prompt_chars}")
+        if max_steps is not None and max_steps < 1:
+            raise ToolInputError("max_steps must be at least 1")
+        await self.start()
+        if session_id:
+            session = await self.services.sessions.find(session_id)
+            if session is None:
+                raise SessionNotFound(f"no session {session_id!r}")
+            coordinator = coordinator or session.coordinator
+        else:
+            session = await self.services.sessions.create(
+                owner=owner, model=model or "", coordinator=coordinator, source=source
+            )
+        sid = session.id
+        if sid in self._active_sessions:
+            raise RunConflict(f"session {sid} already has an active run ({self._active_sessions[sid].run_id})")
+        run_id = new_id("run")
+        state = RunState(
+            run_id=run_id,
+            session_id=sid,
+            owner=owner,
+            model=model or None,
+            max_steps=max_steps or self.config.max_steps,
+            coordinator=coordinator,
+        )
+        handle = RunHandle(state, EventBus(run_id, self.services.runs), asyncio.Event())
+        self._active_sessions[sid] = handle  # reserved before the next await: no double start
+        try:
+            await self.services.runs.create(run_id, sid, owner=owner, prompt=prompt, model=model or self.llm.model)
+        except BaseException:
+            self._active_sessions.pop(sid, None)
+            raise
+        self._runs[run_id] = handle
+        handle.task = asyncio.get_running_loop().create_task(self._run(handle, prompt, session.title), name=run_id)
+        self._forget_old_runs()
+        return handle
+
+    def get_run(self, run_id: str) -> RunHandle | None:
+        return self._runs.get(run_id)
+
+    def active_runs(self) -> list[RunHandle]:
+        return list(self._active_sessions.values())
+
+    def active_run_for(self, session_id: str) -> RunHandle | None:
+        return self._active_sessions.get(session_id)
+
+    def _forget_old_runs(self) -> None:
+        finished = [rid for rid, h in self._runs.items() if h.finished]
+        for rid in finished[: max(0, len(finished) - _KEEP_FINISHED)]:
+            self._runs.pop(rid, None)
+
+    async def close(self, timeout: float = 30.0) -> None:
+        """Cancel active runs and wait for them (each still ends with Done and is marked)."""
+        self._closing = True
+        handles = self.active_runs()
+        for handle in handles:
+            handle.cancel()
+        tasks = [h.task for h in handles if h.task is not None]
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        await self.hooks.drain(timeout=5.0)
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def _run(self, handle: RunHandle, prompt: str, title: str) -> Done:
+        state, bus = handle.state, handle.bus
+        reason = "finished"
+        base = {"session_id": state.session_id, "run_id": state.run_id}
+        bus.publish(SessionStarted(session_id=state.session_id, run_id=state.run_id, title=title, model=state.model or self.llm.model))
+        try:
+            self.hooks.fire_and_forget("UserPromptSubmit", {**base, "prompt": prompt, "owner": state.owner})
+            await self.hooks.run("SessionStart", {**base, "owner": state.owner})
+            registry = self.registry_for(state.coordinator)
+            memories = await self._memories(state.owner)
+            system = build_system_prompt(registry, memories=memories, coordinator=state.coordinator)
+            history = await self.services.messages.chat_history(state.session_id)
+            user_msg = {"role": "user", "content": prompt}
+            await self.services.messages.append(state.session_id, user_msg, run_id=state.run_id)
+            state.messages = [{"role": "system", "content": system}, *history, user_msg]
+            reason = await self._loop(handle, registry)
+        except asyncio.CancelledError:
+            reason = "cancelled"
+        except Exception as exc:  # noqa: BLE001 - every failure ends as error + done
+            reason = "error"
+            self._publish_error(bus, exc, state.step or None)
+        return await self._finish(handle, reason, prompt, title)
+
+    async def _loop(self, handle: RunHandle, registry: "ToolRegistry") -> str:
+        from .executor import ToolExecutor
+
+        state = handle.state
+        executor = ToolExecutor(registry, self.permissions, self.hooks, self.config)
+        ctx = self._tool_context(handle)
+        cancel_wait = asyncio.get_running_loop().create_task(handle.cancelled.wait())
+        try:
+            while True:
+                if handle.cancelled.is_set():
+                    return "cancelled"
+                if state.step >= state.max_steps:
+                    return "max_steps"
+                state.step += 1
+                for prepare in list(self.turn_preparers):
+                    await prepare(state)
+                turn = await self._turn(handle, registry, executor, ctx, cancel_wait)
+                if turn.error is not None:
+                    raise turn.error
+                if turn.cancelled:
+                    return "cancelled"
+                if not turn.calls:
+                    state.final_text = turn.text
+                    return "finished"
+        finally:
+            cancel_wait.cancel()
+
+    async def _turn(
+        self, handle: RunHandle, registry: "ToolRegistry", executor: "ToolExecutor", ctx: "ToolContext", cancel_wait: "asyncio.Task[Any]"
+    ) -> TurnResult:
+        """One LLM call with its tools; persists the turn before announcing its results."""
+        from .executor import ToolCallRequest
+
+        state, bus = handle.state, handle.bus
+        step = state.step
+        held: list[Event] = []
+        turn_ctx = dataclasses.replace(ctx, step=step, emit=self._holding_emit(bus, held))
+        streaming = executor.stream(turn_ctx)
+        text: list[str] = []
+        calls: list[Any] = []
+        tools = self._tool_definitions(registry, state)
+
+        async def consume() -> Any:
+            async for item in self.llm.stream(state.messages, tools, model=state.model):
+                kind = item.kind
+                if kind == "text":
+                    text.append(item.delta)
+                    bus.publish(TextDelta(delta=item.delta, step=step))
+                elif kind == "thinking":
+                    bus.publish(ThinkingDelta(delta=item.delta, step=step))
+                elif kind == "tool_call":
+                    calls.append(item)
+                    streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))
+                elif kind == "model_switch":
+                    state.model = item.to_model
+                    bus.publish(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
+                    self.hooks.fire_and_forget("Notification", {"level": "info", "message": f"model switched to {item.to_model}"})
+                elif kind == "completed":
+                    state.add_usage(item.usage)
+                    return item
+            return None
+
+        consumer = asyncio.get_running_loop().create_task(consume())
+        error: BaseException | None = None
+        cancelled = False
+        await asyncio.wait({consumer, cancel_wait}, return_when=asyncio.FIRST_COMPLETED)
+        if not consumer.done():
+            consumer.cancel()
+            cancelled = True
+        try:
+            await consumer
+        except asyncio.CancelledError:
+            cancelled = True
+        except Exception as exc:  # noqa: BLE001 - the LLM failed: finish started tools, then report
+            error = exc
+        executed = await streaming.finish()  # started calls end as the executor decides (Block tools finish)
+        assistant: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+        if calls:
+            assistant["tool_calls"] = [c.to_message() for c in calls]
+        new_messages = [assistant, *[e.message for e in executed]]
+        if assistant["content"] or calls:
+            await self.services.messages.append_many(state.session_id, new_messages, run_id=state.run_id)
+            state.messages.extend(new_messages)
+        for event in held:
+            bus.publish(event)
+        return TurnResult("".join(text), calls, executed, cancelled=cancelled or handle.cancelled.is_set(), error=error)
+
+    def _tool_definitions(self, registry: "ToolRegistry", state: RunState) -> list[dict[str, Any]]:
+        defs = registry.resident_definitions()
+        if state.loaded_tools:
+            defs = defs + [t.definition() for t in registry.sorted_tools() if t.defer_loading and t.name in state.loaded_tools]
+            defs.sort(key=lambda d: d["function"]["name"])
+        return defs
+
+    @staticmethod
+    def _holding_emit(bus: EventBus, held: list[Event]) -> Callable[[Event], Awaitable[None]]:
+        """Tool results of the main loop wait for the turn's commit; everything else goes out now."""
+
+        async def emit(event: Event) -> None:
+            if isinstance(event, ToolResult) and event.subagent_id is None:
+                held.append(event)
+            else:
+                bus.publish(event)
+
+        return emit
+
+    def _tool_context(self, handle: RunHandle, *, emit: Any = None) -> "ToolContext":
+        from .tools.base import ToolContext
+        from .tools.file_state import FileStateCache
+
+        state, bus = handle.state, handle.bus
+
+        async def publish(event: Event) -> None:
+            bus.publish(event)
+
+        async def ask_user(question: str, options: list[str] | None = None) -> str:
+            rid = new_request_id()
+            future = handle.answers.create(rid)
+            timeout = self.config.ask_user_timeout_secs
+            bus.publish(AskUser(request_id=rid, question=question, options=list(options or []), timeout_secs=timeout))
+            self.hooks.fire_and_forget("Notification", {"level": "question", "message": question, "run_id": state.run_id})
+            try:
+                return await asyncio.wait_for(future, timeout)
+            except asyncio.TimeoutError:
+                raise TimeoutError(f"no answer within {timeout:g} s") from None
+            finally:
+                handle.answers.discard(rid)
+
+        async def ask_permission(request: PermissionRequest) -> str:
+            rid = request.request_id or new_request_id()
+            if not request.request_id:
+                request = dataclasses.replace(request, request_id=rid)
+            future = handle.answers.create(rid)
+            bus.publish(request)
+            try:
+                return await asyncio.wait_for(future, self.config.permission_timeout_secs)
+            except asyncio.TimeoutError:
+                return "deny"
+            finally:
+                handle.answers.discard(rid)
+
+        return ToolContext(
+            config=self.config,
+            services=self.services,
+            session_id=state.session_id,
+            cancelled=handle.cancelled,
+            emit=emit or publish,
+            file_state=FileStateCache(),
+            run_id=state.run_id,
+            ask_user=ask_user,
+            ask_permission=ask_permission,
+            runtime=self,
+            run_state=state,
+        )
+
+    async def _memories(self, owner: str) -> str:
+        memories = getattr(self.services, "memories", None)
+        block = getattr(memories, "prompt_block", None)
+        if block is None:
+            return ""
+        try:
+            return str(await block(owner=owner))
+        except Exception as exc:  # noqa: BLE001 - memories are a nicety; the run goes on without them
+            log.warning("memories unavailable: %s", exc)
+            return ""
+
+    @staticmethod
+    def _publish_error(bus: EventBus, exc: BaseException, step: int | None) -> None:
+        if isinstance(exc, AstroError):
+            message, reason = str(exc) or type(exc).__name__, exc.reason
+        else:
+            log.exception("run failed", exc_info=exc)
+            message, reason = f"internal error: {type(exc).__name__}: {exc}", "internal"
+        if not bus.done:
+            bus.publish(Error(message=message, reason=reason, step=step))
+
+    async def _finish(self, handle: RunHandle, reason: str, prompt: str, title: str) -> Done:
+        """Stop/SessionEnd hooks, title, run status, then Done; each step survives the others failing."""
+        state, bus = handle.state, handle.bus
+        base = {"session_id": state.session_id, "run_id": state.run_id, "reason": reason}
+        for event_name in ("Stop", "SessionEnd"):
+            try:
+                await self.hooks.run(event_name, dict(base))
+            except Exception as exc:  # noqa: BLE001
+                log.warning("%s hooks failed: %s", event_name, exc)
+        try:
+            if not title:
+                await self.services.sessions.update(state.session_id, title=title_from_prompt(prompt))
+            else:
+                await self.services.sessions.touch(state.session_id)
+        except Exception as exc:  # noqa: BLE001 - the run's outcome matters more than its title
+            log.warning("could not update session %s: %s", state.session_id, exc)
+        try:
+            await self.services.runs.finish(state.run_id, reason)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not mark run %s %s: %s", state.run_id, reason, exc)
+        done = Done(session_id=state.session_id, run_id=state.run_id, reason=reason)  # type: ignore[arg-type]
+        bus.publish(done)
+        handle.done_event = done
+        if self._active_sessions.get(state.session_id) is handle:
+            del self._active_sessions[state.session_id]
+        await bus.aclose()
+        return done
+
+    # -- subagents ----------------------------------------------------------------------------
+    async def run_subagent(
+        self,
+        task: str,
+        *,
+        parent_ctx: "ToolContext",
+        max_steps: int | None = None,
+        registry: "ToolRegistry | None" = None,
+        tools: Iterable[str] | None = None,
+        system_prompt: str | None = None,
+    ) -> SubagentResult:
+        """An isolated loop: fresh messages, no user questions, events tagged with its id."""
+        from ..store.sessions import new_id
+        from .executor import ToolCallRequest, ToolExecutor
+
+        limit = min(max_steps or self.config.subagent_max_steps, self.config.subagent_step_limit)
+        sub_id = new_id("sub")
+        base_registry = registry or self.registry
+        if tools is not None:
+            base_registry = base_registry.subset(tools)
+        sub_registry = base_registry.subset(n for n in base_registry.names() if n not in {"ask_user", "subagent"})
+        parent_emit = parent_ctx.emit
+
+        async def emit(event: Event) -> None:
+            await parent_emit(event if event.subagent_id else dataclasses.replace(event, subagent_id=sub_id))
+
+        ctx = dataclasses.replace(
+            parent_ctx, emit=emit, silent=True, subagent_id=sub_id, depth=parent_ctx.depth + 1, ask_user=None,
+            ask_permission=None,
+        )
+        hook_base = {"session_id": parent_ctx.session_id, "run_id": parent_ctx.run_id, "subagent_id": sub_id}
+        await parent_emit(Subagent(id=sub_id, phase="start", task=task, parent_tool_call_id=parent_ctx.tool_call_id))
+        await self.hooks.run("SubagentStart", {**hook_base, "task": task})
+        executor = ToolExecutor(sub_registry, self.permissions, self.hooks, self.config)
+        system = build_system_prompt(sub_registry, role=system_prompt or SUBAGENT_ROLE)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        defs = sub_registry.resident_definitions()
+        summary, is_error, steps = "", False, 0
+        try:
+            while True:
+                if parent_ctx.cancelled.is_set():
+                    summary, is_error = "The subagent was cancelled.", True
+                    break
+                if steps >= limit:
+                    summary = (summary + "\n\n" if summary else "") + f"(stopped after {limit} steps; the task may be unfinished)"
+                    break
+                steps += 1
+                text: list[str] = []
+                streaming = executor.stream(dataclasses.replace(ctx, step=steps))
+                calls: list[Any] = []
+                async for item in self.llm.stream(messages, defs):
+                    if item.kind == "text":
+                        text.append(item.delta)
+                        await emit(TextDelta(delta=item.delta, step=steps))
+                    elif item.kind == "thinking":
+                        await emit(ThinkingDelta(delta=item.delta, step=steps))
+                    elif item.kind == "tool_call":
+                        calls.append(item)
+                        streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))
+                    elif item.kind == "model_switch":
+                        await emit(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
+                executed = await streaming.finish()
+                summary = "".join(text).strip() or summary
+                assistant: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+                if calls:
+                    assistant["tool_calls"] = [c.to_message() for c in calls]
+                messages.append(assistant)
+                messages.extend(e.message for e in executed)
+                if not calls:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the parent gets an error result, not a crash
+            summary = f"The subagent failed: {exc}" if isinstance(exc, AstroError) else f"The subagent failed: {type(exc).__name__}: {exc}"
+            is_error = True
+        if not summary:
+            summary, is_error = "The subagent produced no answer.", True
+        await self.hooks.run("SubagentStop", {**hook_base, "summary": summary, "is_error": is_error})
+        await parent_emit(
+            Subagent(id=sub_id, phase="stop", task=task, parent_tool_call_id=parent_ctx.tool_call_id, summary=summary, is_error=is_error)
+        )
+        return SubagentResult(summary=summary, is_error=is_error, steps=steps, subagent_id=sub_id)

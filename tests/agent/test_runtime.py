@@ -1,0 +1,263 @@
+"""The ReAct loop end to end: fake LLM (real openai client) + fake Sesame (real httpx2) + SQLite."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from astro_jupyter.errors import RunConflict, SessionNotFound, ToolInputError
+from astro_jupyter.events import Done, ToolCall, ToolResult
+from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
+from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
+
+
+@pytest.mark.asyncio
+async def test_query_target_chain_events_and_persistence(tmp_path, openai_server, sesame_server):
+    openai_server.script(
+        Turn.call("query_target", {"name": "M 87"}, id="call_1", text="Let me look it up. ", chunk_size=3),
+        Turn.say("M 87 is at RA 187.7059 deg, Dec +12.3911 deg.", chunk_size=7),
+    )
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("Where is M 87?", owner="alice")
+        items = await collect(handle)
+        done = await handle.wait()
+    finally:
+        await runtime.close()
+        await services.close()
+    seqs = [s for s, _ in items]
+    assert seqs == list(range(1, len(items) + 1))
+    kinds = types(items)
+    assert kinds[0] == "session" and kinds[-1] == "done"
+    assert kinds.index("tool_call") < kinds.index("tool_result")
+    w = wires(items)
+    call = next(e for e in w if e["type"] == "tool_call")
+    result = next(e for e in w if e["type"] == "tool_result")
+    assert call == {"type": "tool_call", "id": "call_1", "name": "query_target", "arguments": {"name": "M 87"}, "step": 1}
+    assert result["tool_call_id"] == "call_1" and result["name"] == "query_target" and not result["is_error"]
+    assert "12:30:49.42" in result["output"] and result["step"] == 1 and isinstance(result["duration_ms"], int)
+    assert result["metadata"]["main_id"] == "M 87"
+    text = "".join(e["delta"] for e in w if e["type"] == "text_delta")
+    assert text == "Let me look it up. M 87 is at RA 187.7059 deg, Dec +12.3911 deg."
+    assert {e["step"] for e in w if e["type"] == "text_delta"} == {1, 2}
+    assert w[-1] == {"type": "done", "session_id": handle.session_id, "run_id": handle.run_id, "reason": "finished"}
+    assert done.reason == "finished" and handle.final_text.startswith("M 87 is at")
+    # the second request carried the tool result back to the model
+    second = openai_server.chat_requests[1]
+    tool_msgs = last_tool_results(second)
+    assert tool_msgs[0]["tool_call_id"] == "call_1" and "NGC 4486" in tool_msgs[0]["content"]
+    assert second["messages"][0]["role"] == "system" and "astro-jupyter" in second["messages"][0]["content"]
+    assert [t["function"]["name"] for t in second["tools"]] == ["query_target"]
+
+
+@pytest.mark.asyncio
+async def test_messages_session_title_and_stored_events(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.call("query_target", {"name": "Sgr A*"}, id="c1"), Turn.say("Done."))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("Resolve Sgr A* for me please")
+        await handle.wait()
+        msgs = await services.messages.list(handle.session_id)
+        assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
+        assert msgs[1].tool_calls[0]["id"] == "c1" and msgs[2].tool_call_id == "c1"
+        assert all(m.run_id == handle.run_id for m in msgs)
+        session = await services.sessions.get(handle.session_id)
+        assert session.title == "Resolve Sgr A* for me please"
+        run = await services.runs.get(handle.run_id)
+        assert run.status == "finished" and run.finished_at
+        stored = await services.runs.events_after(handle.run_id)
+        assert [d for _, d in stored] == wires(await collect(handle))
+        # a late subscriber replays from any point
+        tail = await collect(handle, after_seq=len(stored) - 2)
+        assert types(tail) == [d["type"] for _, d in stored[-2:]]
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_resume_stored_session_sends_history(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.say("M 31 is Andromeda."), Turn.say("It is about 765 kpc away."))
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
+    services, runtime = await make_runtime(cfg)
+    try:
+        first = await runtime.start_run("What is M 31?")
+        await first.wait()
+    finally:
+        await runtime.close()
+        await services.close()
+    # a new process-like runtime on the same DB continues the session
+    services, runtime = await make_runtime(cfg)
+    try:
+        second = await runtime.start_run("How far is it?", session_id=first.session_id)
+        assert (await second.wait()).reason == "finished"
+        sent = openai_server.chat_requests[1]["messages"]
+        assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+        assert sent[2]["content"] == "M 31 is Andromeda." and sent[3]["content"] == "How far is it?"
+        msgs = await services.messages.list(first.session_id)
+        assert len(msgs) == 4
+        assert (await services.sessions.get(first.session_id)).title == "What is M 31?"
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_max_steps_stops_the_loop(tmp_path, openai_server, sesame_server):
+    openai_server.respond_with(lambda body: Turn.call("query_target", {"name": f"M {len(body['messages'])}"}))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("loop forever", max_steps=3)
+        items = await collect(handle)
+        assert items[-1][1].reason == "max_steps"
+        assert len(openai_server.chat_requests) == 3
+        assert types(items).count("tool_result") == 3
+        msgs = await services.messages.list(handle.session_id)
+        assert [m.role for m in msgs] == ["user"] + ["assistant", "tool"] * 3
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_bad_json_arguments_and_unknown_tool_become_error_results(tmp_path, openai_server, sesame_server):
+    openai_server.script(
+        Turn.calls_(ScriptedCall("query_target", '{"name": "M 31"', "bad"), ScriptedCall("launch_rocket", {"x": 1}, "unk")),
+        Turn.say("Sorry, retrying is not needed."),
+    )
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("try it")
+        items = await collect(handle)
+        results = {e.tool_call_id: e for _, e in items if isinstance(e, ToolResult)}
+        assert results["bad"].is_error and "JSON" in results["bad"].output
+        assert results["unk"].is_error and "launch_rocket" in results["unk"].output
+        assert items[-1][1].reason == "finished"
+        msgs = await services.messages.list(handle.session_id)
+        assert [m.role for m in msgs] == ["user", "assistant", "tool", "tool", "assistant"]
+        assert {m.tool_call_id for m in msgs if m.role == "tool"} == {"bad", "unk"}
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_unknown_target_is_an_error_result_and_loop_continues(tmp_path, openai_server, sesame_server):
+    def responder(body: dict[str, Any]) -> Turn:
+        results = last_tool_results(body)
+        if not results:
+            return Turn.call("query_target", {"name": "Planet Nine"}, id="p9")
+        return Turn.say("not found: " + str("not found" in results[0]["content"]))
+
+    openai_server.respond_with(responder)
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("where is Planet Nine")
+        await handle.wait()
+        assert handle.final_text == "not found: True"
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_llm_failure_is_error_then_done(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.fail(400, "This model's maximum context length is 8192 tokens"))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("hello")
+        items = await collect(handle)
+        assert types(items) == ["session", "error", "done"]
+        err = wires(items)[1]
+        assert "maximum context length" in err["message"] and err["reason"] == "llm"
+        assert items[-1][1].reason == "error"
+        assert (await services.runs.get(handle.run_id)).status == "error"
+        assert [m.role for m in await services.messages.list(handle.session_id)] == ["user"]
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_not_configured_llm_error_names_settings(tmp_path, sesame_server):
+    cfg = make_config(tmp_path, "", sesame_server.url, openai_api_key="")
+    services, runtime = await make_runtime(cfg)
+    try:
+        handle = await runtime.start_run("hello")
+        items = await collect(handle)
+        assert types(items) == ["session", "error", "done"]
+        assert "OPENAI_BASE_URL" in items[1][1].message and items[1][1].reason == "llm_unavailable"
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_model_switch_event_on_overload(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.fail(529), Turn.fail(529), Turn.fail(529), Turn.say("from the fallback"))
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url, llm_fallback_model="fallback-model")
+    services, runtime = await make_runtime(cfg)
+    try:
+        handle = await runtime.start_run("hi")
+        items = await collect(handle)
+        switch = next(e for e in wires(items) if e["type"] == "model_switch")
+        assert switch == {"type": "model_switch", "from": "gpt-4o-mini", "to": "fallback-model", "reason": "overloaded x3"}
+        assert handle.final_text == "from the fallback"
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_thinking_deltas_become_events(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.say("Yes.", reasoning="Considering the question."))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("Is M 31 a galaxy?")
+        w = wires(await collect(handle))
+        assert "".join(e["delta"] for e in w if e["type"] == "thinking_delta") == "Considering the question."
+        assert all(e["step"] == 1 for e in w if e["type"] == "thinking_delta")
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_one_active_run_per_session_and_bad_input(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.say("slow answer " * 5, delay=0.05), Turn.say("second"))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("first")
+        with pytest.raises(RunConflict):
+            await runtime.start_run("again", session_id=handle.session_id)
+        assert runtime.active_runs() == [handle] and runtime.get_run(handle.run_id) is handle
+        await handle.wait()
+        assert runtime.active_runs() == []
+        again = await runtime.start_run("again", session_id=handle.session_id)
+        assert (await again.wait()).reason == "finished"
+        with pytest.raises(SessionNotFound):
+            await runtime.start_run("x", session_id="ses_missing")
+        with pytest.raises(ToolInputError):
+            await runtime.start_run("   ")
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_several_subscribers_see_the_same_events(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.say("a b c d e f g", chunk_size=1, delay=0.005))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        import asyncio
+
+        handle = await runtime.start_run("hi")
+        a, b = await asyncio.gather(collect(handle), collect(handle))
+        late = await collect(handle)
+        assert wires(a) == wires(b) == wires(late)
+        assert isinstance(a[-1][1], Done)
+    finally:
+        await runtime.close()
+        await services.close()
