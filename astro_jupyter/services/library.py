@@ -142,6 +142,7 @@ class LibraryService:
     async def fetch_metadata(self, ident: PaperIdentifier) -> PaperRecord:
         """Metadata from the remote services: ADS preferred when configured, arXiv fills gaps."""
         errors: list[str] = []
+        not_found = 0
         ads_rec: PaperRecord | None = None
         arxiv_rec: PaperRecord | None = None
         if self.ads is not None and self.ads.configured:
@@ -149,12 +150,14 @@ class LibraryService:
                 ads_rec = await self.ads.get(ident)
             except ServiceError as exc:
                 errors.append(f"ADS: {exc}")
+                not_found += isinstance(exc, NotFoundError)
         arxiv_id = ident.value if ident.kind == "arxiv" else (ads_rec.arxiv_id if ads_rec else None)
         if arxiv_id and self.arxiv is not None:
             try:
                 arxiv_rec = await self.arxiv.get(arxiv_id)
             except ServiceError as exc:
                 errors.append(f"arXiv: {exc}")
+                not_found += isinstance(exc, NotFoundError)
         if ads_rec is None and arxiv_rec is None:
             if ident.kind in ("doi", "bibcode") and (self.ads is None or not self.ads.configured):
                 raise ConfigError(
@@ -162,7 +165,7 @@ class LibraryService:
                     "(or pass an arXiv id instead)"
                 )
             detail = "; ".join(errors) or "no source knows it"
-            if errors and all("not found" not in e.lower() for e in errors):
+            if not_found < len(errors):
                 raise ServiceError(f"could not fetch metadata for {ident}: {detail}")
             raise NotFoundError(f"no paper found for {ident}: {detail}")
         if ads_rec is not None:
@@ -229,13 +232,17 @@ class LibraryService:
     async def add_pdf(self, path: Path, *, fetch: bool = True) -> PaperRecord:
         """Copy a local PDF in; metadata from the PDF, upgraded from arXiv/ADS if it names an id."""
         info = await asyncio.to_thread(read_pdf_info, path)
+        digest = await asyncio.to_thread(_sha256, path)
+        same = await self.papers.find_by_sha256(digest)
+        if same is not None and same.pdf_path and Path(same.pdf_path).is_file():
+            return same
         record = PaperRecord(
             title=info["title"],
             authors=info["authors"],
             year=info["year"],
             keywords=info["keywords"],
             source="local",
-            metadata={"original_path": str(path.resolve()), "pages": info["pages"]},
+            metadata={"original_path": str(path.resolve()), "pages": info["pages"], "sha256": digest},
         )
         ident: PaperIdentifier | None = None
         if info["arxiv"]:
@@ -332,11 +339,27 @@ def read_pdf_info(path: Path) -> dict[str, Any]:
         }
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _largest_text(page: Any) -> str:
     """The run of lines set in the page's largest font: on a first page, that is the title."""
     spans: list[tuple[float, str, int]] = []
+    top_limit = page.rect.height * 0.3
     for block_no, block in enumerate(page.get_text("dict").get("blocks", [])):
         for line in block.get("lines", []):
+            direction = line.get("dir", (1.0, 0.0))
+            if abs(direction[0] - 1.0) > 0.01:  # the rotated arXiv stamp in the margin is not the title
+                continue
+            if line.get("bbox", (0, 0, 0, 0))[1] > top_limit:  # titles sit in the top third, figures lower
+                continue
             text = "".join(s.get("text", "") for s in line.get("spans", [])).strip()
             if text:
                 size = max(s.get("size", 0.0) for s in line.get("spans", []))

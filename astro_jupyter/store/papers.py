@@ -150,6 +150,13 @@ class PaperRepository:
                 return PaperRecord.from_row(row)
         return None
 
+    async def find_by_sha256(self, digest: str) -> PaperRecord | None:
+        """A paper whose PDF (added from disk) has this content hash: adding a file twice is a no-op."""
+        row = await self.db.fetchone(
+            "SELECT * FROM papers WHERE json_extract(metadata, '$.sha256') = ? LIMIT 1", (digest,)
+        )
+        return None if row is None else PaperRecord.from_row(row)
+
     async def find_many(
         self, *, arxiv_ids: list[str], dois: list[str], bibcodes: list[str]
     ) -> list[PaperRecord]:

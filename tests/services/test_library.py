@@ -1,0 +1,147 @@
+"""The paper library service: resolving identifiers (fetching from the fakes), local PDFs, states."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from astro_jupyter.config import AstroConfig
+from astro_jupyter.errors import ConfigError, NotFoundError, ToolInputError
+from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.services.library import local_status
+from tests.fakes.base import FakeServer
+from tests.fakes.file_server import make_pdf
+from tests.fakes.library_env import (  # noqa: F401 - fixtures
+    ads_fake,
+    arxiv_fake,
+    file_fake,
+    make_paper_config,
+    paper_config,
+    paper_services,
+)
+
+
+@pytest.mark.asyncio
+async def test_resolve_fetches_merges_and_stores(paper_services: ServiceContainer, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
+    lib = paper_services.library
+    paper = await lib.resolve("arXiv:0805.2366v5")
+    assert paper.id == "arxiv:0805.2366"
+    assert paper.state == "metadata" and local_status(paper) == "not_downloaded"
+    # ADS metadata preferred (title casing, journal, keywords, citations), arXiv fills the version.
+    assert paper.title == "LSST: From Science Drivers to Reference Design and Anticipated Data Products"
+    assert paper.journal == "The Astrophysical Journal"
+    assert paper.bibcode == "2019ApJ...873..111I" and paper.doi == "10.3847/1538-4357/ab042c"
+    assert paper.arxiv_version == "v5" and paper.citation_count == 3412
+    assert paper.authors[0] == "Ivezić, Željko"
+    assert paper.metadata.get("primary_category") == "astro-ph"
+    calls = len(ads_fake.requests) + len(arxiv_fake.requests)
+    # Every other identifier of the same paper resolves to the stored entry without the network.
+    for other in ("10.3847/1538-4357/AB042C", "2019ApJ...873..111I", "https://arxiv.org/abs/0805.2366", "arxiv:0805.2366"):
+        again = await lib.resolve(other)
+        assert again.id == paper.id
+    assert len(ads_fake.requests) + len(arxiv_fake.requests) == calls
+    assert [p.id for p in await lib.list()] == ["arxiv:0805.2366"]
+
+
+@pytest.mark.asyncio
+async def test_resolve_without_ads_uses_arxiv_and_explains_doi_lookups(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
+    config = make_paper_config(astro_home, ads_fake, arxiv_fake, ads_token="")
+    services = await ServiceContainer(config).start()
+    try:
+        paper = await services.library.resolve("2301.01234v2")
+        assert paper.title == "Quenching of dwarf galaxy satellites in the Local Volume"
+        assert paper.arxiv_version == "v2" and paper.bibcode is None
+        with pytest.raises(ConfigError, match="ADS_API_TOKEN"):
+            await services.library.resolve("10.1073/pnas.15.3.168")
+        assert ads_fake.requests == []
+    finally:
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_resolve_with_ads_down_still_gets_arxiv(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
+    ads_fake.state["fail_all"] = 500
+    services = await ServiceContainer(make_paper_config(astro_home, ads_fake, arxiv_fake)).start()
+    try:
+        paper = await services.library.resolve("1111.0962")
+        assert paper.authors[0] == "S. F. Sánchez"
+        assert any("HTTP 500" in e for e in paper.metadata["fetch_errors"])
+    finally:
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_unknown_identifier_and_bad_input(paper_services: ServiceContainer) -> None:
+    lib = paper_services.library
+    with pytest.raises(NotFoundError, match="2999.99999"):
+        await lib.resolve("2999.99999")
+    with pytest.raises(ToolInputError, match="not a paper identifier"):
+        await lib.resolve("dark matter halos")
+    with pytest.raises(NotFoundError, match="not in the library"):
+        await lib.get("arxiv:0805.2366")
+    assert await lib.list() == []
+
+
+@pytest.mark.asyncio
+async def test_add_local_pdf_from_its_own_metadata(paper_services: ServiceContainer, tmp_path: Path) -> None:
+    src = tmp_path / "my draft.pdf"
+    src.write_bytes(make_pdf("Stellar streams in the Galactic halo", pages=2))
+    lib = paper_services.library
+    paper = await lib.add(str(src))
+    assert paper.id == "local:stellar-streams-in-the-galactic-halo"
+    assert paper.title == "Stellar streams in the Galactic halo"
+    assert paper.state == "downloaded" and paper.source == "local"
+    stored = Path(paper.pdf_path or "")
+    assert stored.parent == paper_services.config.papers_dir and stored.read_bytes() == src.read_bytes()
+    assert paper.metadata["pages"] == 2
+    # Adding the same file again is a no-op; a different file with the same title gets its own id.
+    assert (await lib.add(str(src))).id == paper.id
+    other = tmp_path / "other.pdf"
+    other.write_bytes(make_pdf("Stellar streams in the Galactic halo", pages=3))
+    assert (await lib.add(str(other))).id == "local:stellar-streams-in-the-galactic-halo-2"
+    assert len(await lib.list()) == 2
+
+
+@pytest.mark.asyncio
+async def test_add_real_arxiv_pdf_takes_its_arxiv_id(paper_services: ServiceContainer, shared_pdfs: Path, tmp_path: Path) -> None:
+    src = tmp_path / "pasa.pdf"
+    shutil.copyfile(shared_pdfs / "pasa.pdf", src)
+    paper = await paper_services.library.add(str(src))
+    assert paper.id == "arxiv:2501.10120" and paper.arxiv_version == "v1"
+    assert paper.title == "PaSa: An LLM Agent for Comprehensive Academic Paper Search"
+    assert "fetch_error" in paper.metadata  # the fakes do not know it; the PDF's metadata stands
+    assert Path(paper.pdf_path or "").name == "arxiv_2501.10120.pdf"
+    assert (await paper_services.library.get("2501.10120v3")).id == paper.id
+
+
+@pytest.mark.asyncio
+async def test_add_rejects_missing_and_corrupt_files(paper_services: ServiceContainer, tmp_path: Path) -> None:
+    lib = paper_services.library
+    with pytest.raises(ToolInputError, match="no such PDF file"):
+        await lib.add(str(tmp_path / "missing.pdf"))
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"this is not a pdf at all")
+    with pytest.raises(ToolInputError, match="not a readable PDF"):
+        await lib.add(str(bad))
+    assert await lib.list() == []
+    assert list(paper_services.config.papers_dir.glob("*.pdf")) == []
+
+
+@pytest.mark.asyncio
+async def test_add_identifier_then_state_changes(paper_services: ServiceContainer, tmp_path: Path) -> None:
+    lib = paper_services.library
+    paper = await lib.add("10.1073/pnas.15.3.168")
+    assert paper.id == "doi:10.1073/pnas.15.3.168" and paper.bibcode == "1929PNAS...15..168H"
+    pdf = tmp_path / "h.pdf"
+    pdf.write_bytes(make_pdf())
+    downloaded = await lib.set_downloaded("1929PNAS...15..168H", pdf)
+    assert downloaded.state == "downloaded" and downloaded.pdf_path == str(pdf)
+    parsed = await lib.set_parsed(paper.id, tmp_path / "h.md")
+    assert parsed.state == "parsed" and parsed.markdown_path == str(tmp_path / "h.md")
+    assert local_status(parsed) == "parsed"
+    assert [p.id for p in await lib.list(state="parsed")] == [paper.id]
+    with pytest.raises(ValueError, match="state must be one of"):
+        await lib.set_state(paper.id, "half-done")
+    assert (await lib.set_state(paper.id, "metadata")).state == "metadata"
