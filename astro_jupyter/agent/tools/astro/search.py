@@ -1,0 +1,286 @@
+"""search_papers and get_paper_metadata: literature search across ADS + arXiv, one paper's full record.
+
+The tools stay thin: the clients (``services.ads``/``services.arxiv``) fetch, the library
+(``services.library``) annotates hits with local status and resolves identifiers. Merging
+lives here because it is about presenting one list to the model: ADS metadata wins (curated
+journal, keywords, citation counts), the arXiv id and version are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ....errors import AstroError
+from ....services.identifiers import paper_id_for
+from ....services.library import local_status
+from ....store.papers import PaperRecord
+from ..base import AgentTool, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from ....config import AstroConfig
+
+SOURCES = ("ads", "arxiv")
+MAX_ROWS = 50
+
+
+def _authors_short(authors: list[str], limit: int = 3) -> str:
+    if not authors:
+        return "unknown authors"
+    shown = "; ".join(authors[:limit])
+    return shown + (" et al." if len(authors) > limit else "")
+
+
+def _same_paper(a: PaperRecord, b: PaperRecord) -> bool:
+    return bool(
+        (a.arxiv_id and a.arxiv_id == b.arxiv_id)
+        or (a.doi and b.doi and a.doi.lower() == b.doi.lower())
+        or (a.bibcode and a.bibcode == b.bibcode)
+    )
+
+
+def merge_hits(ads_hits: list[PaperRecord], arxiv_hits: list[PaperRecord]) -> list[tuple[PaperRecord, list[str]]]:
+    """ADS hits first (their order), arXiv hits merged into a matching ADS hit or appended."""
+    merged: list[tuple[PaperRecord, list[str]]] = []
+    for source, hits in (("ads", ads_hits), ("arxiv", arxiv_hits)):
+        for hit in hits:
+            match = next((pair for pair in merged if _same_paper(pair[0], hit)), None)
+            if match is None:
+                merged.append((hit, [source]))
+                continue
+            record, sources = match
+            record.merge_from(hit)
+            if source == "arxiv" and hit.arxiv_version:
+                record.arxiv_version = hit.arxiv_version
+            if source not in sources:
+                sources.append(source)
+    return merged
+
+
+def hit_dict(record: PaperRecord, sources: list[str], stored: PaperRecord | None) -> dict[str, Any]:
+    return {
+        "paper_id": stored.id if stored else paper_id_for(record.arxiv_id, record.doi, record.bibcode),
+        "title": record.title,
+        "authors": record.authors,
+        "year": record.year,
+        "journal": record.journal,
+        "arxiv_id": record.arxiv_id,
+        "arxiv_version": record.arxiv_version,
+        "doi": record.doi,
+        "bibcode": record.bibcode,
+        "citation_count": record.citation_count,
+        "abstract": record.abstract,
+        "keywords": record.keywords,
+        "url": record.url,
+        "sources": sources,
+        "in_library": stored is not None,
+        "status": local_status(stored),
+    }
+
+
+def _hit_line(n: int, hit: dict[str, Any]) -> str:
+    ids = []
+    if hit["arxiv_id"]:
+        ids.append(f"arXiv:{hit['arxiv_id']}{hit['arxiv_version'] or ''}")
+    if hit["doi"]:
+        ids.append(f"doi:{hit['doi']}")
+    if hit["bibcode"]:
+        ids.append(f"bibcode:{hit['bibcode']}")
+    cites = f"{hit['citation_count']} citations" if hit["citation_count"] is not None else "citations unknown"
+    where = hit["journal"] or "preprint"
+    year = f" ({hit['year']})" if hit["year"] else ""
+    return (
+        f"{n}. {hit['title'] or '(untitled)'}{year} — {_authors_short(hit['authors'])}\n"
+        f"   {where} · {' · '.join(ids)} · {cites} · library: {hit['status'].replace('_', ' ')}"
+        f" · id {hit['paper_id']}"
+    )
+
+
+class SearchPapersTool(AgentTool):
+    name = "search_papers"
+    description = (
+        "Search the astronomy literature in NASA ADS and arXiv at once; results are merged and "
+        "de-duplicated, with citation counts and whether each paper is already in the local library "
+        "(not downloaded / downloaded / parsed). Use the returned id with download_paper, parse_paper "
+        "or get_paper_metadata. ADS query syntax works (author:\"Ivezić\", year:2019, title:\"LSST\")."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "Search terms (ADS/arXiv syntax allowed)."},
+            "rows": {"type": "integer", "minimum": 1, "maximum": MAX_ROWS, "description": "Results per source (default 10)."},
+            "sort": {
+                "type": "string",
+                "enum": ["relevance", "date", "citations"],
+                "description": "Order (default relevance; arXiv has no citation sort and uses relevance).",
+            },
+            "sources": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(SOURCES)},
+                "description": "Which services to query (default both).",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    is_readonly = True
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        return True
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        query = str(args.get("query") or "").strip()
+        if not query:
+            return ToolOutput.error("search_papers needs a non-empty query")
+        rows = max(1, min(int(args.get("rows") or 10), MAX_ROWS))
+        sort = str(args.get("sort") or "relevance")
+        wanted = [s for s in (args.get("sources") or SOURCES) if s in SOURCES] or list(SOURCES)
+        services = ctx.services
+        status: dict[str, dict[str, Any]] = {}
+        jobs: dict[str, Any] = {}
+        if "ads" in wanted:
+            if services.ads.configured:
+                jobs["ads"] = services.ads.search(query, rows=rows, sort=sort)
+            else:
+                status["ads"] = {"ok": False, "error": "skipped: ADS_API_TOKEN is not set", "count": 0}
+        if "arxiv" in wanted:
+            arxiv_sort = "relevance" if sort == "citations" else sort
+            jobs["arxiv"] = services.arxiv.search(query, max_results=rows, sort=arxiv_sort)
+        outcomes = await asyncio.gather(*jobs.values(), return_exceptions=True)
+        found: dict[str, list[PaperRecord]] = {"ads": [], "arxiv": []}
+        for source, outcome in zip(jobs, outcomes):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, (AstroError, OSError)):
+                    raise outcome
+                status[source] = {"ok": False, "error": str(outcome), "count": 0}
+            else:
+                found[source] = outcome.records
+                total = getattr(outcome, "num_found", None)
+                status[source] = {
+                    "ok": True,
+                    "count": len(outcome.records),
+                    "total": total if total is not None else outcome.total,
+                }
+        if not any(s.get("ok") for s in status.values()):
+            problems = "; ".join(f"{name}: {s['error']}" for name, s in status.items())
+            return ToolOutput.error(f"search_papers failed on every source — {problems}", sources=status, query=query)
+
+        merged = merge_hits(found["ads"], found["arxiv"])
+        stored = await services.library.annotate([record for record, _ in merged])
+        hits = [hit_dict(record, sources, stored.get(id(record))) for record, sources in merged]
+        if sort == "date":
+            hits.sort(key=lambda h: -(h["year"] or 0))
+        elif sort == "citations":
+            hits.sort(key=lambda h: -(h["citation_count"] or 0))
+
+        def describe(name: str, label: str) -> str:
+            s = status.get(name)
+            if s is None:
+                return f"{label}: not queried"
+            if s["ok"]:
+                return f"{label}: {s['count']} of {s['total']}"
+            return f"{label}: FAILED ({s['error']})"
+
+        header = f'{len(hits)} papers for "{query}" ({describe("ads", "ADS")}; {describe("arxiv", "arXiv")}).'
+        lines = [header, *(_hit_line(n, h) for n, h in enumerate(hits, 1))]
+        if not hits:
+            lines.append("No papers matched; try broader terms or different keywords.")
+        return ToolOutput("\n".join(lines), metadata={"query": query, "results": hits, "sources": status})
+
+
+def describe_record(record: PaperRecord) -> str:
+    """A full, readable record for the model (get_paper_metadata, download_paper)."""
+    lines = [
+        f"{record.title or '(untitled)'}",
+        f"Library id: {record.id} · status: {local_status(record).replace('_', ' ')}",
+        f"Authors: {'; '.join(record.authors) if record.authors else 'unknown'}",
+    ]
+    if record.year or record.journal:
+        lines.append(f"Published: {record.journal or 'preprint'}{f' ({record.year})' if record.year else ''}")
+    ids = [
+        f"arXiv {record.arxiv_id}{record.arxiv_version or ''}" if record.arxiv_id else "",
+        f"DOI {record.doi}" if record.doi else "",
+        f"bibcode {record.bibcode}" if record.bibcode else "",
+    ]
+    lines.append("Identifiers: " + (", ".join(i for i in ids if i) or "none"))
+    lines.append(f"Citations: {record.citation_count if record.citation_count is not None else 'unknown'}")
+    if record.keywords:
+        lines.append(f"Keywords: {', '.join(record.keywords)}")
+    category = record.metadata.get("primary_category")
+    if category:
+        lines.append(f"arXiv category: {category}")
+    if record.pdf_path:
+        lines.append(f"PDF: {record.pdf_path}")
+    if record.markdown_path:
+        lines.append(f"Markdown: {record.markdown_path}")
+    if record.url:
+        lines.append(f"URL: {record.url}")
+    lines.append("Abstract: " + (record.abstract or "(not available)"))
+    return "\n".join(lines)
+
+
+class GetPaperMetadataTool(AgentTool):
+    name = "get_paper_metadata"
+    description = (
+        "Get one paper's full metadata: authors, journal, keywords, abstract, citation count and its "
+        "download/parse state in the local library. paper_id may be the library id, an arXiv id, DOI, "
+        "ADS bibcode or URL; unknown papers are looked up in ADS/arXiv and remembered. Optionally lists "
+        "the paper's references or citing papers (needs ADS)."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "paper_id": {"type": "string", "description": "Library id, arXiv id, DOI, bibcode or URL."},
+            "include": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["references", "citations"]},
+                "description": "Also list papers this one cites (references) or that cite it (citations).",
+            },
+            "rows": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many references/citations (default 10)."},
+        },
+        "required": ["paper_id"],
+        "additionalProperties": False,
+    }
+    is_readonly = True
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        return True
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        paper_id = str(args.get("paper_id") or "").strip()
+        if not paper_id:
+            return ToolOutput.error("get_paper_metadata needs a paper_id")
+        try:
+            record = await ctx.services.library.resolve(paper_id)
+        except AstroError as exc:
+            return ToolOutput.error(f"Could not get metadata for {paper_id!r}: {exc}", paper_id=paper_id, reason=exc.reason)
+        text = describe_record(record)
+        meta: dict[str, Any] = {"paper": record.to_dict(), "status": local_status(record)}
+        rows = max(1, min(int(args.get("rows") or 10), 50))
+        for kind in [k for k in (args.get("include") or []) if k in ("references", "citations")]:
+            text += "\n\n" + await self._related(ctx, record, kind, rows, meta)
+        return ToolOutput(text, metadata=meta)
+
+    async def _related(self, ctx: ToolContext, record: PaperRecord, kind: str, rows: int, meta: dict[str, Any]) -> str:
+        ads = ctx.services.ads
+        if not record.bibcode:
+            meta[kind] = {"error": "no ADS bibcode known for this paper"}
+            return f"{kind.capitalize()}: unavailable (no ADS bibcode known for this paper)."
+        if not ads.configured:
+            meta[kind] = {"error": "ADS_API_TOKEN is not set"}
+            return f"{kind.capitalize()}: unavailable (set ADS_API_TOKEN to use NASA ADS)."
+        try:
+            result = await (ads.references if kind == "references" else ads.citations)(record.bibcode, rows=rows)
+        except AstroError as exc:
+            meta[kind] = {"error": str(exc)}
+            return f"{kind.capitalize()}: lookup failed ({exc})."
+        stored = await ctx.services.library.annotate(result.records)
+        items = [hit_dict(r, ["ads"], stored.get(id(r))) for r in result.records]
+        meta[kind] = {"total": result.num_found, "results": items}
+        lines = [f"{kind.capitalize()} ({len(items)} of {result.num_found}):"]
+        lines += [_hit_line(n, h) for n, h in enumerate(items, 1)]
+        return "\n".join(lines)
+
+
+def tools(config: "AstroConfig") -> list[AgentTool]:
+    return [SearchPapersTool(), GetPaperMetadataTool()]
