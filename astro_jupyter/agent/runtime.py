@@ -204,10 +204,10 @@ class AgentRuntime:
     async def close(self, timeout: float = 30.0) -> None:
         """Cancel active runs and wait for them (each still ends with Done and is marked)."""
         self._closing = True
-        handles = self.active_runs()
-        for handle in handles:
+        for handle in self.active_runs():
             handle.cancel()
-        tasks = [h.task for h in handles if h.task is not None]
+        # also runs that published Done but are still flushing their events
+        tasks = [h.task for h in self._runs.values() if h.task is not None and not h.task.done()]
         if tasks:
             done, pending = await asyncio.wait(tasks, timeout=timeout)
             for task in pending:
@@ -368,18 +368,16 @@ class AgentRuntime:
             finally:
                 handle.answers.discard(rid)
 
-        async def ask_permission(request: PermissionRequest) -> str:
+        def ask_permission(request: PermissionRequest) -> "asyncio.Future[str]":
+            """The executor publishes the request and owns the timeout; this only waits for the answer.
+
+            A plain function returning a future (not a coroutine) so the answer slot exists
+            before the executor announces the question: an instant answer cannot be lost.
+            """
             rid = request.request_id or new_request_id()
-            if not request.request_id:
-                request = dataclasses.replace(request, request_id=rid)
             future = handle.answers.create(rid)
-            bus.publish(request)
-            try:
-                return await asyncio.wait_for(future, self.config.permission_timeout_secs)
-            except asyncio.TimeoutError:
-                return "deny"
-            finally:
-                handle.answers.discard(rid)
+            future.add_done_callback(lambda _f: handle.answers.discard(rid))
+            return future
 
         return ToolContext(
             config=self.config,

@@ -1,0 +1,285 @@
+"""Cancel (mid-stream, mid-tool), answers to questions, hooks, DB failure, subagents."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from astro_jupyter.agent.hooks import HookRegistry
+from astro_jupyter.agent.tools.base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
+from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolCall, ToolResult
+from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
+from tests.fakes.openai_server import Turn
+
+
+class SleepTool(AgentTool):
+    """Sleeps; Cancel behaviour (stops at once when the run is cancelled)."""
+
+    name = "sleep_cancel"
+    description = "Sleep for a while."
+    parameters = {"type": "object", "properties": {"secs": {"type": "number"}}}
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        await asyncio.sleep(float(args.get("secs", 5)))
+        return ToolOutput("slept")
+
+
+class BlockTool(AgentTool):
+    """A write that must not be torn: finishes even when the run is cancelled."""
+
+    name = "careful_write"
+    description = "Write carefully."
+    interrupt_behavior = InterruptBehavior.BLOCK
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        await asyncio.sleep(0.4)
+        return ToolOutput("written completely")
+
+
+class AskTool(AgentTool):
+    name = "ask_something"
+    description = "Ask the user."
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        assert ctx.ask_user is not None
+        answer = await ctx.ask_user("Which band?", ["V", "K"])
+        return ToolOutput(f"user chose {answer}")
+
+
+class GuardedTool(AgentTool):
+    name = "guarded"
+    description = "Needs confirmation."
+
+    def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
+        return [PermissionRule("ask", self.name, "guarded needs a yes")]
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        return ToolOutput("guarded ran")
+
+
+class BreakDbTool(AgentTool):
+    """Test-only: makes the database refuse writes (as a read-only file would)."""
+
+    name = "break_db"
+    description = "Break the database."
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        await ctx.services.db.execute("PRAGMA query_only = ON")
+        return ToolOutput("db is now read-only")
+
+
+class SubagentTool(AgentTool):
+    name = "delegate"
+    description = "Run a subagent."
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        result = await ctx.runtime.run_subagent(args["task"], parent_ctx=ctx, max_steps=3)
+        return ToolOutput(result.summary, is_error=result.is_error, metadata={"steps": result.steps})
+
+
+async def _first(handle: Any, kind: type) -> Any:
+    async for _, event in handle.events():
+        if isinstance(event, kind):
+            return event
+    raise AssertionError(f"no {kind.__name__} event")
+
+
+@pytest.mark.asyncio
+async def test_cancel_mid_stream_keeps_partial_text(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.say("word " * 200, chunk_size=5, delay=0.02))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("talk a lot")
+        await _first(handle, TextDelta)
+        t0 = time.perf_counter()
+        handle.cancel()
+        done = await handle.wait()
+        assert done.reason == "cancelled" and time.perf_counter() - t0 < 0.5
+        items = await collect(handle)
+        assert types(items)[-1] == "done"
+        streamed = "".join(e.delta for _, e in items if isinstance(e, TextDelta))
+        msgs = await services.messages.list(handle.session_id)
+        assert [m.role for m in msgs] == ["user", "assistant"] and msgs[1].content == streamed
+        assert 0 < len(streamed) < len("word " * 200)
+        assert (await services.runs.get(handle.run_id)).status == "cancelled"
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_cancel_mid_tool_cancel_tool_stops_block_tool_finishes(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.calls_(("careful_write", {}), ("sleep_cancel", {"secs": 10})), Turn.say("never"))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), BlockTool(), SleepTool())
+    try:
+        handle = await runtime.start_run("do both")
+        await _first(handle, ToolCall)
+        await asyncio.sleep(0.1)
+        t0 = time.perf_counter()
+        handle.cancel()
+        done = await handle.wait()
+        assert done.reason == "cancelled" and time.perf_counter() - t0 < 2.0
+        results = {e.name: e for _, e in await collect(handle) if isinstance(e, ToolResult)}
+        assert results["careful_write"].output == "written completely" and not results["careful_write"].is_error
+        assert results["sleep_cancel"].is_error
+        msgs = await services.messages.list(handle.session_id)
+        assert [m.role for m in msgs] == ["user", "assistant", "tool", "tool"]
+        assert len(openai_server.chat_requests) == 1  # no further turn after cancel
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_ask_user_answer_reaches_the_tool(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.call("ask_something", {}), Turn.say("ok"))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), AskTool())
+    try:
+        handle = await runtime.start_run("ask me")
+        question = await _first(handle, AskUser)
+        assert question.question == "Which band?" and question.options == ["V", "K"]
+        assert handle.answer(question.request_id, "K") is True
+        assert handle.answer(question.request_id, "V") is False  # already answered
+        await handle.wait()
+        result = next(e for _, e in await collect(handle) if isinstance(e, ToolResult))
+        assert result.output == "user chose K"
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_permission_request_allow_and_deny(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.call("guarded", {}, id="g1"), Turn.call("guarded", {}, id="g2"), Turn.say("end"))
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url, permission_mode="ask")
+    services, runtime = await make_runtime(cfg, GuardedTool())
+    try:
+        handle = await runtime.start_run("guarded twice")
+        answers = iter(["allow", "deny"])
+        async for _, event in handle.events():
+            if isinstance(event, PermissionRequest):
+                assert event.name == "guarded"
+                handle.answer(event.request_id, next(answers))
+        results = {e.tool_call_id: e for _, e in await collect(handle) if isinstance(e, ToolResult)}
+        assert results["g1"].output == "guarded ran" and not results["g1"].is_error
+        assert results["g2"].is_error
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_hooks_see_prompt_and_stop(tmp_path, openai_server, sesame_server):
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def record(event: Any, payload: dict[str, Any]) -> None:
+        seen.append((event.value, payload))
+
+    hooks = HookRegistry()
+    for name in ("UserPromptSubmit", "SessionStart", "Stop", "SessionEnd"):
+        hooks.register(name, record)
+    openai_server.script(Turn.say("hi"))
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
+    services, runtime = await make_runtime(cfg, hooks=hooks)
+    try:
+        handle = await runtime.start_run("hello hooks")
+        await handle.wait()
+        await hooks.drain(timeout=2)
+        names = [n for n, _ in seen]
+        assert set(names) == {"UserPromptSubmit", "SessionStart", "Stop", "SessionEnd"}
+        assert names.index("Stop") < names.index("SessionEnd")
+        prompt_payload = dict(seen)["UserPromptSubmit"]
+        assert prompt_payload["prompt"] == "hello hooks" and prompt_payload["run_id"] == handle.run_id
+        assert dict(seen)["Stop"]["reason"] == "finished"
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_database_refusing_writes_gives_error_and_consistent_history(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.call("break_db", {}, id="b1"), Turn.say("never reached"))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), BreakDbTool())
+    try:
+        handle = await runtime.start_run("break it")
+        items = await collect(handle)
+        assert types(items)[-2:] == ["error", "done"] and items[-1][1].reason == "error"
+        err = wires(items)[-2]
+        assert err["reason"].startswith("store") and err["message"]
+        # the turn whose results could not be stored was never announced as done
+        assert "tool_result" not in types(items)
+        await services.db.execute("PRAGMA query_only = OFF")
+        msgs = await services.messages.list(handle.session_id)
+        assert [m.role for m in msgs] == ["user"]  # no assistant tool-call turn without its results
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_subagent_runs_isolated_and_tags_events(tmp_path, openai_server, sesame_server):
+    def responder(body: dict[str, Any]) -> Turn:
+        system = body["messages"][0]["content"]
+        user = body["messages"][1]["content"]
+        last = body["messages"][-1]
+        if "sub-agent" in system:
+            if last["role"] == "tool":
+                return Turn.say("Sub found: " + last["content"].splitlines()[0])
+            return Turn.call("query_target", {"name": "M 31"}, id="sub_call")
+        if last["role"] == "tool":
+            return Turn.say("Parent got: " + last["content"])
+        assert user == "use a helper"
+        return Turn.call("delegate", {"task": "resolve M 31"}, id="parent_call")
+
+    openai_server.respond_with(responder)
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), SubagentTool())
+    try:
+        handle = await runtime.start_run("use a helper")
+        items = await collect(handle)
+        subs = [e for _, e in items if isinstance(e, Subagent)]
+        assert [s.phase for s in subs] == ["start", "stop"] and subs[0].parent_tool_call_id == "parent_call"
+        assert subs[1].summary == "Sub found: M 31 (asked: M 31)"
+        tagged = [e for _, e in items if e.subagent_id == subs[0].id]
+        assert {e.type for e in tagged} >= {"tool_call", "tool_result", "text_delta"}
+        assert handle.final_text == "Parent got: Sub found: M 31 (asked: M 31)"
+        # the subagent's own messages are not stored in the parent's session
+        msgs = await services.messages.list(handle.session_id)
+        assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
+        assert all(m.tool_call_id != "sub_call" for m in msgs)
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_runtime_close_cancels_active_runs(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.say("x " * 500, chunk_size=2, delay=0.02))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("long")
+        await _first(handle, TextDelta)
+        await runtime.close()
+        assert handle.reason == "cancelled"
+        assert (await services.runs.get(handle.run_id)).status == "cancelled"
+    finally:
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_interrupted_runs_are_marked_at_startup(tmp_path, openai_server, sesame_server):
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
+    services, runtime = await make_runtime(cfg)
+    try:
+        session = await services.sessions.create(title="old")
+        await services.runs.create("run_dead", session.id, prompt="x")
+        openai_server.script(Turn.say("fresh"))
+        handle = await runtime.start_run("new run")
+        await handle.wait()
+        assert (await services.runs.get("run_dead")).status == "error"
+        assert (await services.runs.get(handle.run_id)).status == "finished"
+    finally:
+        await runtime.close()
+        await services.close()
