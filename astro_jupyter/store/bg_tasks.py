@@ -78,6 +78,11 @@ class BgTaskRepository:
 
     async def take_undelivered(self, session_id: str) -> list[BgTaskRecord]:
         """Finished tasks not yet shown to the model, marked delivered in the same transaction."""
+        if not await self.db.fetchval(
+            "SELECT 1 FROM bg_tasks WHERE session_id = ? AND delivered = 0 AND status IN ('completed', 'failed') LIMIT 1",
+            (session_id,),
+        ):
+            return []  # the common case, checked without taking the write lock
         async with self.db.transaction():
             rows = await self.db.fetchall(
                 "SELECT * FROM bg_tasks WHERE session_id = ? AND delivered = 0 AND status IN ('completed', 'failed')"

@@ -34,11 +34,13 @@ class CompressContextTool(AgentTool):
         state = ctx.run_state
         if state is None:
             return ToolOutput.error("compress_context needs a running agent loop (no run state)")
-        already = bool(getattr(state, "pending_manual_compact", False))
-        state.pending_manual_compact = True
+        already = bool(getattr(state, "compact_requested", False))
+        state.compact_requested = True
         focus = str(args.get("focus") or "").strip()
         if focus:
-            state.manual_compact_focus = focus
+            extra = getattr(state, "extra", None)
+            if isinstance(extra, dict):
+                extra["compact_focus"] = focus
         note = " (already scheduled)" if already else ""
         return ToolOutput(f"Context compaction scheduled before the next model call{note}.", metadata={"scheduled": True})
 

@@ -1,0 +1,202 @@
+"""Team tools: teammates are subagents in the background that talk through file inboxes.
+
+``spawn_teammate`` registers a member under ``ASTRO_HOME/team/<name>/`` and starts a
+subagent working on its task with its own copies of the message tools (signed with its
+name); when it finishes, its summary lands in the lead's inbox. ``send_teammate_message``,
+``team_broadcast`` and ``check_team_inbox`` go through ``services/team.py`` (atomic
+one-file-per-message inboxes), so the kernel and the server can share a team.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ...services.team import LEAD, TeamError, check_name
+from ..subagents import SubagentLimitError, parent_registry, resolve_max_steps, spawn, worker_registry
+from .base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from ...config import AstroConfig
+    from ...events import Event
+
+log = logging.getLogger(__name__)
+
+TEAMMATE_PROMPT = """You are {name}, a teammate in an astro-jupyter research team. Your role: {role}
+Work on your task with your tools. Use check_team_inbox to read messages and send_teammate_message
+(to "lead" or another teammate) to share findings. You cannot ask the user questions.
+Finish with a short, self-contained summary: it is delivered to the lead's inbox."""
+
+_live: "weakref.WeakKeyDictionary[Any, dict[str, asyncio.Task[None]]]" = weakref.WeakKeyDictionary()
+
+
+def live_teammates(services: Any) -> dict[str, "asyncio.Task[None]"]:
+    tasks = _live.get(services)
+    if tasks is None:
+        tasks = _live[services] = {}
+    return tasks
+
+
+class SendTeammateMessageTool(AgentTool):
+    name = "send_teammate_message"
+    description = "Send a message to one teammate's inbox (or to 'lead')."
+    parameters = {
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "content": {"type": "string"}},
+        "required": ["to", "content"],
+    }
+    interrupt_behavior = InterruptBehavior.BLOCK
+    defer_loading = True
+
+    def __init__(self, sender: str = LEAD) -> None:
+        self.sender = sender
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        team = ctx.services.team
+        to = str(args.get("to") or "")
+        try:
+            recipient = check_name(to)
+            if not team.exists(recipient):
+                known = ", ".join(m for m in team.members() if m != self.sender) or "none"
+                return ToolOutput.error(f"no teammate named {recipient!r} (teammates: {known}; the lead is 'lead')")
+            message = team.send(recipient, self.sender, str(args.get("content") or ""))
+        except TeamError as exc:
+            return ToolOutput.error(str(exc))
+        return ToolOutput(f"Sent {message['id']} to {recipient}.", metadata={"message": message})
+
+
+class TeamBroadcastTool(AgentTool):
+    name = "team_broadcast"
+    description = "Send the same message to every teammate (and the lead)."
+    parameters = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}
+    interrupt_behavior = InterruptBehavior.BLOCK
+    defer_loading = True
+
+    def __init__(self, sender: str = LEAD) -> None:
+        self.sender = sender
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        try:
+            recipients = ctx.services.team.broadcast(self.sender, str(args.get("content") or ""))
+        except TeamError as exc:
+            return ToolOutput.error(str(exc))
+        if not recipients:
+            return ToolOutput.error("nobody to broadcast to: spawn a teammate first")
+        return ToolOutput(f"Broadcast to {', '.join(recipients)}.", metadata={"recipients": recipients})
+
+
+class CheckTeamInboxTool(AgentTool):
+    name = "check_team_inbox"
+    description = "Read (and mark as read) the unread messages in your team inbox, oldest first."
+    parameters = {"type": "object", "properties": {}}
+    interrupt_behavior = InterruptBehavior.BLOCK
+    is_readonly = True
+
+    def __init__(self, member: str = LEAD) -> None:
+        self.member = member
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        result = ctx.services.team.read(self.member)
+        lines = [f"[{m.get('kind', 'message')} from {m.get('from', '?')}] {m.get('content', '')}" for m in result.messages]
+        if not lines and not result.errors:
+            text = "No new messages."
+        else:
+            text = "\n".join(lines) if lines else "No readable messages."
+        meta = {"messages": result.messages, "errors": result.errors}
+        if result.errors:
+            text += "\n\nProblems:\n" + "\n".join(f"- {e}" for e in result.errors)
+            if not result.messages:
+                return ToolOutput.error(text, **meta)
+        return ToolOutput(text, metadata=meta)
+
+
+class SpawnTeammateTool(AgentTool):
+    name = "spawn_teammate"
+    description = (
+        "Start a named teammate (a background subagent with a role) on a task; it reports through your team "
+        "inbox when done and can exchange messages meanwhile."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "lower-case id, e.g. 'photometry'"},
+            "role": {"type": "string"},
+            "task": {"type": "string"},
+            "max_steps": {"type": "integer", "description": "default 5, at most 10"},
+        },
+        "required": ["name", "role", "task"],
+    }
+    interrupt_behavior = InterruptBehavior.BLOCK
+    defer_loading = True
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        team = ctx.services.team
+        try:
+            name = check_name(str(args.get("name") or ""))
+            steps = resolve_max_steps(ctx.config, args.get("max_steps"))
+        except (TeamError, SubagentLimitError) as exc:
+            return ToolOutput.error(str(exc))
+        if name == LEAD:
+            return ToolOutput.error("'lead' is the name of the team lead; choose another name")
+        if ctx.subagent_id:
+            return ToolOutput.error("teammates can only be spawned by the lead agent")
+        role, task = str(args.get("role") or "").strip(), str(args.get("task") or "").strip()
+        if not task:
+            return ToolOutput.error("spawn_teammate needs a task")
+        live = live_teammates(ctx.services)
+        if name in live and not live[name].done():
+            return ToolOutput.error(f"teammate {name!r} is already working; message it instead")
+        base = parent_registry(ctx)
+        if base is None:
+            return ToolOutput.error("spawn_teammate needs a running agent loop")
+        registry = worker_registry(base)
+        for bound in (SendTeammateMessageTool(sender=name), TeamBroadcastTool(sender=name), CheckTeamInboxTool(member=name)):
+            bound.defer_loading = False  # type: ignore[misc] - a teammate always needs its message tools
+            registry.replace(bound)
+        team.register(name, role, status="working", task=task)
+        prompt = TEAMMATE_PROMPT.format(name=name, role=role or "general research assistant")
+        child_ctx = dataclasses.replace(ctx, emit=_tolerant(ctx.emit))
+        live[name] = asyncio.get_running_loop().create_task(
+            _work(child_ctx, name, task, steps, registry, prompt), name=f"teammate:{name}"
+        )
+        return ToolOutput(
+            f"Teammate {name} started on its task; its summary will arrive in your inbox (check_team_inbox).",
+            metadata={"teammate": name, "max_steps": steps},
+        )
+
+
+def _tolerant(emit: Any) -> Any:
+    """A teammate may outlive the turn (or run) that spawned it: late events are dropped, not fatal."""
+
+    async def send(event: "Event") -> None:
+        try:
+            await emit(event)
+        except Exception:  # noqa: BLE001
+            log.debug("dropped a teammate event after its run ended", exc_info=True)
+
+    return send
+
+
+async def _work(ctx: ToolContext, name: str, task: str, steps: int, registry: Any, prompt: str) -> None:
+    team = ctx.services.team
+    try:
+        outcome = await spawn(ctx, task, max_steps=steps, registry=registry, system_prompt=prompt)
+        summary, failed = outcome.summary, outcome.is_error
+    except asyncio.CancelledError:
+        summary, failed = "stopped before finishing", True
+    except Exception as exc:  # noqa: BLE001 - the lead hears about every failure
+        summary, failed = f"failed: {type(exc).__name__}: {exc}", True
+    try:
+        team.send(LEAD, name, summary, kind="error" if failed else "result")
+        team.set_status(name, "failed" if failed else "done")
+    except Exception:  # noqa: BLE001
+        log.warning("could not deliver teammate %s's result", name, exc_info=True)
+    finally:
+        live_teammates(ctx.services).pop(name, None)
+
+
+def tools(config: "AstroConfig") -> list[AgentTool]:
+    return [SpawnTeammateTool(), SendTeammateMessageTool(), TeamBroadcastTool(), CheckTeamInboxTool()]
