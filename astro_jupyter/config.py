@@ -292,6 +292,31 @@ class AstroConfig(Configurable):
     coordinator_workers = Int(4, help="Worker-pool size in coordinator mode.").tag(config=True)
     coordinator_task_timeout_secs = Float(600.0, help="Timeout of one delegated task.").tag(config=True)
 
+    # -- context compaction -----------------------------------------------------------------
+    context_soft_limit_tokens = Int(
+        help="Estimated prompt tokens above which older messages are summarised (env ASTRO_CONTEXT_SOFT_LIMIT)."
+    ).tag(config=True)
+
+    @default("context_soft_limit_tokens")
+    def _soft_limit_default(self) -> int:
+        return _env_int("ASTRO_CONTEXT_SOFT_LIMIT", 80_000)
+
+    micro_compact_ratio = Float(
+        0.6, help="Old tool results become placeholders once the estimate passes this share of the soft limit."
+    ).tag(config=True)
+    micro_compact_keep_recent = Int(4, help="Most recent tool results micro-compaction leaves intact.").tag(config=True)
+    compaction_keep_recent_messages = Int(
+        6, help="Most recent messages kept verbatim when older ones are summarised."
+    ).tag(config=True)
+    compaction_breaker_threshold = Int(
+        3, help="Consecutive automatic-compaction failures that open the circuit breaker."
+    ).tag(config=True)
+    compaction_restore_files = Int(3, help="Recently read files re-inserted after a compaction.").tag(config=True)
+    compaction_restore_chars = Int(4000, help="Characters of each restored file.").tag(config=True)
+    compaction_memory_bridge = Bool(
+        True, help="Let a restricted subagent save durable memories from messages dropped by compaction."
+    ).tag(config=True)
+
     # -- derived paths --------------------------------------------------------------------
     @property
     def home_path(self) -> Path:
