@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from html import unescape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 from urllib.parse import urljoin
 
 from ..errors import AstroError, ConfigError, ServiceError, ToolInputError
@@ -306,14 +306,15 @@ class DownloadService:
         head = b""
         last_report = 0
         last_time = time.monotonic()
+        chunks = response.aiter_bytes()
         with open(tmp, "wb") as fh:
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:
                 if cancelled is not None and cancelled.is_set():
                     raise DownloadCancelled("download cancelled")
                 if len(head) < len(PDF_MAGIC):
                     head += chunk[: len(PDF_MAGIC) - len(head)]
                     if len(head) >= len(PDF_MAGIC) and not head.startswith(PDF_MAGIC):
-                        await self._reject_non_pdf(response, head + chunk[len(head):], url)
+                        await self._reject_non_pdf(response, chunks, chunk, url)
                 fh.write(chunk)
                 done += len(chunk)
                 if done > limit:
@@ -322,18 +323,20 @@ class DownloadService:
                     last_report, last_time = done, time.monotonic()
                     await progress(done=done, total=total, message=f"{channel}: {done} bytes")
         if not head.startswith(PDF_MAGIC):
-            await self._reject_non_pdf(response, head, url)
+            await self._reject_non_pdf(response, chunks, head, url)
         if total is not None and done != total:
             raise _ChannelError(f"truncated download: {done} of {total} bytes")
         await progress(done=done, total=total or done, message=f"{channel}: done")
         return done
 
-    async def _reject_non_pdf(self, response: "httpx2.Response", first: bytes, url: str) -> None:
+    async def _reject_non_pdf(
+        self, response: "httpx2.Response", chunks: AsyncIterator[bytes], first: bytes, url: str
+    ) -> None:
         """Fail the channel; from an HTML landing page keep the publisher's ``citation_pdf_url``."""
         ctype = response.headers.get("content-type", "unknown type").split(";")[0]
         body = first
         if "html" in ctype or first.lstrip()[:1] == b"<":
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:
                 body += chunk
                 if len(body) > 1_000_000:
                     break
@@ -341,6 +344,7 @@ class DownloadService:
             if match:
                 link = urljoin(url, unescape(match.group(1) or match.group(2)))
                 raise _ChannelError(f"not a PDF: an HTML landing page ({ctype}) naming a PDF link", pdf_link=link)
+            raise _ChannelError(f"not a PDF: an HTML page ({ctype}), perhaps a landing page or captcha")
         raise _ChannelError(f"not a PDF (got {ctype}, starting {first[:16]!r})")
 
 
