@@ -1,0 +1,315 @@
+"""``astro-jupyter``: the agent and its tools from a terminal (headless use, scripts, CI).
+
+Each subcommand is one ``@command`` function: a name, a help line, a function adding its
+arguments, and an async handler returning the exit code. Another module adds its own
+subcommands by listing itself in ``COMMAND_MODULES`` (it is imported before parsing and
+uses the same decorator), so features never need to rewrite this file.
+
+Exit codes: 0 ok, 1 a tool or run error, 2 no LLM endpoint configured/reachable or bad
+usage, 130 cancelled by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import signal
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TextIO
+
+from .events import Event, to_json
+
+if TYPE_CHECKING:
+    from .config import AstroConfig
+    from .services.container import ServiceContainer
+
+EXIT_OK, EXIT_ERROR, EXIT_UNAVAILABLE, EXIT_CANCELLED = 0, 1, 2, 130
+
+Handler = Callable[[argparse.Namespace], Awaitable[int]]
+Configure = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass
+class Command:
+    name: str
+    help: str
+    configure: Configure
+    handler: Handler
+
+
+COMMANDS: dict[str, Command] = {}
+
+# Modules that register more subcommands with ``@command`` when imported.
+COMMAND_MODULES: tuple[str, ...] = ("astro_jupyter.cli_doctor",)
+
+
+def command(name: str, help: str, configure: Configure | None = None) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        COMMANDS[name] = Command(name, help, configure or (lambda p: None), handler)
+        return handler
+
+    return register
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+# -- shared plumbing ---------------------------------------------------------------------------
+def make_config() -> "AstroConfig":
+    from .config import AstroConfig
+
+    return AstroConfig()
+
+
+async def open_services(config: "AstroConfig | None" = None) -> "ServiceContainer":
+    from .services.container import ServiceContainer
+
+    services = ServiceContainer(config or make_config())
+    await services.start()
+    return services
+
+
+def err(message: str) -> None:
+    print(f"astro-jupyter: {message}", file=sys.stderr, flush=True)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TimelinePrinter:
+    """Human-readable rendering of a run's events for a terminal."""
+
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+        self.mid_line = False
+
+    def _line(self, text: str) -> None:
+        if self.mid_line:
+            self.out.write("\n")
+            self.mid_line = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def show(self, event: Event) -> None:
+        indent = "    " if event.subagent_id else ""
+        kind = event.type
+        if kind == "text_delta":
+            self.out.write(event.delta)  # type: ignore[attr-defined]
+            self.out.flush()
+            self.mid_line = not event.delta.endswith("\n")  # type: ignore[attr-defined]
+        elif kind == "thinking_delta":
+            self.out.write(f"\x1b[2m{event.delta}\x1b[0m" if self.out.isatty() else "")  # type: ignore[attr-defined]
+        elif kind == "tool_call":
+            self._line(f"{indent}→ {event.name}({_short(event.arguments, 120)})")  # type: ignore[attr-defined]
+        elif kind == "tool_progress":
+            p = event.progress  # type: ignore[attr-defined]
+            done, total = p.get("done"), p.get("total")
+            count = f" {done}/{total}" if done is not None and total else ""
+            self._line(f"{indent}  …{count} {p.get('message', '')}".rstrip())
+        elif kind == "tool_result":
+            mark = "✗" if event.is_error else "←"  # type: ignore[attr-defined]
+            self._line(f"{indent}{mark} {event.name} ({event.duration_ms} ms): {_short(event.output)}")  # type: ignore[attr-defined]
+        elif kind == "model_switch":
+            self._line(f"[model switched {event.from_model} → {event.to_model}: {event.reason}]")  # type: ignore[attr-defined]
+        elif kind == "subagent":
+            phase = event.phase  # type: ignore[attr-defined]
+            self._line(f"{indent}[subagent {event.id} {phase}] {_short(event.task if phase == 'start' else event.summary)}")  # type: ignore[attr-defined]
+        elif kind == "ask_user":
+            self._line(f"? {event.question} (answer from the sidebar or a notebook; the CLI cannot answer)")  # type: ignore[attr-defined]
+        elif kind == "permission_request":
+            self._line(f"? permission for {event.name}: {event.message}")  # type: ignore[attr-defined]
+        elif kind == "todo_update":
+            for todo in event.todos:  # type: ignore[attr-defined]
+                self._line(f"  [{todo.get('status', ' ')}] {todo.get('content', todo)}")
+        elif kind == "compaction":
+            self._line(f"[context compacted: {event.message or event.layer}]")  # type: ignore[attr-defined]
+        elif kind == "error":
+            if self.mid_line:
+                self._line("")
+            err(f"error: {event.message}")  # type: ignore[attr-defined]
+        elif kind == "done":
+            if self.mid_line:
+                self._line("")
+            print(f"[{event.reason} · session {event.session_id}]", file=sys.stderr, flush=True)  # type: ignore[attr-defined]
+
+
+# -- ask ----------------------------------------------------------------------------------------
+def _ask_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompt", help="what to ask the agent")
+    p.add_argument("--session", help="continue this session (id from `astro-jupyter sessions`)")
+    p.add_argument("--model", help="chat model for this run (default: LLM_MODEL)")
+    p.add_argument("--max-steps", type=int, help="maximum LLM turns")
+    p.add_argument("--coordinator", action="store_true", help="coordinator mode (delegates to workers)")
+    _json_flag(p)
+
+
+@command("ask", "ask the agent; streams the timeline (JSON lines with --json)", _ask_args)
+async def cmd_ask(args: argparse.Namespace) -> int:
+    from .agent.runtime import AgentRuntime
+    from .errors import AstroError
+    from .llm.client import NOT_CONFIGURED
+
+    config = make_config()
+    if not config.llm_configured:
+        err(NOT_CONFIGURED)
+        return EXIT_UNAVAILABLE
+    services = await open_services(config)
+    runtime = AgentRuntime(services)
+    try:
+        try:
+            handle = await runtime.start_run(
+                args.prompt, session_id=args.session, model=args.model, max_steps=args.max_steps,
+                coordinator=args.coordinator, source="cli",
+            )
+        except AstroError as exc:
+            err(str(exc))
+            return EXIT_UNAVAILABLE if exc.reason == "llm_unavailable" else EXIT_ERROR
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, handle.cancel)
+        except (NotImplementedError, RuntimeError):
+            pass
+        printer = TimelinePrinter()
+        error_reason = ""
+        async for _, event in handle.events():
+            if args.json:
+                sys.stdout.write(to_json(event) + "\n")
+                sys.stdout.flush()
+            else:
+                printer.show(event)
+            if event.type == "error":
+                error_reason = event.reason  # type: ignore[attr-defined]
+        done = await handle.wait()
+        if done.reason == "cancelled":
+            return EXIT_CANCELLED
+        if done.reason == "error":
+            return EXIT_UNAVAILABLE if error_reason == "llm_unavailable" else EXIT_ERROR
+        return EXIT_OK
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+# -- tool ---------------------------------------------------------------------------------------
+def _tool_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="tool name (see `astro-jupyter tools`)")
+    p.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments, e.g. '{\"name\": \"M 31\"}'")
+    _json_flag(p)
+
+
+@command("tool", "run one tool through the executor (no LLM) and print its output", _tool_args)
+async def cmd_tool(args: argparse.Namespace) -> int:
+    from .agent.executor import ToolCallRequest, ToolExecutor
+    from .agent.tools import build_default_registry
+    from .agent.tools.base import ToolContext
+    from .agent.tools.file_state import FileStateCache
+
+    services = await open_services()
+    try:
+        config = services.config
+        registry = build_default_registry(config)
+        executor = ToolExecutor(registry, config=config)
+
+        async def emit(event: Event) -> None:
+            if not args.json and event.type == "tool_progress":
+                p = event.progress  # type: ignore[attr-defined]
+                print(f"… {p.get('done', '')}/{p.get('total', '')} {p.get('message', '')}", file=sys.stderr, flush=True)
+            elif event.type == "error":
+                err(event.message)  # type: ignore[attr-defined]
+
+        ctx = ToolContext(
+            config=config, services=services, session_id="", cancelled=asyncio.Event(), emit=emit,
+            file_state=FileStateCache(), run_id="cli",
+        )
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, ctx.cancelled.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+        [result] = await executor.execute([ToolCallRequest("cli_call", args.name, args.arguments)], ctx)
+        if args.json:
+            print(json.dumps(result.output.to_dict(), ensure_ascii=False, default=str))
+        else:
+            stream = sys.stderr if result.output.is_error else sys.stdout
+            print(result.output.content, file=stream)
+        return EXIT_ERROR if result.output.is_error else EXIT_OK
+    finally:
+        await services.close()
+
+
+# -- tools, sessions ---------------------------------------------------------------------------
+@command("tools", "list the tool definitions", _json_flag)
+async def cmd_tools(args: argparse.Namespace) -> int:
+    from .agent.tools import build_default_registry
+
+    registry = build_default_registry(make_config())
+    if args.json:
+        print(json.dumps(registry.definitions(), ensure_ascii=False, indent=1))
+        return EXIT_OK
+    for tool in registry.sorted_tools():
+        flags = ",".join(f for f, on in (("deferred", tool.defer_loading), ("read-only", tool.is_readonly)) if on)
+        print(f"{tool.name:<24} {('[' + flags + '] ') if flags else ''}{tool.classifier_summary()}")
+    return EXIT_OK
+
+
+def _sessions_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=50)
+    _json_flag(p)
+
+
+@command("sessions", "list stored sessions, newest first", _sessions_args)
+async def cmd_sessions(args: argparse.Namespace) -> int:
+    services = await open_services()
+    try:
+        sessions = await services.sessions.list(limit=args.limit)
+    finally:
+        await services.close()
+    if args.json:
+        print(json.dumps([s.to_dict() for s in sessions], ensure_ascii=False))
+        return EXIT_OK
+    if not sessions:
+        print("no sessions yet (start one with: astro-jupyter ask \"...\")")
+    for s in sessions:
+        print(f"{s.id}  {s.updated_at[:19]}  {s.source or '-':<8} {s.title or '(untitled)'}")
+    return EXIT_OK
+
+
+# -- entry point --------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)
+    parser = argparse.ArgumentParser(prog="astro-jupyter", description="A research agent for astronomers (headless use).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for cmd in COMMANDS.values():
+        cmd.configure(sub.add_parser(cmd.name, help=cmd.help, description=cmd.help))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_UNAVAILABLE
+    from .errors import AstroError
+
+    try:
+        return asyncio.run(COMMANDS[args.command].handler(args))
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+    except AstroError as exc:
+        err(str(exc))
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m astro_jupyter.cli`
+    from astro_jupyter.cli import main as _main  # the registry lives in the imported module, not __main__
+
+    sys.exit(_main())
