@@ -1,0 +1,585 @@
+/**
+ * TimelineModel: the events of a session's runs folded into display items.
+ *
+ * Why a model apart from the widgets: matching `tool_result` to `tool_call` by id, nesting the
+ * events of subagents, tolerating out-of-order delivery and dropping replayed duplicates (by
+ * `(run_id, seq)`) are logic, tested without a DOM. The view only renders `changed` items.
+ */
+import { ISignal, Signal } from '@lumino/signaling';
+
+import {
+  AgentEvent,
+  IStoredMessage,
+  ITodo,
+  IToolProgress,
+  IToolResultEvent
+} from './tokens';
+
+export type ItemKind = 'user' | 'text' | 'thinking' | 'tool' | 'subagent' | 'todo' | 'notice' | 'question';
+
+interface IItemBase {
+  /** Unique and stable: the DOM node of an item is keyed by it. */
+  readonly key: string;
+  readonly kind: ItemKind;
+  /** Incremented on every change (the view re-renders an item whose version moved). */
+  version: number;
+  parent: ISubagentItem | null;
+  /** The stored message this item shows (history), so a search hit can scroll to it. */
+  messageId?: number;
+  runId?: string;
+}
+
+export interface IUserItem extends IItemBase {
+  kind: 'user';
+  text: string;
+}
+
+export interface ITextItem extends IItemBase {
+  kind: 'text' | 'thinking';
+  text: string;
+  step: number;
+  streaming: boolean;
+}
+
+export type ToolStatus = 'running' | 'done' | 'error' | 'interrupted';
+
+export interface IToolResult {
+  output: string;
+  isError: boolean;
+  metadata: Record<string, unknown>;
+  durationMs: number | null;
+}
+
+export interface IToolItem extends IItemBase {
+  kind: 'tool';
+  id: string;
+  name: string;
+  arguments: unknown;
+  step: number;
+  /** False while only a progress/result for this id has arrived (out of order). */
+  callSeen: boolean;
+  progress: IToolProgress | null;
+  result: IToolResult | null;
+  status: ToolStatus;
+  startedAt: number;
+}
+
+export interface ISubagentItem extends IItemBase {
+  kind: 'subagent';
+  id: string;
+  task: string;
+  parentToolCallId: string;
+  phase: 'running' | 'stopped';
+  summary: string;
+  isError: boolean;
+  children: TimelineItem[];
+}
+
+export interface ITodoItem extends IItemBase {
+  kind: 'todo';
+  todos: ITodo[];
+}
+
+export type NoticeVariant = 'compaction' | 'model_switch' | 'error' | 'done' | 'info';
+
+export interface INoticeItem extends IItemBase {
+  kind: 'notice';
+  variant: NoticeVariant;
+  text: string;
+}
+
+export interface IQuestionItem extends IItemBase {
+  kind: 'question';
+  variant: 'ask_user' | 'permission';
+  requestId: string;
+  question: string;
+  options: string[];
+  toolName: string;
+  toolCallId: string;
+  arguments: unknown;
+  /** The answer given (or 'expired' when the run ended first). */
+  answer: string | null;
+  pending: boolean;
+  error: string | null;
+}
+
+export type TimelineItem =
+  | IUserItem
+  | ITextItem
+  | IToolItem
+  | ISubagentItem
+  | ITodoItem
+  | INoticeItem
+  | IQuestionItem;
+
+export type TimelineChange =
+  | { type: 'added'; item: TimelineItem; parent: ISubagentItem | null }
+  | { type: 'updated'; item: TimelineItem }
+  | { type: 'reset' };
+
+export interface IRunInfo {
+  runId: string;
+  sessionId: string;
+  title?: string;
+  model?: string;
+}
+
+let keyCounter = 0;
+const nextKey = (prefix: string) => `${prefix}-${++keyCounter}`;
+
+/** Parse tool-call arguments stored as a JSON string; keep the text when it is not JSON. */
+export function parseArguments(raw: unknown): unknown {
+  if (typeof raw !== 'string') {
+    return raw;
+  }
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+export class TimelineModel {
+  private _items: TimelineItem[] = [];
+  private _changed = new Signal<this, TimelineChange>(this);
+  private _runInfo = new Signal<this, IRunInfo>(this);
+  private _finished = new Signal<this, { runId: string; reason: string }>(this);
+  private tools = new Map<string, IToolItem>();
+  private subagents = new Map<string, ISubagentItem>();
+  private questions = new Map<string, IQuestionItem>();
+  private lastSeq = new Map<string, number>();
+  private _duplicates = 0;
+
+  /** Top-level items in display order. */
+  get items(): readonly TimelineItem[] {
+    return this._items;
+  }
+  get changed(): ISignal<this, TimelineChange> {
+    return this._changed;
+  }
+  /** A `session` event: which run/session this stream belongs to. */
+  get runInfo(): ISignal<this, IRunInfo> {
+    return this._runInfo;
+  }
+  get finished(): ISignal<this, { runId: string; reason: string }> {
+    return this._finished;
+  }
+  /** How many replayed events were dropped (seq already applied). */
+  get duplicates(): number {
+    return this._duplicates;
+  }
+  lastSeqOf(runId: string): number {
+    return this.lastSeq.get(runId) ?? 0;
+  }
+  tool(id: string): IToolItem | undefined {
+    return this.tools.get(id);
+  }
+  subagent(id: string): ISubagentItem | undefined {
+    return this.subagents.get(id);
+  }
+  question(requestId: string): IQuestionItem | undefined {
+    return this.questions.get(requestId);
+  }
+  /** Every item, depth first (subagent children after their subagent). */
+  *walk(items: readonly TimelineItem[] = this._items): Generator<TimelineItem> {
+    for (const item of items) {
+      yield item;
+      if (item.kind === 'subagent') {
+        yield* this.walk(item.children);
+      }
+    }
+  }
+
+  clear(): void {
+    this._items = [];
+    this.tools.clear();
+    this.subagents.clear();
+    this.questions.clear();
+    this.lastSeq.clear();
+    this._duplicates = 0;
+    this._changed.emit({ type: 'reset' });
+  }
+
+  addUser(text: string, extra: { messageId?: number; runId?: string } = {}): IUserItem {
+    const item: IUserItem = { key: nextKey('user'), kind: 'user', version: 0, parent: null, text, ...extra };
+    this.add(item, null);
+    return item;
+  }
+
+  addNotice(variant: NoticeVariant, text: string, parent: ISubagentItem | null = null): INoticeItem {
+    const item: INoticeItem = { key: nextKey('notice'), kind: 'notice', version: 0, parent, variant, text };
+    this.add(item, parent);
+    return item;
+  }
+
+  /**
+   * Apply one event of run `runId` with sequence number `seq` (null: no dedupe).
+   * Returns false when it was a duplicate (seq not above the last applied for that run).
+   */
+  apply(runId: string, seq: number | null, event: AgentEvent): boolean {
+    if (seq !== null) {
+      if (seq <= (this.lastSeq.get(runId) ?? 0)) {
+        this._duplicates++;
+        return false;
+      }
+      this.lastSeq.set(runId, seq);
+    }
+    const parent = event.subagent_id ? this.ensureSubagent(event.subagent_id, runId) : null;
+    switch (event.type) {
+      case 'session':
+        this._runInfo.emit({
+          runId: event.run_id,
+          sessionId: event.session_id,
+          title: event.title,
+          model: event.model
+        });
+        break;
+      case 'text_delta':
+      case 'thinking_delta':
+        this.appendText(event.type === 'text_delta' ? 'text' : 'thinking', event.delta, event.step, parent, runId);
+        break;
+      case 'tool_call': {
+        const tool = this.ensureTool(event.id, parent, runId);
+        tool.name = event.name;
+        tool.arguments = event.arguments;
+        tool.step = event.step;
+        tool.callSeen = true;
+        this.touch(tool);
+        break;
+      }
+      case 'tool_progress': {
+        const tool = this.ensureTool(event.id, parent, runId);
+        tool.progress = event.progress ?? null;
+        this.touch(tool);
+        break;
+      }
+      case 'tool_result':
+        this.setResult(event, parent, runId);
+        break;
+      case 'ask_user':
+        this.addQuestion(
+          {
+            variant: 'ask_user',
+            requestId: event.request_id,
+            question: event.question,
+            options: event.options ?? [],
+            toolName: '',
+            toolCallId: '',
+            arguments: null
+          },
+          parent,
+          runId
+        );
+        break;
+      case 'permission_request':
+        this.addQuestion(
+          {
+            variant: 'permission',
+            requestId: event.request_id,
+            question: event.message || `Allow ${event.name}?`,
+            options: [],
+            toolName: event.name,
+            toolCallId: event.tool_call_id,
+            arguments: event.arguments
+          },
+          parent,
+          runId
+        );
+        break;
+      case 'compaction': {
+        const saved =
+          event.tokens_before && event.tokens_after
+            ? ` (${event.tokens_before.toLocaleString()} → ${event.tokens_after.toLocaleString()} tokens)`
+            : '';
+        this.addNotice('compaction', `Context compacted: ${event.layer}${saved}${event.message ? ' — ' + event.message : ''}`, parent);
+        break;
+      }
+      case 'model_switch':
+        this.addNotice('model_switch', `Model switched: ${event.from} → ${event.to}${event.reason ? ` (${event.reason})` : ''}`, parent);
+        break;
+      case 'subagent':
+        this.applySubagent(event.id, event.phase, event, parent, runId);
+        break;
+      case 'todo_update': {
+        const item: ITodoItem = { key: nextKey('todo'), kind: 'todo', version: 0, parent, todos: event.todos ?? [], runId };
+        this.add(item, parent);
+        break;
+      }
+      case 'error':
+        this.addNotice('error', event.message || 'error', parent);
+        break;
+      case 'done':
+        this.finish(runId, event.reason);
+        break;
+      default:
+        break;
+    }
+    return true;
+  }
+
+  /** Rebuild items from stored messages (history); messages of `skipRunId` except its user prompt are skipped (they will be replayed from the run's events). */
+  loadMessages(messages: readonly IStoredMessage[], skipRunId?: string | null): void {
+    for (const m of messages) {
+      const replayed = !!skipRunId && m.run_id === skipRunId;
+      if (m.role === 'user') {
+        this.addUser(m.content, { messageId: m.id, runId: m.run_id });
+      } else if (replayed || m.role === 'system') {
+        continue;
+      } else if (m.role === 'assistant') {
+        if (m.content) {
+          const item: ITextItem = {
+            key: nextKey('text'),
+            kind: 'text',
+            version: 0,
+            parent: null,
+            text: m.content,
+            step: 0,
+            streaming: false,
+            messageId: m.id,
+            runId: m.run_id
+          };
+          this.add(item, null);
+        }
+        for (const call of m.tool_calls ?? []) {
+          const tool = this.ensureTool(call.id, null, m.run_id);
+          tool.name = call.function?.name ?? tool.name;
+          tool.arguments = parseArguments(call.function?.arguments);
+          tool.callSeen = true;
+          tool.messageId = tool.messageId ?? m.id;
+          this.touch(tool);
+        }
+      } else if (m.role === 'tool') {
+        const tool = this.ensureTool(m.tool_call_id || `orphan-${m.id}`, null, m.run_id);
+        const meta = (m.metadata ?? {}) as Record<string, unknown>;
+        tool.name = tool.name || m.name || 'tool';
+        tool.result = {
+          output: m.content,
+          isError: meta.is_error === true,
+          metadata: meta,
+          durationMs: typeof meta.duration_ms === 'number' ? meta.duration_ms : null
+        };
+        tool.status = tool.result.isError ? 'error' : 'done';
+        this.touch(tool);
+      }
+    }
+  }
+
+  /** Record a question's answer locally (the POST is the caller's business). */
+  setAnswer(requestId: string, answer: string | null, opts: { pending?: boolean; error?: string | null } = {}): void {
+    const q = this.questions.get(requestId);
+    if (!q) {
+      return;
+    }
+    q.answer = answer;
+    q.pending = opts.pending ?? false;
+    q.error = opts.error ?? null;
+    this.touch(q);
+  }
+
+  // -- internals -----------------------------------------------------------------------------
+
+  private add(item: TimelineItem, parent: ISubagentItem | null): void {
+    item.parent = parent;
+    (parent ? parent.children : this._items).push(item);
+    this._changed.emit({ type: 'added', item, parent });
+  }
+
+  private touch(item: TimelineItem): void {
+    item.version++;
+    this._changed.emit({ type: 'updated', item });
+  }
+
+  private container(parent: ISubagentItem | null): TimelineItem[] {
+    return parent ? parent.children : this._items;
+  }
+
+  private appendText(kind: 'text' | 'thinking', delta: string, step: number, parent: ISubagentItem | null, runId: string): void {
+    const list = this.container(parent);
+    const last = list[list.length - 1];
+    if (last && last.kind === kind && last.streaming && last.step === step && last.runId === runId) {
+      last.text += delta;
+      this.touch(last);
+      return;
+    }
+    const item: ITextItem = { key: nextKey(kind), kind, version: 0, parent, text: delta, step, streaming: true, runId };
+    this.add(item, parent);
+  }
+
+  private ensureTool(id: string, parent: ISubagentItem | null, runId: string): IToolItem {
+    let tool = this.tools.get(id);
+    if (!tool) {
+      tool = {
+        key: nextKey('tool'),
+        kind: 'tool',
+        version: 0,
+        parent,
+        id,
+        name: '',
+        arguments: null,
+        step: 0,
+        callSeen: false,
+        progress: null,
+        result: null,
+        status: 'running',
+        startedAt: Date.now(),
+        runId
+      };
+      this.tools.set(id, tool);
+      this.add(tool, parent);
+    }
+    return tool;
+  }
+
+  private setResult(event: IToolResultEvent, parent: ISubagentItem | null, runId: string): void {
+    const tool = this.ensureTool(event.tool_call_id, parent, runId);
+    if (!tool.name) {
+      tool.name = event.name;
+    }
+    tool.result = {
+      output: typeof event.output === 'string' ? event.output : JSON.stringify(event.output, null, 2),
+      isError: !!event.is_error,
+      metadata: (event.metadata ?? {}) as Record<string, unknown>,
+      durationMs: typeof event.duration_ms === 'number' ? event.duration_ms : null
+    };
+    tool.status = event.is_error ? 'error' : 'done';
+    this.touch(tool);
+  }
+
+  private ensureSubagent(id: string, runId: string): ISubagentItem {
+    let sub = this.subagents.get(id);
+    if (!sub) {
+      sub = {
+        key: nextKey('subagent'),
+        kind: 'subagent',
+        version: 0,
+        parent: null,
+        id,
+        task: '',
+        parentToolCallId: '',
+        phase: 'running',
+        summary: '',
+        isError: false,
+        children: [],
+        runId
+      };
+      this.subagents.set(id, sub);
+      this.add(sub, null);
+    }
+    return sub;
+  }
+
+  private applySubagent(
+    id: string,
+    phase: 'start' | 'stop',
+    event: { task?: string; parent_tool_call_id?: string; summary?: string; is_error?: boolean },
+    parent: ISubagentItem | null,
+    runId: string
+  ): void {
+    let sub = this.subagents.get(id);
+    if (!sub) {
+      sub = this.ensureSubagentIn(id, parent, runId);
+    } else if (parent && sub.parent === null && parent !== sub && this._items.includes(sub)) {
+      // Its children arrived before its start: it was placed at the top; move it under its parent.
+      this._items.splice(this._items.indexOf(sub), 1);
+      sub.parent = parent;
+      parent.children.push(sub);
+      this._changed.emit({ type: 'reset' });
+    }
+    if (event.task) {
+      sub.task = event.task;
+    }
+    if (event.parent_tool_call_id) {
+      sub.parentToolCallId = event.parent_tool_call_id;
+    }
+    if (phase === 'stop') {
+      sub.phase = 'stopped';
+      sub.summary = event.summary ?? sub.summary;
+      sub.isError = !!event.is_error;
+      this.closeStreaming(sub.children);
+    }
+    this.touch(sub);
+  }
+
+  private ensureSubagentIn(id: string, parent: ISubagentItem | null, runId: string): ISubagentItem {
+    const sub: ISubagentItem = {
+      key: nextKey('subagent'),
+      kind: 'subagent',
+      version: 0,
+      parent,
+      id,
+      task: '',
+      parentToolCallId: '',
+      phase: 'running',
+      summary: '',
+      isError: false,
+      children: [],
+      runId
+    };
+    this.subagents.set(id, sub);
+    this.add(sub, parent);
+    return sub;
+  }
+
+  private addQuestion(
+    q: Pick<IQuestionItem, 'variant' | 'requestId' | 'question' | 'options' | 'toolName' | 'toolCallId' | 'arguments'>,
+    parent: ISubagentItem | null,
+    runId: string
+  ): void {
+    if (this.questions.has(q.requestId)) {
+      return;
+    }
+    const item: IQuestionItem = {
+      key: nextKey('question'),
+      kind: 'question',
+      version: 0,
+      parent,
+      answer: null,
+      pending: false,
+      error: null,
+      runId,
+      ...q
+    };
+    this.questions.set(q.requestId, item);
+    this.add(item, parent);
+  }
+
+  private closeStreaming(items: TimelineItem[]): void {
+    for (const item of items) {
+      if ((item.kind === 'text' || item.kind === 'thinking') && item.streaming) {
+        item.streaming = false;
+        this.touch(item);
+      }
+    }
+  }
+
+  private finish(runId: string, reason: string): void {
+    for (const item of Array.from(this.walk())) {
+      if (item.runId !== runId) {
+        continue;
+      }
+      if ((item.kind === 'text' || item.kind === 'thinking') && item.streaming) {
+        item.streaming = false;
+        this.touch(item);
+      } else if (item.kind === 'tool' && item.status === 'running') {
+        item.status = 'interrupted';
+        this.touch(item);
+      } else if (item.kind === 'question' && item.answer === null) {
+        item.answer = 'expired';
+        this.touch(item);
+      } else if (item.kind === 'subagent' && item.phase === 'running') {
+        item.phase = 'stopped';
+        this.touch(item);
+      }
+    }
+    if (reason !== 'finished') {
+      const text =
+        reason === 'cancelled'
+          ? 'Run stopped.'
+          : reason === 'max_steps'
+            ? 'Run stopped: the step limit was reached.'
+            : 'Run ended with an error.';
+      this.addNotice('done', text);
+    }
+    this._finished.emit({ runId, reason });
+  }
+}
