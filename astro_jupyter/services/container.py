@@ -177,6 +177,43 @@ class ServiceContainer:
         return LlmClient(self.config)
 
     @cached_property
+    def chunks(self) -> Any:
+        """Paper chunks, FTS and the per-backend vector tables (``store/chunks.py``)."""
+        from ..store.chunks import ChunkRepository
+
+        return ChunkRepository(self.db)
+
+    @cached_property
+    def embedder(self) -> Any:
+        """The active embedding backend (``services/embed.py``): endpoint, local model or lexical."""
+        from .embed import make_embedder
+
+        return make_embedder(self.config, self.llm)
+
+    @cached_property
+    def rag(self) -> Any:
+        """Hybrid retrieval + cited answers (``services/rag.py``) with the in-memory kNN index."""
+        from .rag import RagService
+        from .vector_index import VectorIndex
+
+        return RagService(self.config, self.chunks, VectorIndex(self.chunks), self.embedder, self.llm)
+
+    @cached_property
+    def parser(self) -> Any:
+        """PDF/HTML → Markdown, chunks and embeddings for library papers (``services/parse/``)."""
+        from .parse import ParseService
+
+        return ParseService(self.config, self.library, self.chunks, self.rag)
+
+    @cached_property
+    def notes(self) -> Any:
+        """Notes on papers (``services/notes.py``)."""
+        from ..store.notes import NoteRepository
+        from .notes import NotesService
+
+        return NotesService(NoteRepository(self.db), self.library)
+
+    @cached_property
     def sesame(self) -> Any:
         """CDS Sesame name resolver with the ``sesame_cache`` table (``services/sesame.py``)."""
         from .sesame import SesameClient

@@ -1,0 +1,101 @@
+"""``rag_search``: hybrid retrieval over the library, with a cited answer when an LLM is configured.
+
+Thin: retrieval and answering live in ``services/rag.py``. Without an LLM the ranked passages
+(paper, section, pages, score) are the result; with one, the answer cites them as [n] and
+the result lists what each [n] is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ....errors import AstroError
+from ..base import AgentTool, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from ....config import AstroConfig
+
+MAX_K = 20
+
+
+class RagSearchTool(AgentTool):
+    name = "rag_search"
+    description = (
+        "Search the parsed papers in the library (vector kNN + full-text BM25, fused) and answer with citations "
+        "[n] to the passages (paper, section, pages); without an LLM, returns the ranked passages."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "A question or keywords."},
+            "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "description": "Passages to use (default 6)."},
+            "paper_ids": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Only these papers (library ids, arXiv ids, DOIs or bibcodes).",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    is_readonly = True
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        return True
+
+    def classifier_summary(self) -> str:
+        return "Search parsed papers and answer with cited passages (hybrid vector + full-text)."
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        query = str(args.get("query") or "").strip()
+        if not query:
+            return ToolOutput.error("rag_search needs a non-empty 'query'.")
+        k = max(1, min(MAX_K, int(args.get("k") or 6)))
+        services = ctx.services
+        paper_ids: list[str] | None = None
+        try:
+            if args.get("paper_ids"):
+                paper_ids = [(await services.library.get(str(p))).id for p in args["paper_ids"]]
+            if await services.chunks.count() == 0:
+                return ToolOutput(
+                    "The library has no parsed papers yet: download_paper then parse_paper first.",
+                    metadata={"query": query, "hits": []},
+                )
+            result = await services.rag.answer(query, k, paper_ids=paper_ids)
+        except AstroError as exc:
+            return ToolOutput.error(f"rag_search failed: {exc}", reason=exc.reason)
+        hits = result.hits
+        if not hits:
+            scope = f" in {', '.join(paper_ids)}" if paper_ids else ""
+            return ToolOutput(f"No passages{scope} match {query!r}.", metadata={"query": query, "hits": []})
+        sources = {n: {"paper_id": h.chunk.paper_id, "title": h.chunk.title, "section": h.chunk.section,
+                       "page_start": h.chunk.page_start, "page_end": h.chunk.page_end, "chunk_id": h.chunk.id}
+                   for n, h in enumerate(hits, 1)}
+        meta: dict[str, Any] = {
+            "query": query,
+            "hits": [h.to_dict() for h in hits],
+            "answer": result.answer,
+            "cited": result.cited,
+            "sources": sources,
+        }
+        budget = max(1500, ctx.config.max_output_chars - 400)
+        if result.answer:
+            lines = [result.answer, "", "Sources:"]
+            for n in result.cited or range(1, len(hits) + 1):
+                h = hits[n - 1]
+                lines.append(f"[{n}] {h.label()} ({h.chunk.paper_id})")
+            return ToolOutput(_fit("\n".join(lines), budget), metadata=meta)
+        lines = [f"Top {len(hits)} passages for {query!r}" + (f" (no answer: {result.llm_error})" if result.llm_error else "") + ":"]
+        per = max(200, (budget - 200) // len(hits) - 120)
+        for n, h in enumerate(hits, 1):
+            text = h.chunk.text if len(h.chunk.text) <= per else h.chunk.text[:per].rsplit(" ", 1)[0] + " …"
+            lines.append(f"\n[{n}] {h.label()} ({h.chunk.paper_id}; score {h.score:.4f})\n{text}")
+        return ToolOutput(_fit("\n".join(lines), budget), metadata=meta)
+
+
+def _fit(text: str, budget: int) -> str:
+    return text if len(text) <= budget else text[: budget - 2].rstrip() + " …"
+
+
+def tools(config: "AstroConfig") -> list[AgentTool]:
+    return [RagSearchTool()]

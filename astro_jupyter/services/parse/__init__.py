@@ -1,0 +1,187 @@
+"""Parsing a library paper: PDF or HTML → Markdown file + section-aware chunks + embeddings.
+
+``ParseService.parse`` is what the ``parse_paper`` tool calls; ``content`` serves
+``get_paper_content``. Pages are extracted one at a time off the event loop so the
+caller gets a progress report per page and the server stays responsive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ...errors import ToolInputError
+from .chunking import chunk_sections
+from .document import ParsedDocument, Section, normalise_heading, read_sections
+from .pdf import ParseError, finish, iter_pages, open_pdf
+
+if TYPE_CHECKING:
+    from ...config import AstroConfig
+    from ...store.chunks import ChunkRepository
+    from ..rag import RagService
+
+__all__ = ["ParseError", "ParseResult", "ParseService", "detect_format"]
+
+Progress = Callable[..., Awaitable[None]]
+
+
+@dataclass
+class ParseResult:
+    paper_id: str
+    markdown_path: Path
+    pages: int
+    sections: list[str]
+    chunks: int
+    references_chunks: int
+    embedded: int
+    source: str
+    title: str
+    embed_error: str = ""
+
+
+def detect_format(path: Path) -> str:
+    """``pdf`` or ``html`` by content (downloads may carry the wrong extension)."""
+    with path.open("rb") as fh:
+        head = fh.read(1024)
+    if head.lstrip().startswith(b"%PDF") or b"%PDF-" in head[:1024]:
+        return "pdf"
+    lowered = head.lower()
+    if b"<html" in lowered or b"<!doctype html" in lowered or b"<section" in lowered or b"<body" in lowered:
+        return "html"
+    return "pdf"  # let the PDF opener say "not a valid PDF"
+
+
+def markdown_filename(paper_id: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", paper_id).strip("._") or "paper"
+    return f"{stem[:150]}.md"
+
+
+class ParseService:
+    def __init__(self, config: "AstroConfig", library: Any, chunks: "ChunkRepository", rag: "RagService") -> None:
+        self.config = config
+        self.library = library
+        self.chunks = chunks
+        self.rag = rag
+
+    async def source_path(self, record: Any) -> Path:
+        candidates = [record.pdf_path, (record.metadata or {}).get("html_path")]
+        for candidate in candidates:
+            if candidate and Path(candidate).is_file():
+                return Path(candidate)
+        raise ToolInputError(
+            f"paper {record.id!r} has no downloaded PDF or HTML yet; download it first (download_paper)"
+        )
+
+    async def parse_document(self, path: Path, progress: Progress | None = None) -> ParsedDocument:
+        if detect_format(path) == "html":
+            from .html import parse_html
+
+            text = await asyncio.to_thread(path.read_text, "utf-8", "replace")
+            doc = await asyncio.to_thread(parse_html, text)
+            if progress is not None:
+                await progress(done=1, total=1, message="parsed HTML")
+            return doc
+        pdf = await asyncio.to_thread(open_pdf, path)
+        try:
+            total = pdf.page_count
+            pages = []
+            iterator = iter_pages(pdf)
+            for number in range(1, total + 1):
+                page = await asyncio.to_thread(next, iterator)
+                pages.append(page)
+                if progress is not None:
+                    await progress(done=number, total=total, message=f"page {number}/{total}")
+        finally:
+            pdf.close()
+        return await asyncio.to_thread(finish, pages)
+
+    async def parse(self, identifier: str, progress: Progress | None = None) -> ParseResult:
+        record = await self.library.get(identifier)
+        path = await self.source_path(record)
+        doc = await self.parse_document(path, progress)
+        markdown = doc.to_markdown()
+        self.config.papers_dir.mkdir(parents=True, exist_ok=True)
+        target = self.config.papers_dir / markdown_filename(record.id)
+        tmp = target.with_name(f".{target.name}.tmp")
+        await asyncio.to_thread(tmp.write_text, markdown, "utf-8")
+        tmp.replace(target)
+        sections = read_sections(markdown)
+        chunks = chunk_sections(sections)
+        old_ids = await self.chunks.removed_ids(record.id)
+        self.rag.forget(old_ids)
+        await self.chunks.replace(record.id, chunks)
+        embedded, embed_error = 0, ""
+        try:
+            rows = await self.chunks.for_paper(record.id)
+            embedded = await self.rag.embed_chunks(rows)
+        except Exception as exc:  # noqa: BLE001 - chunks are stored; rag_search embeds them later
+            embed_error = str(exc)
+        fields: dict[str, Any] = {}
+        if doc.title and not record.title:
+            fields["title"] = doc.title
+        await self.library.set_parsed(record.id, target, **fields)
+        return ParseResult(
+            record.id,
+            target,
+            doc.page_count,
+            [s.name for s in sections if s.name and s.part != "front"],
+            len([c for c in chunks if c.part != "references"]),
+            len([c for c in chunks if c.part == "references"]),
+            embedded,
+            doc.source,
+            doc.title or record.title,
+            embed_error,
+        )
+
+    # -- reading ------------------------------------------------------------------------------
+    async def sections(self, identifier: str) -> tuple[Any, list[Section]]:
+        record = await self.library.get(identifier)
+        path = Path(record.markdown_path) if record.markdown_path else None
+        if path is None or not path.is_file():
+            raise ToolInputError(f"paper {record.id!r} has not been parsed yet; run parse_paper first")
+        text = await asyncio.to_thread(path.read_text, "utf-8")
+        return record, read_sections(text)
+
+    @staticmethod
+    def find_section(sections: list[Section], name: str) -> list[Section]:
+        """Case-insensitive: exact name, then numbering-free name, then prefix, then fuzzy. Sub-sections come along."""
+        wanted = name.strip().lower()
+        norm = normalise_heading(name)
+        named = [(i, s) for i, s in enumerate(sections) if s.name]
+        match = next((i for i, s in named if s.name.lower() == wanted), None)
+        if match is None:
+            match = next((i for i, s in named if normalise_heading(s.name) == norm and norm), None)
+        if match is None:
+            match = next((i for i, s in named if norm and normalise_heading(s.name).startswith(norm)), None)
+        if match is None:
+            match = next((i for i, s in named if norm and norm in normalise_heading(s.name)), None)
+        if match is None and norm:
+            names = {normalise_heading(s.name): i for i, s in named}
+            close = difflib.get_close_matches(norm, list(names), n=1, cutoff=0.75)
+            match = names[close[0]] if close else None
+        if match is None:
+            return []
+        head = sections[match]
+        out = [head]
+        for s in sections[match + 1 :]:
+            if s.level <= head.level or s.part != head.part:
+                break
+            out.append(s)
+        return out
+
+    @staticmethod
+    def page_text(sections: list[Section], first: int, last: int) -> str:
+        parts: list[str] = []
+        for s in sections:
+            paras = [t for p, t in s.paragraphs if p is not None and first <= p <= last]
+            head_in = s.heading_page is not None and first <= s.heading_page <= last
+            if head_in and s.name:
+                parts.append("#" * max(1, s.level) + " " + s.name)
+            elif paras and s.name:
+                parts.append(f"(continuing {s.name})")
+            parts.extend(paras)
+        return "\n\n".join(parts)

@@ -1,0 +1,285 @@
+"""PDF → ``ParsedDocument`` with PyMuPDF: headings from font statistics, reading order, tables.
+
+Headings are found without the PDF outline (the outline is what the benchmark scores
+against): the body size is the most common font size by character count; a heading is a
+short line that is bold or larger than the body and reads like a title, optionally numbered
+("2.1 Method", "A Appendix"). Numbered headings get their level from the numbering depth,
+unnumbered ones from their size. The references section is moved to its own part.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ...errors import AstroError
+from .document import REFERENCES_TITLE, Block, ParsedDocument
+from .layout import Line, PageData, TextBlock, extract_page, reading_order, remove_running_lines
+
+
+class ParseError(AstroError):
+    """The document cannot be turned into text; the message says why in user terms."""
+
+    reason = "parse"
+
+
+_NUMBERED = re.compile(r"^(?P<num>(?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,3})\.?\s+(?P<title>\S.*)$")
+_APPENDIX = re.compile(r"^appendix\b", re.IGNORECASE)
+_CAPTION = re.compile(r"^(?:figure|fig\.|table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
+
+
+def open_pdf(path: str | Path) -> Any:
+    """Open and validate; raise ``ParseError`` with a clear message for unusable files."""
+    import pymupdf
+
+    try:
+        doc = pymupdf.open(str(path), filetype="pdf")
+    except Exception as exc:  # noqa: BLE001 - pymupdf raises FileDataError/RuntimeError/ValueError
+        raise ParseError(f"not a valid PDF: {Path(path).name} could not be opened ({exc})") from exc
+    if doc.needs_pass:
+        doc.close()
+        raise ParseError("the PDF is encrypted (password-protected); it cannot be parsed without the password")
+    if doc.page_count == 0:
+        doc.close()
+        raise ParseError("not a valid PDF: it has no pages")
+    return doc
+
+
+def iter_pages(doc: Any) -> Iterator[PageData]:
+    for index in range(doc.page_count):
+        try:
+            page = doc.load_page(index)
+        except Exception as exc:  # noqa: BLE001
+            raise ParseError(f"not a valid PDF: page {index + 1} is damaged ({exc})") from exc
+        yield extract_page(page, index + 1)
+
+
+# -- heading classification ------------------------------------------------------------------
+def body_size(pages: list[PageData]) -> float:
+    sizes: Counter[float] = Counter()
+    for page in pages:
+        for block in page.blocks:
+            for line in block.lines:
+                sizes[line.size] += line.chars
+    return sizes.most_common(1)[0][0] if sizes else 10.0
+
+
+def _looks_like_heading(line: Line, body: float) -> bool:
+    text = line.text.strip()
+    if not (line.bold or line.size >= body + 1.0) or line.size < body - 0.6:
+        return False
+    if len(text) > 120 or len(text.split()) > 16 or len(re.findall(r"[A-Za-z]", text)) < 3:
+        return False
+    if _CAPTION.match(text) or text[0].islower() or text[-1] in ",;-–":
+        return False
+    if re.search(r"@|https?://|www\.|[∗†‡§¶✉]|,$", text):
+        return False
+    if text.endswith(".") and not _NUMBERED.match(text):
+        return False  # a bold sentence, not a title
+    return True
+
+
+def _level(text: str, size: float, body: float) -> int:
+    match = _NUMBERED.match(text)
+    if match:
+        depth = match.group("num").count(".") + 1
+        return min(6, depth + 1)
+    if _APPENDIX.match(text):
+        return 2
+    return 2 if size >= body * 1.12 else 3
+
+
+def _numbered_ok(text: str) -> bool:
+    """A single capital letter counts as numbering only before a capitalised title ("A Setup")."""
+    match = _NUMBERED.match(text)
+    if not match:
+        return True
+    num = match.group("num")
+    return not num.isalpha() or match.group("title")[:1].isupper()
+
+
+# -- assembling ----------------------------------------------------------------------------------
+def _join(a: str, b: str) -> str:
+    if a.endswith("-") and b[:1].islower() and len(a) > 1 and a[-2].isalpha():
+        return a[:-1] + b
+    return a + " " + b
+
+
+def _paragraphs(block: TextBlock, body: float) -> list[str]:
+    """Split a block's lines into paragraphs at indents and vertical gaps."""
+    paras: list[str] = []
+    current = ""
+    prev: Line | None = None
+    left = min(ln.x0 for ln in block.lines)
+    for line in block.lines:
+        text = line.text
+        if line.bold_prefix and text.startswith(line.bold_prefix):
+            text = f"**{line.bold_prefix}**" + text[len(line.bold_prefix):]
+        new_para = False
+        if prev is not None:
+            gap = line.y0 - prev.y1
+            indent = line.x0 - left > body * 0.8 and prev.x0 - left < body * 0.5
+            new_para = gap > max(prev.y1 - prev.y0, 6) * 0.9 or (indent and _SENTENCE_END.search(current or "") is not None)
+            if _CAPTION.match(line.text):
+                new_para = True
+        if new_para and current:
+            paras.append(current)
+            current = ""
+        current = _join(current, text) if current else text
+        prev = line
+    if current:
+        paras.append(current)
+    return paras
+
+
+_FRONT_END = re.compile(r"^(abstract|introduction|background|summary|contents)\b", re.IGNORECASE)
+
+
+def _title_block(pages: list[PageData], body: float) -> TextBlock | None:
+    """The title: the largest text among the first blocks of page 1 (figure text comes later)."""
+    if not pages:
+        return None
+    first = [b for b in reading_order(pages[0]) if b.table is None][:4]
+    best = max(first, key=lambda b: b.lines[0].size, default=None)
+    if best is None or best.lines[0].size < body * 1.2:
+        return None
+    return best
+
+
+def _title_continuation(pages: list[PageData], title: TextBlock) -> list[TextBlock]:
+    """Blocks right after the title set in the same size continue it (a title over two blocks)."""
+    order = [b for b in reading_order(pages[0]) if b.table is None]
+    size = title.lines[0].size
+    out: list[TextBlock] = []
+    for block in order[order.index(title) + 1 :]:
+        if all(abs(ln.size - size) < 0.6 for ln in block.lines) and block.y0 - title.y1 < size * 3:
+            out.append(block)
+            continue
+        break
+    return out
+
+
+def assemble(pages: list[PageData]) -> ParsedDocument:
+    """Pages (already extracted) → headings, paragraphs, tables and captions in reading order."""
+    remove_running_lines(pages)
+    body = body_size(pages)
+    title_block = _title_block(pages, body)
+    title_more = _title_continuation(pages, title_block) if title_block is not None else []
+    blocks: list[Block] = []
+    sizes: dict[int, float] = {}  # id(heading block) → font size, for the level pass
+    for page in pages:
+        for block in reading_order(page):
+            if block.table is not None:
+                blocks.append(Block("table", block.table, page.number))
+                continue
+            lines = list(block.lines)
+            if block is title_block:
+                size = lines[0].size
+                title_lines = [ln for ln in lines if ln.size >= size - 0.5]
+                blocks.append(Block("heading", " ".join(ln.text for ln in title_lines), page.number, 1))
+                lines = [ln for ln in lines if ln.size < size - 0.5]
+            elif any(block is more for more in title_more):
+                blocks[-1].text += " " + " ".join(ln.text for ln in lines)
+                continue
+            # leading heading lines of the block (a heading may wrap over two lines)
+            head: list[Line] = []
+            while lines and _looks_like_heading(lines[0], body) and (not head or abs(lines[0].size - head[0].size) < 0.6):
+                head.append(lines.pop(0))
+                if len(head) == 2 or (lines and not _looks_like_heading(lines[0], body)):
+                    break
+            if head:
+                text = " ".join(ln.text for ln in head)
+                if _numbered_ok(text) and len(text) <= 150:
+                    heading = Block("heading", text, page.number, 0)
+                    sizes[id(heading)] = head[0].size
+                    blocks.append(heading)
+                else:
+                    lines = head + lines
+            if not lines:
+                continue
+            sub = TextBlock(page.number, block.x0, block.y0, block.x1, block.y1, lines)
+            for para in _paragraphs(sub, body):
+                kind = "caption" if _CAPTION.match(para) else "para"
+                prev = blocks[-1] if blocks else None
+                if (
+                    kind == "para"
+                    and prev is not None
+                    and prev.kind == "para"
+                    and not _SENTENCE_END.search(prev.text)
+                    and para[:1].islower()
+                ):
+                    # a paragraph continued across a column or page break
+                    prev.text = _join(prev.text, para)
+                    continue
+                blocks.append(Block(kind, para, page.number))
+    _assign_levels(blocks, sizes, body)
+    body_blocks, references = split_references(blocks)
+    title = next((b.text for b in body_blocks if b.kind == "heading" and b.level == 1), "")
+    return ParsedDocument(body_blocks, references, len(pages), "pdf", title)
+
+
+def _assign_levels(blocks: list[Block], sizes: dict[int, float], body: float) -> None:
+    """Numbered headings: level from depth. Unnumbered: the level numbered ones of that size have."""
+    by_size: dict[float, int] = {}
+    for block in blocks:
+        if id(block) in sizes and _NUMBERED.match(block.text):
+            level = _level(block.text, sizes[id(block)], body)
+            size = sizes[id(block)]
+            by_size[size] = min(level, by_size.get(size, 9))
+    largest_numbered = max(by_size, default=0.0)
+    front = True
+    for block in blocks:
+        if id(block) not in sizes:
+            continue
+        size = sizes[id(block)]
+        if _NUMBERED.match(block.text) or _APPENDIX.match(block.text):
+            block.level = _level(block.text, size, body)
+        elif size in by_size:
+            block.level = by_size[size]
+        elif by_size:
+            block.level = 2 if size > largest_numbered else 3
+        else:
+            block.level = _level(block.text, size, body)
+        if front and block.page == 1:
+            if _NUMBERED.match(block.text) or _FRONT_END.match(block.text):
+                front = False
+            elif block.level > 1:
+                block.kind = "para"  # author names and affiliations set in bold, not sections
+        else:
+            front = False
+
+
+def split_references(blocks: list[Block]) -> tuple[list[Block], list[Block]]:
+    """Move the references section (up to the next heading of its level or higher) to its own part."""
+    start = next((i for i, b in enumerate(blocks) if b.kind == "heading" and REFERENCES_TITLE.match(b.text)), None)
+    if start is None:
+        return blocks, []
+    level = blocks[start].level
+    end = next((j for j in range(start + 1, len(blocks)) if blocks[j].kind == "heading" and blocks[j].level <= level), len(blocks))
+    return blocks[:start] + blocks[end:], blocks[start:end]
+
+
+def parse_pdf(path: str | Path, on_page: Callable[[int, int], None] | None = None) -> ParsedDocument:
+    """Synchronous whole-file parse (benchmarks, scripts); the service runs pages off the loop."""
+    doc = open_pdf(path)
+    try:
+        pages = []
+        for page in iter_pages(doc):
+            pages.append(page)
+            if on_page is not None:
+                on_page(page.number, doc.page_count)
+    finally:
+        doc.close()
+    return finish(pages)
+
+
+def finish(pages: list[PageData]) -> ParsedDocument:
+    """Assemble, or raise the image-only error when no page has text."""
+    if not any(page.blocks for page in pages):
+        if any(page.image_area > 0 for page in pages):
+            raise ParseError("no extractable text: the PDF is image-only (scanned); OCR is not available")
+        raise ParseError("no extractable text: the PDF contains no text")
+    return assemble(pages)
