@@ -88,6 +88,9 @@ class AgentRuntime:
         self._llm = llm
         self.permissions = PermissionChecker.from_config(self.config)
         self.turn_preparers: list[TurnPreparer] = []
+        from .compaction import default_turn_preparers  # background results, then compaction (helper F)
+
+        self.turn_preparers.extend(default_turn_preparers(self))
         self._runs: dict[str, RunHandle] = {}
         self._active_sessions: dict[str, RunHandle] = {}
         self._started = False
@@ -228,7 +231,9 @@ class AgentRuntime:
             registry = self.registry_for(state.coordinator)
             memories = await self._memories(state.owner)
             system = build_system_prompt(registry, memories=memories, coordinator=state.coordinator)
-            history = await self.services.messages.chat_history(state.session_id)
+            from .compaction import load_history
+
+            history = await load_history(self.services, state.session_id)  # summary of compacted messages first
             user_msg = {"role": "user", "content": prompt}
             await self.services.messages.append(state.session_id, user_msg, run_id=state.run_id)
             state.messages = [{"role": "system", "content": system}, *history, user_msg]
@@ -246,6 +251,7 @@ class AgentRuntime:
         state = handle.state
         executor = ToolExecutor(registry, self.permissions, self.hooks, self.config)
         ctx = self._tool_context(handle)
+        state.extra["tool_ctx"] = ctx  # compaction snapshots ctx.file_state and parents the memory bridge
         cancel_wait = asyncio.get_running_loop().create_task(handle.cancelled.wait())
         try:
             while True:

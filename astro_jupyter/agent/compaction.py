@@ -1,0 +1,380 @@
+"""Context compaction, run before every LLM call: micro, automatic and manual layers.
+
+* **micro**: once the estimate passes ``micro_compact_ratio`` of the soft limit, old tool
+  results (all but the ``micro_compact_keep_recent`` newest) become one-line placeholders in
+  the in-memory prompt. The stored messages keep their full text.
+* **auto**: above ``context_soft_limit_tokens``: snapshot the recently read files, summarise
+  the older messages with the LLM, keep the newest ``compaction_keep_recent_messages`` verbatim
+  and re-insert the snapshot files. Repeated failures open a circuit breaker
+  (``compaction_breaker_threshold``) so a broken summariser cannot make every step fail.
+* **manual**: ``compress_context`` sets ``run_state.compact_requested``; applied here, and not
+  subject to the breaker.
+
+Nothing is deleted: dropped messages are marked ``compacted`` in the store and the summary is
+kept as the session's summary (so a later run starts from it, see :func:`load_history`).
+The **memory bridge** hands the dropped messages to a restricted subagent (read-only tools
+plus ``save_memory``) that keeps what is durable. PreCompact/PostCompact hooks fire around
+each compaction and a ``compaction`` event reports every attempt, failed ones included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ..events import Compaction, Event
+from .subagents import readonly_registry
+
+if TYPE_CHECKING:
+    from ..services.container import ServiceContainer
+    from .run import RunState
+    from .tools.base import ToolContext
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER_PREFIX = "[old tool result cleared to save context"
+SUMMARY_PREFIX = "[Summary of the earlier conversation; older messages were compacted]\n"
+RESTORE_PREFIX = "[Files read before the compaction, restored]\n"
+TRANSCRIPT_MESSAGE_CHARS = 3000
+TRANSCRIPT_TOTAL_CHARS = 60_000
+
+SUMMARY_SYSTEM = """You compress an astronomy research assistant's conversation so the work can continue.
+Write a faithful summary that keeps: the user's goals and constraints, decisions made, key results
+(numbers with units, coordinates, object names, paper ids/bibcodes, file paths), what was tried and
+failed, and what remains to do. Be concise; use short bullet points; invent nothing."""
+
+BRIDGE_PROMPT = """You review messages that were removed from an astro-jupyter agent's context.
+Save, with save_memory, each durable fact worth knowing in future sessions: user preferences,
+project facts, key results with their sources. Save nothing transient, vague or code-like, and
+nothing already obvious. If nothing qualifies, answer "nothing to save". Finish with one line
+listing what you saved."""
+
+
+class CircuitBreaker:
+    """Opens after ``threshold`` consecutive failures; a success closes it again."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = max(1, int(threshold))
+        self.failures = 0
+
+    @property
+    def is_open(self) -> bool:
+        return self.failures >= self.threshold
+
+    def record_failure(self) -> None:
+        self.failures += 1
+
+    def record_success(self) -> None:
+        self.failures = 0
+
+
+@dataclass
+class CompactionStats:
+    breaker: CircuitBreaker
+    compactions: int = 0
+    micro_cleared: int = 0
+    breaker_reported: bool = False
+
+
+class _BridgeState:
+    """run_state of the memory-bridge subagent: save_memory records its source as 'compaction'."""
+
+    memory_bridge = True
+    loaded_tools: set[str] = set()
+    extra: dict[str, Any] = {}
+
+
+def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    """chars/4 over contents and tool-call arguments, plus a few tokens per message."""
+    chars = 0
+    for m in messages:
+        chars += len(m.get("content") or "")
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            chars += len(fn.get("name") or "") + len(fn.get("arguments") or "")
+    return chars // 4 + 4 * len(messages)
+
+
+def micro_compact(messages: list[dict[str, Any]], keep_recent: int) -> int:
+    """Replace all but the newest ``keep_recent`` tool results by placeholders; returns how many."""
+    tool_indexes = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+    old = tool_indexes[: max(0, len(tool_indexes) - max(0, keep_recent))]
+    cleared = 0
+    for i in old:
+        content = messages[i].get("content") or ""
+        if content.startswith(PLACEHOLDER_PREFIX) or len(content) < 200:
+            continue
+        name = messages[i].get("name") or "tool"
+        messages[i] = {
+            **messages[i],
+            "content": f"{PLACEHOLDER_PREFIX}: {name}, {len(content)} characters. Call the tool again if you need it.]",
+        }
+        cleared += 1
+    return cleared
+
+
+def choose_cut(messages: list[dict[str, Any]], keep_recent: int) -> int | None:
+    """Index of the first kept message (never a tool result, so calls stay with their results)."""
+    cut = len(messages) - max(1, keep_recent)
+    while cut > 1 and messages[cut].get("role") == "tool":
+        cut -= 1
+    return cut if cut > 1 else None
+
+
+def transcript(messages: list[dict[str, Any]]) -> str:
+    lines: list[str] = []
+    for m in messages:
+        content = m.get("content") or ""
+        if len(content) > TRANSCRIPT_MESSAGE_CHARS:
+            content = content[:TRANSCRIPT_MESSAGE_CHARS] + " …[truncated]"
+        head = m.get("role", "?")
+        if m.get("role") == "tool":
+            head = f"tool result ({m.get('name') or m.get('tool_call_id') or ''})"
+        calls = [
+            f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+            for c in m.get("tool_calls") or []
+        ]
+        if calls:
+            content = (content + "\n" if content else "") + "calls: " + "; ".join(calls)
+        lines.append(f"### {head}\n{content}")
+    text = "\n\n".join(lines)
+    return text if len(text) <= TRANSCRIPT_TOTAL_CHARS else "…[earliest part truncated]\n" + text[-TRANSCRIPT_TOTAL_CHARS:]
+
+
+async def load_history(services: "ServiceContainer", session_id: str) -> list[dict[str, Any]]:
+    """A session's uncompacted messages, preceded by the compaction summary when there is one."""
+    history = await services.messages.chat_history(session_id)
+    compacted = await services.db.fetchval(
+        "SELECT 1 FROM agent_messages WHERE session_id = ? AND compacted = 1 LIMIT 1", (session_id,)
+    )
+    if compacted:
+        session = await services.sessions.find(session_id)
+        if session is not None and session.summary.strip():
+            return [{"role": "user", "content": SUMMARY_PREFIX + session.summary}, *history]
+    return history
+
+
+class Compactor:
+    """The turn preparer; one per runtime, state per run in ``run_state.extra['compaction']``."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.services: "ServiceContainer" = runtime.services
+        self.config = runtime.config
+
+    def stats(self, state: "RunState") -> CompactionStats:
+        stats = state.extra.get("compaction")
+        if stats is None:
+            stats = state.extra["compaction"] = CompactionStats(CircuitBreaker(self.config.compaction_breaker_threshold))
+        return stats
+
+    def _emitter(self, state: "RunState") -> Callable[[Event], Awaitable[None]]:
+        handle = self.runtime.get_run(state.run_id)
+
+        async def emit(event: Event) -> None:
+            if handle is not None and not handle.bus.done:
+                handle.bus.publish(event)
+
+        return emit
+
+    async def __call__(self, state: "RunState") -> None:
+        emit = self._emitter(state)
+        stats = self.stats(state)
+        if state.compact_requested:
+            state.compact_requested = False
+            await self.compact(state, "manual", emit)
+            return
+        soft = int(self.config.context_soft_limit_tokens)
+        tokens = estimate_tokens(state.messages)
+        if tokens > soft * float(self.config.micro_compact_ratio):
+            cleared = micro_compact(state.messages, int(self.config.micro_compact_keep_recent))
+            if cleared:
+                stats.micro_cleared += cleared
+                after = estimate_tokens(state.messages)
+                await emit(
+                    Compaction(
+                        layer="micro",
+                        tokens_before=tokens,
+                        tokens_after=after,
+                        message=f"replaced {cleared} old tool result(s) with placeholders",
+                    )
+                )
+                tokens = after
+        if tokens <= soft:
+            return
+        if stats.breaker.is_open:
+            if not stats.breaker_reported:
+                stats.breaker_reported = True
+                await emit(
+                    Compaction(
+                        layer="auto",
+                        tokens_before=tokens,
+                        tokens_after=tokens,
+                        message="automatic compaction skipped: circuit breaker open after "
+                        f"{stats.breaker.failures} consecutive failures (compress_context still works)",
+                    )
+                )
+            return
+        await self.compact(state, "auto", emit)
+
+    async def compact(self, state: "RunState", layer: str, emit: Callable[[Event], Awaitable[None]]) -> bool:
+        """snapshot → summarise → restore; True when the prompt was replaced."""
+        stats = self.stats(state)
+        before = estimate_tokens(state.messages)
+        hooks = self.runtime.hooks
+        base = {"session_id": state.session_id, "run_id": state.run_id, "layer": layer, "tokens": before}
+        outcome = await hooks.run("PreCompact", {**base, "messages": len(state.messages)})
+        if outcome.blocked:
+            await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message=f"blocked by a PreCompact hook: {outcome.reason}"))  # type: ignore[arg-type]
+            return False
+        cut = choose_cut(state.messages, int(self.config.compaction_keep_recent_messages))
+        if cut is None:
+            await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message="nothing old enough to compact"))  # type: ignore[arg-type]
+            return False
+        ctx: "ToolContext | None" = state.extra.get("tool_ctx")
+        recent = ctx.file_state.recent_paths(int(self.config.compaction_restore_files)) if ctx is not None else []
+        dropped, kept = state.messages[1:cut], state.messages[cut:]
+        focus = str(state.extra.pop("compact_focus", "") or "")
+        try:
+            summary = await asyncio.wait_for(self.summarize(dropped, focus), float(self.config.llm_timeout_secs))
+            if not summary.strip():
+                raise ValueError("the model returned an empty summary")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed compaction must not fail the turn
+            if layer == "auto":
+                stats.breaker.record_failure()
+            state_note = ""
+            if layer == "auto":
+                state_note = f" ({stats.breaker.failures}/{stats.breaker.threshold} consecutive failures"
+                state_note += "; circuit breaker open: automatic compaction disabled)" if stats.breaker.is_open else ")"
+            message = f"compaction failed: {type(exc).__name__}: {exc}{state_note}; no message was dropped"
+            hooks.fire_and_forget("Notification", {"level": "warning", "message": message, "run_id": state.run_id})
+            await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message=message))  # type: ignore[arg-type]
+            if stats.breaker.is_open:
+                stats.breaker_reported = True
+            return False
+        if layer == "auto":
+            stats.breaker.record_success()
+        restored = self._restore(recent, ctx)
+        new_messages = [state.messages[0], {"role": "user", "content": SUMMARY_PREFIX + summary.strip()}]
+        if restored:
+            body = "\n\n".join(f"## {path}\n{text}" for path, text in restored)
+            new_messages.append({"role": "user", "content": RESTORE_PREFIX + body})
+        state.messages[:] = [*new_messages, *kept]
+        marked = await self._persist(state, dropped, summary.strip())
+        stats.compactions += 1
+        after = estimate_tokens(state.messages)
+        await hooks.run("PostCompact", {**base, "tokens_after": after, "dropped": len(dropped), "summary": summary})
+        files = ", ".join(p for p, _ in restored) or "none"
+        await emit(
+            Compaction(
+                layer=layer,  # type: ignore[arg-type]
+                tokens_before=before,
+                tokens_after=after,
+                message=f"summarised {len(dropped)} message(s) ({marked} marked compacted); restored files: {files}",
+            )
+        )
+        if self.config.compaction_memory_bridge and ctx is not None:
+            await self._bridge(ctx, dropped)
+        return True
+
+    async def summarize(self, dropped: list[dict[str, Any]], focus: str = "") -> str:
+        instruction = SUMMARY_SYSTEM + (f"\nKeep especially: {focus}" if focus else "")
+        messages = [
+            {"role": "system", "content": instruction},
+            {"role": "user", "content": "Summarise this conversation:\n\n" + transcript(dropped)},
+        ]
+        return str(await self.runtime.llm.complete(messages))
+
+    def _restore(self, paths: list[str], ctx: "ToolContext | None") -> list[tuple[str, str]]:
+        """Re-read the snapshot files; paths not restored are forgotten so read_file reads them fully."""
+        restored: list[tuple[str, str]] = []
+        limit = int(self.config.compaction_restore_chars)
+        for path in paths:
+            try:
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                if ctx is not None:
+                    ctx.file_state.forget(path)
+                continue
+            if len(text) > limit:
+                text = text[:limit] + f"\n…[{len(text) - limit} more characters; read_file for the rest]"
+            restored.append((path, text))
+        if ctx is not None:
+            keep = {p for p, _ in restored}
+            for path in list(ctx.file_state.recent_paths(10_000)):
+                if path not in keep:
+                    ctx.file_state.forget(path)
+        return restored
+
+    async def _persist(self, state: "RunState", dropped: list[dict[str, Any]], summary: str) -> int:
+        """Mark the stored rows of the dropped messages compacted; keep the summary on the session."""
+        try:
+            rows = await self.services.messages.list(state.session_id, include_compacted=False)
+            i, last_id = 0, None
+            for message in dropped:
+                if i >= len(rows):
+                    break
+                row = rows[i]
+                same = row.role == message.get("role") and (
+                    row.tool_call_id == message.get("tool_call_id")
+                    if message.get("role") == "tool"
+                    else (row.content or "") == (message.get("content") or "")
+                )
+                if same:
+                    last_id, i = row.id, i + 1
+            marked = await self.services.messages.mark_compacted(state.session_id, last_id) if last_id else 0
+            await self.services.sessions.update(state.session_id, summary=summary)
+            return marked
+        except Exception:  # noqa: BLE001 - the prompt is already compacted; storage lags, nothing is lost
+            log.warning("could not record the compaction of session %s", state.session_id, exc_info=True)
+            return 0
+
+    async def _bridge(self, ctx: "ToolContext", dropped: list[dict[str, Any]]) -> None:
+        """Let a restricted subagent keep durable facts from the dropped messages as memories."""
+        registry = readonly_registry(self.runtime.registry)
+        registry.remove("check_team_inbox")  # reading would consume the lead's messages
+        if "save_memory" not in registry:
+            from .tools.memory import SaveMemoryTool
+
+            registry.add(SaveMemoryTool())
+        bridge_ctx = dataclasses.replace(ctx, run_state=_BridgeState(), tool_call_id="")
+        task = "Messages removed from the context:\n\n" + transcript(dropped)
+        try:
+            await self.runtime.run_subagent(
+                task,
+                parent_ctx=bridge_ctx,
+                max_steps=int(self.config.subagent_max_steps),
+                registry=registry,
+                system_prompt=BRIDGE_PROMPT,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - memories are a bonus; compaction already succeeded
+            log.warning("compaction memory bridge failed", exc_info=True)
+
+
+async def inject_background_results(runtime: Any, state: "RunState") -> None:
+    """Finished background tasks reach the model (and the stored history) before its next call."""
+    from .background import drain_background_messages
+
+    messages = await drain_background_messages(runtime.services, state.session_id)
+    for message in messages:
+        await runtime.services.messages.append(
+            state.session_id, message, run_id=state.run_id, metadata={"kind": "background_results"}
+        )
+        state.messages.append(message)
+
+
+def default_turn_preparers(runtime: Any) -> list[Callable[["RunState"], Awaitable[None]]]:
+    """Background results first (they count towards the budget), then compaction."""
+
+    async def background(state: "RunState") -> None:
+        await inject_background_results(runtime, state)
+
+    return [background, Compactor(runtime)]
