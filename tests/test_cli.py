@@ -1,0 +1,202 @@
+"""The ``astro-jupyter`` CLI in subprocesses, against the fake LLM and fake Sesame servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from astro_jupyter.config import AstroConfig
+from astro_jupyter.services.container import ServiceContainer
+from tests.fakes.openai_server import Turn, last_tool_results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli_env(home: Path, llm_url: str = "", sesame_url: str = "http://127.0.0.1:9") -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_", "ASTRO_"))}
+    env.update(ASTRO_HOME=str(home), ASTRO_SESAME_URL=sesame_url, ASTRO_LLM_RETRY_DELAY="0.01", PYTHONPATH=str(ROOT))
+    if llm_url:
+        env.update(OPENAI_BASE_URL=llm_url, OPENAI_API_KEY="k")
+    return env
+
+
+def run_cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "astro_jupyter.cli", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def test_ask_json_lines_are_wire_events(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.call("query_target", {"name": "M 31"}, id="c1"), Turn.say("M 31 is the Andromeda galaxy."))
+    env = cli_env(tmp_path / "home", openai_server.url, sesame_server.url)
+    proc = run_cli(env, "ask", "Where is M 31?", "--json")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[0]["type"] == "session" and events[-1]["type"] == "done" and events[-1]["reason"] == "finished"
+    call = next(e for e in events if e["type"] == "tool_call")
+    assert call == {"type": "tool_call", "id": "c1", "name": "query_target", "arguments": {"name": "M 31"}, "step": 1}
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result["tool_call_id"] == "c1" and "00:42:44.33" in result["output"]
+    assert "".join(e["delta"] for e in events if e["type"] == "text_delta") == "M 31 is the Andromeda galaxy."
+    # the session is listed and can be resumed
+    sessions = json.loads(run_cli(env, "sessions", "--json").stdout)
+    assert [s["id"] for s in sessions] == [events[0]["session_id"]] and sessions[0]["title"] == "Where is M 31?"
+    openai_server.script(Turn.say("It is 2.5 million light years away."))
+    again = run_cli(env, "ask", "How far?", "--session", events[0]["session_id"])
+    assert again.returncode == 0, again.stderr
+    assert "It is 2.5 million light years away." in again.stdout
+    assert [m["role"] for m in openai_server.chat_requests[-1]["messages"]] == ["system", "user", "assistant", "tool", "assistant", "user"]
+
+
+def test_ask_human_timeline(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.call("query_target", {"name": "M 87"}), Turn.say("Done."))
+    proc = run_cli(cli_env(tmp_path / "home", openai_server.url, sesame_server.url), "ask", "M 87?")
+    assert proc.returncode == 0, proc.stderr
+    assert '→ query_target({"name": "M 87"})' in proc.stdout
+    assert "← query_target (" in proc.stdout and "M 87 (asked: M 87)" in proc.stdout
+    assert proc.stdout.rstrip().endswith("Done.")
+    assert "[finished · session ses_" in proc.stderr
+
+
+def test_ask_without_llm_exits_2_with_clear_message(tmp_path):
+    proc = run_cli(cli_env(tmp_path / "home"), "ask", "hello")
+    assert proc.returncode == 2
+    assert "OPENAI_BASE_URL" in proc.stderr and proc.stdout == ""
+
+
+def test_ask_unreachable_llm_exits_2(tmp_path):
+    env = cli_env(tmp_path / "home", "http://127.0.0.1:9/v1")
+    env["ASTRO_LLM_RETRY_DELAY"] = "0.01"
+    proc = run_cli(env, "ask", "hello", "--json")
+    assert proc.returncode == 2, proc.stderr
+    err = [json.loads(l) for l in proc.stdout.splitlines() if '"error"' in l][0]
+    assert "Cannot reach the LLM endpoint at http://127.0.0.1:9/v1" in err["message"]
+
+
+def test_tool_command_text_json_and_errors(tmp_path, sesame_server):
+    env = cli_env(tmp_path / "home", sesame_url=sesame_server.url)
+    ok = run_cli(env, "tool", "query_target", '{"name": "Sgr A*"}')
+    assert ok.returncode == 0 and "17:45:40.03" in ok.stdout and "-29:00:28.1" in ok.stdout
+    js = run_cli(env, "tool", "query_target", '{"name": "M 31"}', "--json")
+    data = json.loads(js.stdout)
+    assert js.returncode == 0 and set(data) == {"content", "is_error", "metadata"}
+    assert data["is_error"] is False and data["metadata"]["main_id"] == "M 31"
+    missing = run_cli(env, "tool", "query_target", '{"name": "Planet Nine"}', "--json")
+    assert missing.returncode == 1 and json.loads(missing.stdout)["is_error"] is True
+    assert "not found" in json.loads(missing.stdout)["content"]
+    bad = run_cli(env, "tool", "query_target", '{"name": ')
+    assert bad.returncode == 1 and "JSON" in bad.stderr
+    unknown = run_cli(env, "tool", "no_such_tool", "{}")
+    assert unknown.returncode == 1 and "no_such_tool" in unknown.stderr
+
+
+def test_tools_and_doctor(tmp_path, openai_server):
+    env = cli_env(tmp_path / "home", openai_server.url)
+    tools = run_cli(env, "tools", "--json")
+    names = [d["function"]["name"] for d in json.loads(tools.stdout)]
+    assert tools.returncode == 0 and "query_target" in names and names == sorted(names)
+    doctor = run_cli(env, "doctor", "--json")
+    report = json.loads(doctor.stdout)
+    assert doctor.returncode == 0, doctor.stdout
+    assert report["sqlite"]["fts5"] is True and report["sqlite"]["vec0"] is True
+    assert report["llm"]["reachable"] is True and report["llm"]["model_listed"] is True
+    assert report["astro_home"] == str(tmp_path / "home")
+    human = run_cli(env, "doctor")
+    assert "vec0           yes" in human.stdout and "LLM reachable  yes" in human.stdout
+    down = run_cli(cli_env(tmp_path / "home"), "doctor")
+    assert down.returncode == 2 and "OPENAI_BASE_URL" in down.stdout
+
+
+def _names_cycle(body: dict[str, Any]) -> Turn:
+    names = ["M 31", "M 87", "Sgr A*", "α Cen A"]
+    done = sum(1 for m in body["messages"] if m["role"] == "tool")
+    return Turn.call("query_target", {"name": names[done % 4]}, text=f"Step {done}. ", chunk_size=2, delay=0.01)
+
+
+def test_kill_9_mid_run_loses_no_committed_message(tmp_path, openai_server, sesame_server):
+    openai_server.respond_with(_names_cycle)
+    home = tmp_path / "home"
+    env = cli_env(home, openai_server.url, sesame_server.url)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "astro_jupyter.cli", "ask", "resolve targets forever", "--json", "--max-steps", "500"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    seen: list[dict[str, Any]] = []
+    reader_done = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(json.loads(line))
+        reader_done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.time() + 60
+    while sum(e["type"] == "tool_result" for e in seen) < 4 and time.time() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    # a second process reads the same database while the run is writing
+    listing = run_cli(env, "sessions", "--json")
+    assert listing.returncode == 0, listing.stderr
+    session_id = seen[0]["session_id"]
+    assert session_id in [s["id"] for s in json.loads(listing.stdout)]
+    time.sleep(0.13)  # land somewhere inside a later turn
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    reader_done.wait(timeout=5)
+    announced = [e["tool_call_id"] for e in seen if e["type"] == "tool_result"]
+    assert len(announced) >= 4
+
+    async def inspect() -> None:
+        services = ServiceContainer(AstroConfig(home=str(home)))
+        await services.start()
+        try:
+            msgs = await services.messages.list(session_id)
+            assert msgs[0].role == "user"
+            # every tool result the killed process announced is on disk
+            stored_results = {m.tool_call_id for m in msgs if m.role == "tool"}
+            assert set(announced) <= stored_results
+            # every stored turn is complete: an assistant tool-call turn is followed by all its results
+            for i, m in enumerate(msgs):
+                if m.role == "assistant" and m.tool_calls:
+                    ids = [c["id"] for c in m.tool_calls]
+                    following = [x.tool_call_id for x in msgs[i + 1 : i + 1 + len(ids)]]
+                    assert following == ids
+            history = await services.messages.chat_history(session_id)
+            assert history[-1]["role"] in {"tool", "assistant", "user"}
+            run_status = (await services.runs.list_for_session(session_id))[0].status
+            assert run_status == "running"  # nobody closed it: the process died
+        finally:
+            await services.close()
+
+    asyncio.run(inspect())
+    # the next process marks the dead run and resumes the session from its consistent history
+    openai_server.respond_with(None)
+    openai_server.script(Turn.say("Resumed fine."))
+    resumed = run_cli(env, "ask", "continue", "--session", session_id, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout.splitlines()[-1])["reason"] == "finished"
+    sent = openai_server.chat_requests[-1]["messages"]
+    for i, m in enumerate(sent):  # the API would reject a tool call without its result
+        if m.get("tool_calls"):
+            assert [x.get("tool_call_id") for x in sent[i + 1 : i + 1 + len(m["tool_calls"])]] == [c["id"] for c in m["tool_calls"]]
+
+    async def statuses() -> list[str]:
+        services = ServiceContainer(AstroConfig(home=str(home)))
+        await services.start()
+        try:
+            return [r.status for r in await services.runs.list_for_session(session_id)]
+        finally:
+            await services.close()
+
+    assert sorted(asyncio.run(statuses())) == ["error", "finished"]  # the dead run was marked at startup
