@@ -317,6 +317,21 @@ class AstroConfig(Configurable):
         True, help="Let a restricted subagent save durable memories from messages dropped by compaction."
     ).tag(config=True)
 
+    # -- server extension -------------------------------------------------------------------
+    sse_keepalive_secs = Float(help="Seconds between SSE keep-alive comments (env ASTRO_SSE_KEEPALIVE).").tag(config=True)
+
+    @default("sse_keepalive_secs")
+    def _sse_keepalive_default(self) -> float:
+        return _env_float("ASTRO_SSE_KEEPALIVE", 15.0)
+
+    intake_rate_per_minute = Int(
+        help="Bookmarklet intake requests accepted per token per minute (env ASTRO_INTAKE_RATE)."
+    ).tag(config=True)
+
+    @default("intake_rate_per_minute")
+    def _intake_rate_default(self) -> int:
+        return _env_int("ASTRO_INTAKE_RATE", 30)
+
     # -- derived paths --------------------------------------------------------------------
     @property
     def home_path(self) -> Path:

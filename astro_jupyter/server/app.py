@@ -1,0 +1,52 @@
+"""The jupyter_server extension ``astro_jupyter``: one ``AstroService`` and the astro routes.
+
+Lifecycle (jupyter_server's ``ExtensionApp``): ``initialize_settings`` builds the service
+from ``AstroConfig(parent=self)`` (so ``c.AstroConfig.max_steps = 8`` in
+``jupyter_server_config.py`` applies); the store is opened asynchronously, by
+``_start_jupyter_server_extension`` once the server's loop runs, or by the first request,
+whichever comes first; ``stop_extension`` cancels live runs and closes the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+
+from ..config import AstroConfig
+from . import auth, bookmarklet, models, notes, openapi, papers, runs, search, sessions, sse
+from .base import SERVICE_KEY
+from .service import AstroService
+
+ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, models, auth, openapi, bookmarklet)
+
+
+def all_handlers() -> list[tuple[str, Any]]:
+    return [route for module in ROUTE_MODULES for route in module.handlers]
+
+
+class AstroExtensionApp(ExtensionApp):
+    name = "astro_jupyter"
+    description = "A research agent for astronomers: REST + SSE API for the sidebar"
+    load_other_extensions = True
+
+    def initialize_settings(self) -> None:
+        self.astro_config = AstroConfig(parent=self)
+        self.service = AstroService(self.astro_config)
+        self.settings[SERVICE_KEY] = self.service
+        self.log.info("astro_jupyter: library at %s", self.astro_config.home)
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(all_handlers())
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        try:
+            await self.service.start()
+        except Exception as exc:  # noqa: BLE001 - requests retry the start and report the error
+            self.log.error("astro_jupyter: could not open the library at %s: %s", self.astro_config.home, exc)
+
+    async def stop_extension(self) -> None:
+        await self.service.close()
+
+
+main = launch_new_instance = AstroExtensionApp.launch_instance

@@ -1,0 +1,443 @@
+"""``AstroService``: everything the HTTP handlers do, without HTTP.
+
+The handlers only parse requests and write responses; the decisions (who owns a session,
+where a run's events come from, what a prompt may be) live here, so they can be tested
+and reused without tornado. This module imports nothing from Jupyter or tornado.
+
+Ownership: sessions and runs carry the ``owner`` that created them. An owner sees its own
+rows and ownerless ones (made by the kernel magics or the CLI, which have no web identity);
+anything else answers "not found", never "forbidden", so ids do not leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+
+from ..config import AstroConfig
+from ..errors import AstroError, RunConflict, RunNotFound, SessionNotFound
+from ..events import to_wire
+from ..services.container import ServiceContainer
+
+if TYPE_CHECKING:
+    from ..store.runs import RunRecord
+    from ..store.sessions import SessionRecord
+
+log = logging.getLogger(__name__)
+
+STORE_PAGE = 500
+STORE_POLL_SECS = 0.25
+TITLE_MAX = 200
+
+
+class InvalidRequest(AstroError):
+    """The request is well-formed HTTP but asks for something that cannot be (400 unless ``status``)."""
+
+    reason = "invalid_request"
+
+    def __init__(self, message: str, *, reason: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        if reason:
+            self.reason = reason
+        self.status = status
+
+
+class NotAvailable(AstroError):
+    """A feature whose module is not installed/landed yet (501)."""
+
+    reason = "not_implemented"
+
+
+class RateLimited(AstroError):
+    reason = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _can_see(row_owner: str, owner: str) -> bool:
+    return row_owner in ("", owner)
+
+
+def encode_wire(data: dict[str, Any]) -> str:
+    """Compact JSON without raw newlines (safe as one SSE ``data:`` line)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class AstroService:
+    """One per server: owns the ``ServiceContainer``, the ``AgentRuntime`` and the intake worker."""
+
+    def __init__(
+        self,
+        config: AstroConfig,
+        *,
+        runtime_factory: Callable[[ServiceContainer], Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.services = ServiceContainer(config)
+        self._runtime_factory = runtime_factory
+        self._runtime: Any = None
+        self._started = False
+        self._start_lock = asyncio.Lock()
+        self._closed = False
+        self.intake: Any = None  # IntakeWorker, built in start()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> "AstroService":
+        """Open the store (idempotent; every handler awaits it, the first one does the work)."""
+        if self._started:
+            return self
+        async with self._start_lock:
+            if self._started:
+                return self
+            if self._closed:
+                raise AstroError("the astro service has been stopped")
+            await self.services.start()
+            from .intake import IntakeWorker
+
+            await self.runtime.start()  # runs a dead server left 'running' become 'error'
+            self.intake = IntakeWorker(self.services)
+            await self.intake.start()
+            self._started = True
+        return self
+
+    @property
+    def runtime(self) -> Any:
+        """The agent runtime, built on first use so a server without an LLM still serves history."""
+        if self._runtime is None:
+            if self._runtime_factory is not None:
+                self._runtime = self._runtime_factory(self.services)
+            else:
+                from ..agent.runtime import AgentRuntime
+
+                self._runtime = AgentRuntime(self.services)
+        return self._runtime
+
+    async def close(self) -> None:
+        """Cancel live runs, stop the intake worker, close the store."""
+        self._closed = True
+        if self.intake is not None:
+            await self.intake.stop()
+        if self._runtime is not None:
+            try:
+                await self._runtime.close()
+            except Exception:  # noqa: BLE001 - shutdown must reach the database
+                log.exception("closing the agent runtime failed")
+            self._runtime = None
+        if self._started:
+            await self.services.close()
+            self._started = False
+
+    # -- sessions --------------------------------------------------------------------------
+    async def session(self, owner: str, session_id: str) -> "SessionRecord":
+        record = await self.services.sessions.find(session_id)
+        if record is None or not _can_see(record.owner, owner):
+            raise SessionNotFound(f"no session {session_id!r}")
+        return record
+
+    async def list_sessions(self, owner: str, *, limit: int = 200, offset: int = 0) -> list[dict[str, Any]]:
+        rows = await self.services.sessions.list(owner=owner, limit=limit, offset=offset)
+        return [self._session_dict(r) for r in rows]
+
+    async def create_session(self, owner: str, *, title: str = "") -> dict[str, Any]:
+        record = await self.services.sessions.create(title=_title(title), owner=owner, source="sidebar")
+        return self._session_dict(record)
+
+    async def get_session(self, owner: str, session_id: str) -> dict[str, Any]:
+        record = await self.session(owner, session_id)
+        out = self._session_dict(record)
+        runs = await self.services.runs.list_for_session(session_id)
+        out["runs"] = [r.to_dict() for r in runs]
+        return out
+
+    async def rename_session(self, owner: str, session_id: str, title: str) -> dict[str, Any]:
+        await self.session(owner, session_id)
+        return self._session_dict(await self.services.sessions.update(session_id, title=_title(title)))
+
+    async def delete_session(self, owner: str, session_id: str) -> None:
+        await self.session(owner, session_id)
+        active = self.active_run_id(session_id)
+        if active:
+            raise RunConflict(f"session {session_id!r} has a running run ({active}); cancel it first")
+        await self.services.sessions.delete(session_id)
+
+    async def session_messages(self, owner: str, session_id: str) -> list[dict[str, Any]]:
+        await self.session(owner, session_id)
+        return [m.to_dict() for m in await self.services.messages.list(session_id)]
+
+    def _session_dict(self, record: "SessionRecord") -> dict[str, Any]:
+        out = record.to_dict()
+        out["active_run_id"] = self.active_run_id(record.id)
+        return out
+
+    def active_run_id(self, session_id: str) -> str | None:
+        """The live run of a session in this process, if any (a second tab reattaches to it)."""
+        if self._runtime is None:
+            return None
+        handle = self._runtime.active_run_for(session_id)
+        return None if handle is None else str(handle.run_id)
+
+    # -- history search ----------------------------------------------------------------------
+    async def search_history(
+        self, owner: str, query: str, *, session_id: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        from ..store.history import HistorySearch, snippet_to_html
+
+        if session_id:
+            await self.session(owner, session_id)
+        hits = await HistorySearch(self.services.db).search(query, session_id=session_id, limit=200)
+        visible: dict[str, bool] = {}
+        out: list[dict[str, Any]] = []
+        for hit in hits:
+            sid = hit["session_id"]
+            if sid not in visible:
+                record = await self.services.sessions.find(sid)
+                visible[sid] = record is not None and _can_see(record.owner, owner)
+            if visible[sid]:
+                out.append({**hit, "snippet_html": snippet_to_html(hit["snippet"])})
+            if len(out) >= limit:
+                break
+        return out
+
+    # -- runs ----------------------------------------------------------------------------------
+    def check_prompt(self, prompt: Any) -> str:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise InvalidRequest("'prompt' must be a non-empty string", reason="invalid_prompt")
+        if len(prompt) > self.config.max_prompt_chars:
+            raise InvalidRequest(
+                f"the prompt has {len(prompt)} characters; the limit is {self.config.max_prompt_chars}"
+                " (AstroConfig.max_prompt_chars)",
+                reason="prompt_too_long",
+                status=413,
+            )
+        return prompt
+
+    async def start_run(
+        self,
+        owner: str,
+        prompt: Any,
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        coordinator: bool = False,
+        max_steps: int | None = None,
+    ) -> dict[str, str]:
+        prompt = self.check_prompt(prompt)
+        if session_id:
+            await self.session(owner, session_id)
+        handle = await self.runtime.start_run(
+            prompt,
+            session_id=session_id,
+            owner=owner,
+            model=model or None,
+            coordinator=coordinator,
+            max_steps=max_steps,
+            source="sidebar",
+        )
+        return {"run_id": str(handle.run_id), "session_id": str(handle.session_id)}
+
+    def live_run(self, run_id: str) -> Any:
+        if self._runtime is None:
+            return None
+        return self._runtime.get_run(run_id)
+
+    async def _run_owner_check(self, owner: str, run_id: str) -> tuple[Any, "RunRecord | None"]:
+        """(live handle or None, stored record or None); RunNotFound if neither or not visible."""
+        handle = self.live_run(run_id)
+        record: RunRecord | None = None
+        try:
+            record = await self.services.runs.get(run_id)
+        except RunNotFound:
+            record = None
+        if handle is None and record is None:
+            raise RunNotFound(f"no run {run_id!r}")
+        run_owner = record.owner if record is not None else handle.state.owner
+        if not _can_see(run_owner, owner):
+            raise RunNotFound(f"no run {run_id!r}")
+        return handle, record
+
+    async def run_events(self, owner: str, run_id: str, after_seq: int = 0) -> AsyncIterator[tuple[int, str]]:
+        """Check access now (so a 404 precedes any stream), then return ``(seq, json)`` pairs:
+        live from the runtime when the run is here, else from the store."""
+        handle, _record = await self._run_owner_check(owner, run_id)
+        if handle is not None:
+            return _live_events(handle, after_seq)
+        return self._stored_events(run_id, after_seq)
+
+    async def _stored_events(self, run_id: str, after_seq: int) -> AsyncIterator[tuple[int, str]]:
+        """Replay from the store; while the row says 'running' (another process, e.g. a kernel,
+        owns the run) keep polling; a finished run whose events lack ``done`` gets one, unstored."""
+        last = after_seq
+        while True:
+            batch = await self.services.runs.events_after(run_id, last, limit=STORE_PAGE)
+            for seq, data in batch:
+                last = seq
+                yield seq, encode_wire(data)
+                if data.get("type") == "done":
+                    return
+            if len(batch) == STORE_PAGE:
+                continue
+            handle = self.live_run(run_id)
+            if handle is not None:  # started here meanwhile (or resumed): follow it live
+                async for item in _live_events(handle, last):
+                    yield item
+                return
+            record = await self.services.runs.get(run_id)
+            if record.status != "running":
+                if not batch:
+                    reason = record.status if record.status in ("finished", "cancelled", "max_steps") else "error"
+                    done = {"type": "done", "session_id": record.session_id, "run_id": run_id, "reason": reason}
+                    yield last + 1, encode_wire(done)
+                    return
+                continue
+            await asyncio.sleep(STORE_POLL_SECS)
+
+    async def cancel_run(self, owner: str, run_id: str) -> dict[str, Any]:
+        handle, record = await self._run_owner_check(owner, run_id)
+        if handle is not None and not _handle_done(handle):
+            handle.cancel()
+            return {"run_id": run_id, "status": "cancelling"}
+        status = record.status if record is not None else "finished"
+        return {"run_id": run_id, "status": status}
+
+    async def answer(self, owner: str, run_id: str, request_id: str, answer: Any) -> dict[str, Any]:
+        handle, _record = await self._run_owner_check(owner, run_id)
+        if handle is None or _handle_done(handle):
+            raise RunConflict(f"run {run_id!r} is not running; nothing is waiting for an answer")
+        accepted = handle.answer(request_id, answer)
+        if asyncio.iscoroutine(accepted):
+            accepted = await accepted
+        if not accepted:
+            raise InvalidRequest(
+                f"run {run_id!r} has no open question {request_id!r} (already answered or timed out)",
+                reason="request_not_found",
+                status=404,
+            )
+        return {"run_id": run_id, "request_id": request_id, "accepted": True}
+
+    # -- papers and notes --------------------------------------------------------------------------
+    async def list_papers(self, *, state: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in await self.services.library.list(state=state, limit=limit)]
+
+    async def get_paper(self, paper_id: str) -> dict[str, Any]:
+        return (await self.services.library.get(paper_id)).to_dict()
+
+    async def add_paper(self, owner: str, identifier: Any, *, download: bool = True) -> dict[str, Any]:
+        """Metadata now (so the answer shows the paper); download + parse queued in the background."""
+        from .intake import validate_identifier
+
+        paper_id, kind = validate_identifier(identifier)
+        record = await self.services.library.resolve(paper_id)
+        out = record.to_dict()
+        out["intake_id"] = None
+        if download and self.intake is not None and record.state in ("", "metadata"):
+            item = await self.intake.enqueue(owner, record.id, kind)
+            out["intake_id"] = item.id
+        return out
+
+    def _notes(self) -> Any:
+        if not hasattr(type(self.services), "notes"):
+            raise NotAvailable("notes are not available yet")
+        return self.services.notes
+
+    async def list_notes(self, owner: str, *, paper_id: str | None = None, session_id: str | None = None) -> list[dict[str, Any]]:
+        notes = await self._notes().list(paper_id=paper_id, session_id=session_id, owner=owner)
+        return [n.to_dict() if hasattr(n, "to_dict") else dict(n) for n in notes]
+
+    async def add_note(self, owner: str, body: dict[str, Any]) -> dict[str, Any]:
+        comment = body.get("comment", body.get("text"))
+        if not isinstance(comment, str) or not comment.strip():
+            raise InvalidRequest("'comment' must be a non-empty string", reason="invalid_note")
+        fields = {k: body.get(k) for k in ("paper_id", "session_id", "page", "section", "quote") if body.get(k) is not None}
+        for key in ("paper_id", "session_id", "section", "quote"):
+            if key in fields and not isinstance(fields[key], str):
+                raise InvalidRequest(f"'{key}' must be a string", reason="invalid_note")
+        if "page" in fields and (isinstance(fields["page"], bool) or not isinstance(fields["page"], int)):
+            raise InvalidRequest("'page' must be an integer", reason="invalid_note")
+        if "session_id" in fields:
+            await self.session(owner, fields["session_id"])
+        note = await self._notes().add(comment=comment, owner=owner, **fields)
+        return note.to_dict() if hasattr(note, "to_dict") else dict(note)
+
+    # -- models --------------------------------------------------------------------------------
+    def _llm(self) -> Any:
+        runtime_llm = getattr(self._runtime, "llm", None) if self._runtime is not None else None
+        return runtime_llm or self.services.llm
+
+    async def models(self) -> dict[str, Any]:
+        """Current model, the endpoint's list; an unreachable endpoint gives the configured ones + a warning."""
+        llm = self._llm()
+        cfg = self.config
+        configured = _unique([cfg.llm_model, cfg.llm_fallback_model, *cfg.llm_fallback_chain])
+        warning: str | None = None
+        available: list[str] = []
+        try:
+            available = list(await asyncio.wait_for(llm.list_models(), timeout=cfg.http_timeout_secs))
+        except asyncio.TimeoutError:
+            warning = f"the LLM endpoint did not list its models within {cfg.http_timeout_secs:g} s"
+        except AstroError as exc:
+            warning = f"could not list the endpoint's models: {exc}"
+        current = str(llm.model)
+        models = _unique([current, *available]) if available else _unique([current, *configured])
+        return {
+            "current": current,
+            "models": models,
+            "configured": configured,
+            "source": "endpoint" if available else "config",
+            "warning": warning,
+        }
+
+    async def switch_model(self, model: Any) -> dict[str, Any]:
+        if not isinstance(model, str) or not model.strip() or len(model) > 200:
+            raise InvalidRequest("'model' must be a non-empty model name", reason="invalid_model")
+        llm = self._llm()
+        previous = str(llm.model)
+        llm.switch_model(model.strip(), reason="switched from the sidebar")
+        return {"current": str(llm.model), "previous": previous}
+
+    # -- bookmarklet tokens ------------------------------------------------------------------------
+    @property
+    def bookmarklets(self) -> Any:
+        from ..store.bookmarklet import BookmarkletRepository
+
+        return BookmarkletRepository(self.services.db)
+
+    async def rotate_bookmarklet_token(self, owner: str) -> str:
+        return await self.bookmarklets.rotate(owner)
+
+    async def revoke_bookmarklet_token(self, owner: str) -> bool:
+        return await self.bookmarklets.revoke(owner)
+
+    async def bookmarklet_status(self, owner: str) -> dict[str, Any] | None:
+        return await self.bookmarklets.status(owner)
+
+
+async def _live_events(handle: Any, after_seq: int) -> AsyncIterator[tuple[int, str]]:
+    async for seq, event in handle.events(after_seq=after_seq):
+        yield int(seq), encode_wire(to_wire(event) if not isinstance(event, dict) else event)
+
+
+def _handle_done(handle: Any) -> bool:
+    return bool(handle.finished)
+
+
+def _title(title: Any) -> str:
+    if title is None:
+        return ""
+    if not isinstance(title, str):
+        raise InvalidRequest("'title' must be a string", reason="invalid_title")
+    title = " ".join(title.split())
+    if len(title) > TITLE_MAX:
+        raise InvalidRequest(f"'title' is longer than {TITLE_MAX} characters", reason="invalid_title")
+    return title
+
+
+def _unique(items: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for item in items:
+        if item:
+            seen.setdefault(item, None)
+    return list(seen)

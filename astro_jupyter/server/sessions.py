@@ -1,0 +1,103 @@
+"""Sessions: list, create, rename, delete, and their messages (``astro/api/sessions``)."""
+
+from __future__ import annotations
+
+import re
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from .base import AUTH_RESOURCE, AstroHandler
+from .service import InvalidRequest, NotAvailable
+
+ID = r"(?P<session_id>[A-Za-z0-9_.:-]{1,128})"
+
+
+class SessionsHandler(AstroHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        limit = self.int_arg("limit", 200, 1, 1000)
+        offset = self.int_arg("offset", 0, 0, 1_000_000)
+        sessions = await self.service.list_sessions(self.owner, limit=limit, offset=offset)
+        self.write_json({"sessions": sessions})
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.json_body(required=False)
+        session = await self.service.create_session(self.owner, title=body.get("title") or "")
+        self.set_header("Location", self.request.path.rstrip("/") + "/" + session["id"])
+        self.write_json(session, status=201)
+
+
+class SessionHandler(AstroHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        self.write_json(await self.service.get_session(self.owner, session_id))
+
+    @web.authenticated
+    @authorized
+    async def patch(self, session_id: str) -> None:
+        body = self.json_body()
+        if "title" not in body:
+            raise InvalidRequest("PATCH takes {\"title\": \"...\"}", reason="invalid_request")
+        self.write_json(await self.service.rename_session(self.owner, session_id, body["title"]))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, session_id: str) -> None:
+        await self.service.delete_session(self.owner, session_id)
+        self.set_status(204)
+        self.finish()
+
+
+class SessionMessagesHandler(AstroHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        messages = await self.service.session_messages(self.owner, session_id)
+        self.write_json({"session_id": session_id, "messages": messages})
+
+
+class SessionExportHandler(AstroHandler):
+    """The session as an ``.ipynb`` research log (``astro_jupyter/export.py``, from the magics issue)."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        session = await self.service.session(self.owner, session_id)
+        try:
+            from .. import export
+        except ImportError as exc:
+            raise NotAvailable("export is not available yet") from exc
+        export_session = getattr(export, "export_session", None)
+        if export_session is None:
+            raise NotAvailable("export is not available yet")
+        import nbformat
+
+        notebook = await export_session(self.service.services, session_id)
+        name = _filename(session.title or session_id)
+        self.set_header("Content-Disposition", f'attachment; filename="{name}.ipynb"')
+        self.finish(nbformat.writes(notebook), set_content_type="application/x-ipynb+json")
+
+
+def _filename(title: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", title).strip("-")[:80] or "session"
+
+
+handlers = [
+    (r"astro/api/sessions", SessionsHandler),
+    (rf"astro/api/sessions/{ID}", SessionHandler),
+    (rf"astro/api/sessions/{ID}/messages", SessionMessagesHandler),
+    (rf"astro/api/sessions/{ID}/export", SessionExportHandler),
+]
