@@ -1,0 +1,105 @@
+"""``astro-jupyter library add/list/show`` as a user runs them (env-configured, against the fakes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from astro_jupyter.cli import main
+from tests.fakes.ads_server import TOKEN
+from tests.fakes.base import FakeServer
+from tests.fakes.file_server import Route, make_pdf
+from tests.fakes.library_env import ads_fake, arxiv_fake, file_fake  # noqa: F401 - fixtures
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, ads_fake: FakeServer, arxiv_fake: FakeServer, file_fake: FakeServer) -> dict[str, str]:
+    env = {
+        "ASTRO_ADS_URL": ads_fake.url,
+        "ADS_API_TOKEN": TOKEN,
+        "ASTRO_ARXIV_URL": f"{arxiv_fake.url}/api/query",
+        "ASTRO_ARXIV_INTERVAL": "0",
+        "ASTRO_ARXIV_PDF_URL": f"{file_fake.url}/pdf",
+        "ASTRO_DOI_URL": f"{file_fake.url}/doi",
+        "ASTRO_ALLOW_PRIVATE_DOWNLOADS": "1",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_add_pdf_then_list(cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, astro_home: Path) -> None:
+    pdf = tmp_path / "Ivezić draft.pdf"
+    pdf.write_bytes(make_pdf("Variable stars in Rubin data"))
+    assert main(["library", "add", str(pdf)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("added local:variable-stars-in-rubin-data")
+    assert "downloaded" in out and f"PDF: {astro_home / 'papers' / 'local_variable-stars-in-rubin-data.pdf'}" in out
+    assert main(["library", "add", "2301.01234v2"]) == 0
+    out = capsys.readouterr().out
+    assert "arxiv:2301.01234" in out and "metadata" in out and "Quenching of dwarf galaxy satellites" in out
+    assert "library add arxiv:2301.01234 --download" in out
+    listing = run_json(capsys, "library", "list", "--json")
+    assert isinstance(listing, list)
+    assert {p["id"]: p["state"] for p in listing} == {
+        "local:variable-stars-in-rubin-data": "downloaded",
+        "arxiv:2301.01234": "metadata",
+    }
+    assert main(["library", "list", "--state", "downloaded"]) == 0
+    text = capsys.readouterr().out
+    assert "local:variable-stars-in-rubin-data" in text and "arxiv:2301.01234" not in text
+
+
+def test_add_doi_with_download(cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], file_fake: FakeServer, astro_home: Path) -> None:
+    file_fake.state["routes"]["/pdf/1111.0962"] = Route(body=make_pdf("CALIFA"))
+    paper = run_json(capsys, "library", "add", "10.1051/0004-6361/201117353", "--download", "--json")
+    assert isinstance(paper, dict)
+    assert paper["id"] == "arxiv:1111.0962" and paper["state"] == "downloaded"
+    assert paper["authors"][0] == "Sánchez, S. F."
+    assert Path(paper["pdf_path"]) == astro_home / "papers" / "arxiv_1111.0962.pdf"
+    assert main(["library", "show", "2012A&A...538A...8S"]) == 0
+    shown = capsys.readouterr().out
+    assert "Library id: arxiv:1111.0962 · status: downloaded" in shown and "Citations: 1021" in shown
+
+
+def test_errors_exit_1_with_a_message(cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["library", "add", "galaxies please"]) == 1
+    assert "not a paper identifier" in capsys.readouterr().err
+    assert main(["library", "add", str(tmp_path / "nope.pdf")]) == 1
+    assert "no such PDF file" in capsys.readouterr().err
+    assert main(["library", "show", "arxiv:9999.99999"]) == 1
+    assert "not in the library" in capsys.readouterr().err
+    assert main(["library", "list"]) == 0
+    assert "the library is empty" in capsys.readouterr().out
+
+
+def test_real_pdf_through_the_installed_command(cli_env: dict[str, str], shared_pdfs: Path, tmp_path: Path, astro_home: Path) -> None:
+    src = tmp_path / "paper.pdf"
+    shutil.copyfile(shared_pdfs / "paper.pdf", src)
+    env = {**os.environ, **cli_env, "ASTRO_HOME": str(astro_home)}
+    added = subprocess.run(
+        [sys.executable, "-m", "astro_jupyter.cli", "library", "add", str(src), "--json"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert added.returncode == 0, added.stderr
+    paper = json.loads(added.stdout)
+    assert paper["title"] == "A Perspective on Explanations of Molecular Prediction Models"
+    assert paper["metadata"]["pages"] == 41 and paper["source"] == "local"
+    listed = subprocess.run(
+        [sys.executable, "-m", "astro_jupyter.cli", "library", "list"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert listed.returncode == 0 and paper["id"] in listed.stdout and "downloaded" in listed.stdout
