@@ -123,13 +123,30 @@ def parse_feed(xml_text: str | bytes) -> ArxivResult:
     return ArxivResult(int(total_text) if total_text.isdigit() else len(records), records)
 
 
+# ADS field names the model tends to use in a shared query, mapped to arXiv's prefixes;
+# ADS-only fields (year, bibstem, property, ...) are dropped for arXiv rather than searched as words.
+_ADS_TO_ARXIV = {"author": "au", "first_author": "au", "title": "ti", "abstract": "abs", "abs": "abs", "arxiv_class": "cat"}
+_TOKEN = re.compile(r'(?:([A-Za-z_]+):)?("[^"]*"|\S+)')
+
+
 def build_search_query(query: str) -> str:
-    """Free text → ``all:`` terms joined by AND; queries already using arXiv field prefixes pass through."""
+    """Free text → ``all:`` terms joined by AND; arXiv field prefixes pass through; ADS fields
+    (``author:"Ivezić"``, ``title:LSST``) are translated, ADS-only ones (``year:2019``) dropped."""
     query = query.strip()
-    if _FIELD_PREFIX.search(query):
+    if _FIELD_PREFIX.search(query) and not re.search(r"\b(author|title|abstract|year|first_author):", query, re.I):
         return query
-    words = [w for w in re.split(r"\s+", query) if w]
-    return " AND ".join(f"all:{w}" for w in words) if words else ""
+    terms: list[str] = []
+    for field_name, value in _TOKEN.findall(query):
+        value = value.replace("\"^", "\"").lstrip("^")  # ADS first-author marker
+        if not value or value.upper() in {"AND", "OR"}:
+            continue
+        if field_name:
+            prefix = _ADS_TO_ARXIV.get(field_name.lower()) or (field_name.lower() if _FIELD_PREFIX.match(f"{field_name}:") else "")
+            if prefix:
+                terms.append(f"{prefix}:{value}")
+            continue
+        terms.append(f"all:{value}")
+    return " AND ".join(terms)
 
 
 class ArxivClient:

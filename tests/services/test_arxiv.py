@@ -108,3 +108,5 @@ def test_build_search_query() -> None:
     assert build_search_query("dark matter") == "all:dark AND all:matter"
     assert build_search_query("au:Ivezic AND ti:LSST") == "au:Ivezic AND ti:LSST"
     assert build_search_query("  ") == ""
+    assert build_search_query('author:"^Ivezić" title:LSST year:2019') == 'au:"Ivezić" AND ti:LSST'
+    assert build_search_query('"dark matter" halo') == 'all:"dark matter" AND all:halo'
