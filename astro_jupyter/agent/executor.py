@@ -311,7 +311,8 @@ class ToolExecutor:
         if task.cancelled():
             return ToolOutput.error(f"Error: {slot.name} was cancelled.", cancelled=True), "cancelled"
         exc = task.exception()
-        if exc is not None:
+        if exc is not None:  # the model gets type and message; the traceback goes to the log
+            log.warning("tool %s (%s) raised", slot.name, slot.id, exc_info=exc)
             return ToolOutput.error(f"Error: {slot.name} failed: {type(exc).__name__}: {exc}",
                                     exception=type(exc).__name__), "exception"
         output = task.result()
