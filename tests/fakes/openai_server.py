@@ -226,6 +226,8 @@ class _OpenAIHandler(FakeHandler):
             send("[DONE]")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
+            with self.fake.lock:
+                self.fake.stream_ends.append(time.perf_counter())
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away (cancel or timeout): fine
 
@@ -240,6 +242,7 @@ class FakeOpenAIServer(FakeServer):
     responder: Responder | None = None
     chat_requests: list[dict[str, Any]] = field(default_factory=list)
     turns: collections.deque = field(default_factory=collections.deque)
+    stream_ends: list[float] = field(default_factory=list)  # perf_counter() when each stream's last byte went out
 
     @property
     def url(self) -> str:  # type: ignore[override]

@@ -53,6 +53,7 @@ class _SesameHandler(FakeHandler):
         name = unquote(raw)
         with fake.lock:
             fake.state.setdefault("names", []).append(name)
+            fake.state.setdefault("times", []).append(time.perf_counter())
         fixture = KNOWN.get(normalise(name))
         if fixture:
             body = (DATA / fixture).read_text(encoding="utf-8")
