@@ -62,6 +62,8 @@ export interface IToolItem extends IItemBase {
   result: IToolResult | null;
   status: ToolStatus;
   startedAt: number;
+  /** The stored `tool` message holding the result (history), for search hits on it. */
+  resultMessageId?: number;
 }
 
 export interface ISubagentItem extends IItemBase {
@@ -359,6 +361,7 @@ export class TimelineModel {
           durationMs: typeof meta.duration_ms === 'number' ? meta.duration_ms : null
         };
         tool.status = tool.result.isError ? 'error' : 'done';
+        tool.resultMessageId = m.id;
         this.touch(tool);
       }
     }
