@@ -42,7 +42,6 @@ class RateLimiter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next = 0.0
-        self.history: list[float] = []  # monotonic start times, kept short; tests assert the spacing
 
     async def wait(self, interval: float) -> None:
         with self._lock:
@@ -52,8 +51,6 @@ class RateLimiter:
         delay = slot - now
         if delay > 0:
             await asyncio.sleep(delay)
-        with self._lock:
-            self.history = [*self.history[-49:], time.monotonic()]
 
 
 RATE_LIMITER = RateLimiter()

@@ -15,7 +15,6 @@ Stable API used by the parse/RAG side: ``get``, ``resolve``, ``set_state``,
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import shutil
 from pathlib import Path
@@ -37,8 +36,6 @@ if TYPE_CHECKING:
     from ..store.db import Database
     from .ads import AdsClient
     from .arxiv import ArxivClient
-
-log = logging.getLogger(__name__)
 
 _ARXIV_STAMP = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5}(?:v\d+)?|[a-z\-]+(?:\.[A-Z]{2})?/\d{7}(?:v\d+)?)")
 _DOI_IN_TEXT = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>,;]+[^\s\"<>,;.)])")
@@ -313,6 +310,9 @@ def read_pdf_info(path: Path) -> dict[str, Any]:
     an arXiv id or DOI printed on the first page when there is one. Runs in a thread."""
     import pymupdf  # lazy: pymupdf is heavy and only local adds need it
 
+    with open(path, "rb") as fh:
+        if b"%PDF-" not in fh.read(1024):  # pymupdf would happily open a text or image file
+            raise ToolInputError(f"{path.name} is not a readable PDF: it does not start with %PDF-")
     try:
         doc = pymupdf.open(str(path))
     except Exception as exc:  # noqa: BLE001 - any open failure means "not a usable PDF"

@@ -9,7 +9,8 @@ import pytest
 
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import NotFoundError, ServiceError, ServiceTimeoutError
-from astro_jupyter.services.arxiv import ArxivClient, RateLimiter, build_search_query, parse_feed
+from astro_jupyter.services.arxiv import RATE_LIMITER, ArxivClient, RateLimiter, build_search_query, parse_feed
+from astro_jupyter.services.container import ServiceContainer
 from astro_jupyter.services.http import make_http_client
 from tests.fakes.arxiv_server import DATA
 from tests.fakes.base import FakeServer
@@ -110,3 +111,14 @@ def test_build_search_query() -> None:
     assert build_search_query("  ") == ""
     assert build_search_query('author:"^Ivezić" title:LSST year:2019') == 'au:"Ivezić" AND ti:LSST'
     assert build_search_query('"dark matter" halo') == 'all:"dark matter" AND all:halo'
+
+
+@pytest.mark.asyncio
+async def test_every_container_shares_the_process_limiter(astro_home: Path) -> None:
+    first = ServiceContainer(AstroConfig(home=str(astro_home / "a")))
+    second = ServiceContainer(AstroConfig(home=str(astro_home / "b")))
+    try:
+        assert first.arxiv.limiter is RATE_LIMITER and second.arxiv.limiter is RATE_LIMITER
+    finally:
+        await first.close()
+        await second.close()

@@ -125,6 +125,10 @@ async def test_add_rejects_missing_and_corrupt_files(paper_services: ServiceCont
     bad.write_bytes(b"this is not a pdf at all")
     with pytest.raises(ToolInputError, match="not a readable PDF"):
         await lib.add(str(bad))
+    text = tmp_path / "notes.txt"
+    text.write_text("Some notes that pymupdf could open as a document")
+    with pytest.raises(ToolInputError, match="does not start with %PDF-"):
+        await lib.add(str(text))
     assert await lib.list() == []
     assert list(paper_services.config.papers_dir.glob("*.pdf")) == []
 
