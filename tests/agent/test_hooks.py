@@ -343,3 +343,20 @@ async def test_hanging_and_failing_hooks_do_not_break_the_run(services: Any) -> 
     assert [e.reason for e in errors] == ["hook", "hook"]
     assert "timed out after 0.3s" in errors[0].message and "exited with status 3" in errors[1].message
     await hooks.drain(2)
+
+
+@pytest.mark.asyncio
+async def test_audit_hook_records_prompt_and_lifecycle(services: Any) -> None:
+    hooks = HookRegistry.from_config(services.config, services=services, entry_points=False)
+    prompt = "Find recent papers on the M87 jet. " * 40
+    hooks.fire_and_forget("UserPromptSubmit", {"session_id": "s9", "run_id": "r9", "prompt": prompt})
+    await hooks.run("Stop", {"session_id": "s9", "run_id": "r9", "reason": "finished"})
+    await hooks.run("PreToolUse", {"session_id": "s9", "run_id": "r9", "arguments": {}}, tool_name="x")
+    await hooks.drain(2)
+    rows = {r["event"]: r for r in await services.audit.list("s9")}
+    assert set(rows) == {"UserPromptSubmit", "Stop"}  # tool events are the executor's rows
+    detail = json.loads(rows["UserPromptSubmit"]["detail"])
+    assert detail["prompt"].startswith("Find recent papers on the M87 jet.")
+    assert detail["prompt_chars"] == len(prompt) and len(detail["prompt"]) <= 503
+    assert json.loads(rows["Stop"]["detail"]) == {"reason": "finished"}
+    assert rows["Stop"]["run_id"] == "r9"

@@ -204,11 +204,17 @@ class HookRegistry:
         ]
 
     @classmethod
-    def from_config(cls, config: "AstroConfig", *, entry_points: bool = True) -> "HookRegistry":
-        """Entry-point hooks first, then the configured command hooks."""
+    def from_config(
+        cls, config: "AstroConfig", *, services: Any = None, entry_points: bool = True
+    ) -> "HookRegistry":
+        """The audit hook (when ``services`` is given), entry-point hooks, then configured command hooks."""
         from .command import CommandHook
 
         registry = cls()
+        if services is not None:
+            from .builtin import AuditHook
+
+            registry.add(AuditHook(services.audit))
         if entry_points:
             registry.load_entry_points(config)
         for spec in config.command_hooks:
