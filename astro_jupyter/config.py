@@ -286,6 +286,16 @@ class AstroConfig(Configurable):
     def _download_max_default(self) -> int:
         return _env_int("ASTRO_DOWNLOAD_MAX_BYTES", 200 * 1024 * 1024)
 
+    download_allowed_hosts = List(
+        Unicode(),
+        help="Host names download_paper may fetch even when they resolve to private addresses, e.g. an "
+        "institutional mirror (env ASTRO_DOWNLOAD_ALLOWED_HOSTS, comma-separated). Redirects are checked again.",
+    ).tag(config=True)
+
+    @default("download_allowed_hosts")
+    def _download_hosts_default(self) -> list[str]:
+        return [h.strip().lower() for h in _env("ASTRO_DOWNLOAD_ALLOWED_HOSTS").split(",") if h.strip()]
+
     # -- orchestration --------------------------------------------------------------------
     subagent_max_steps = Int(5, help="Default max_steps of a subagent (at most subagent_step_limit).").tag(config=True)
     subagent_step_limit = Int(10, help="Hard ceiling on a subagent's max_steps.").tag(config=True)
