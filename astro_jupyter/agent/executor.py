@@ -405,6 +405,8 @@ class ToolExecutor:
                                             tool_call_id=slot.id, arguments=slot.args, **fields)
         except Exception as exc:  # noqa: BLE001 - a locked audit table must not lose the tool result
             log.warning("audit record failed for %s: %s", slot.id, exc)
+            await self.emit(ctx, Error(message=f"could not write the audit log for {slot.name} ({slot.id}): {exc}",
+                                       reason="store", step=ctx.step, subagent_id=ctx.subagent_id))
 
     @staticmethod
     async def emit(ctx: ToolContext, event: "Event") -> None:

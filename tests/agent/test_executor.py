@@ -341,3 +341,15 @@ async def test_metrics_and_audit_row(services: Any, ctx: Any, timeline: Timeline
     assert row["event"] == "tool_use" and row["tool_name"] == "read" and row["run_id"] == "r1"
     assert json.loads(row["arguments"]) == {"tag": "m", "secs": 0.05}
     assert row["is_error"] == 0 and row["duration_ms"] == res.duration_ms
+
+
+@pytest.mark.asyncio
+async def test_audit_failure_is_an_error_event_not_a_lost_result(services: Any, ctx: Any,
+                                                                 recorder: Recorder) -> None:
+    await services.db.execute("DROP TABLE agent_audit_log")  # the store refuses every audit insert
+    ex = make_executor(services, [EchoTool()])
+    (res,) = await ex.execute([call("echo", '{"text": "kept"}', id="k1")], ctx)
+    assert res.output.content == "kept" and not res.output.is_error
+    [err] = recorder.of("error")
+    assert err.reason == "store" and "could not write the audit log for echo (k1)" in err.message
+    assert [e.output for e in recorder.of("tool_result")] == ["kept"]
