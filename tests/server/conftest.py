@@ -59,7 +59,7 @@ def astro_service(jp_serverapp: Any) -> AstroService:
 def api(jp_fetch: Any) -> Api:
     async def call(method: str, *parts: str, body: Any = None, headers: dict[str, str] | None = None,
                    params: dict[str, Any] | None = None, raw: bytes | None = None) -> tuple[int, Any]:
-        kwargs: dict[str, Any] = {"method": method, "raise_error": False, "headers": dict(headers or {})}
+        kwargs: dict[str, Any] = {"method": method, "raise_error": False, "headers": dict(headers or {}), "follow_redirects": False}
         if raw is not None:
             kwargs["body"] = raw
         elif body is not None:

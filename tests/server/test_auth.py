@@ -1,0 +1,106 @@
+"""Authentication, authorization, XSRF and CORS on every astro route."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from astro_jupyter.server.openapi import build_document
+from tests.server.conftest import Api
+
+NO_AUTH = {"Authorization": ""}
+
+
+def _routes() -> list[tuple[str, str]]:
+    out = []
+    for path, ops in build_document()["paths"].items():
+        concrete = re.sub(r"\{[^}]+\}", "x_1", path).lstrip("/")
+        for method in ops:
+            if method != "options":
+                out.append((method.upper(), concrete))
+    return out
+
+
+async def test_every_route_refuses_requests_without_auth(api: Api) -> None:
+    routes = _routes()
+    assert len(routes) >= 20
+    for method, path in routes:
+        body = {} if method in ("POST", "PUT", "PATCH") else None
+        status, data = await api(method, path, body=body, headers=NO_AUTH)
+        if path == "astro/bookmarklet":
+            assert status == 302, (method, path, status)  # an HTML page: Jupyter sends you to log in
+            continue
+        assert status == 403, (method, path, status, data)
+        assert set(data) >= {"message", "reason"}, (method, path, data)
+
+
+async def test_bookmarklet_page_redirects_to_login(jp_fetch: Any) -> None:
+    response = await jp_fetch("astro", "bookmarklet", headers=NO_AUTH, follow_redirects=False, raise_error=False)
+    assert response.code == 302 and "/login" in response.headers["Location"]
+    assert b"javascript:" not in (response.body or b"")
+
+
+async def test_auth_me_returns_the_identity(api: Api) -> None:
+    status, me = await api("GET", "astro/api/auth/me")
+    assert status == 200
+    assert me["username"] and me["name"].startswith("Anonymous ") and me["display_name"]
+    assert me["owner"] == ""  # the shared-token identity owns the ownerless rows
+
+
+async def _login_cookie(jp_fetch: Any) -> str:
+    response = await jp_fetch("astro", "api", "auth", "me")  # token-authenticated: sets the login cookie
+    cookies = [c.split(";", 1)[0] for c in response.headers.get_list("Set-Cookie")]
+    login = [c for c in cookies if c.startswith("username-")]
+    assert login, cookies
+    return login[0]
+
+
+async def test_cookie_session_needs_xsrf_on_mutations(api: Api, jp_fetch: Any) -> None:
+    cookie = await _login_cookie(jp_fetch)
+    as_browser = {"Authorization": "", "Cookie": cookie}
+    status, me = await api("GET", "astro/api/auth/me", headers=as_browser)
+    assert status == 200 and me["username"]  # the cookie alone authenticates reads
+
+    status, err = await api("POST", "astro/api/sessions", body={"title": "x"}, headers=as_browser)
+    assert status == 403 and "xsrf" in err["message"].lower()
+
+    wrong = {**as_browser, "Cookie": cookie + "; _xsrf=" + "ab" * 16, "X-XSRFToken": "cd" * 16}
+    status, err = await api("POST", "astro/api/sessions", body={"title": "x"}, headers=wrong)
+    assert status == 403 and "xsrf" in err["message"].lower()
+    status, _ = await api("DELETE", "astro/api/sessions/ses_x", headers=wrong)
+    assert status == 403
+
+    right = {**as_browser, "Cookie": cookie + "; _xsrf=" + "ab" * 16, "X-XSRFToken": "ab" * 16}
+    status, created = await api("POST", "astro/api/sessions", body={"title": "x"}, headers=right)
+    assert status == 201 and created["title"] == "x"
+
+    # scripts with the token header need no XSRF (Jupyter's rule for token-authenticated requests)
+    status, _ = await api("POST", "astro/api/sessions", body={"title": "y"})
+    assert status == 201
+
+
+async def test_no_cors_headers_except_on_the_intake(api: Api, jp_fetch: Any) -> None:
+    origin = {"Origin": "https://evil.example"}
+    for method, path in _routes():
+        if path == "astro/bookmarklet":
+            continue
+        body = {} if method in ("POST", "PUT", "PATCH") else None
+        response = await jp_fetch(
+            path, method=method, headers=dict(origin), raise_error=False, follow_redirects=False,
+            **({"body": "{}"} if body is not None else {}),
+        )
+        cors = [h for h in response.headers if h.lower().startswith("access-control-")]
+        if path == "astro/api/bookmarklet/intake":
+            assert response.headers["Access-Control-Allow-Origin"] == "*", response.code
+            assert "Access-Control-Allow-Credentials" not in response.headers
+        else:
+            assert cors == [], (method, path, cors)
+    # preflight: refused on the API, answered on the intake
+    pre = {**origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"}
+    refused = await jp_fetch("astro/api/sessions", method="OPTIONS", headers=dict(pre), raise_error=False)
+    assert refused.code == 405 and not [h for h in refused.headers if h.lower().startswith("access-control-")]
+    ok = await jp_fetch("astro/api/bookmarklet/intake", method="OPTIONS", headers=dict(pre), raise_error=False)
+    assert ok.code == 204
+    assert ok.headers["Access-Control-Allow-Origin"] == "*"
+    assert "POST" in ok.headers["Access-Control-Allow-Methods"]
+    assert "authorization" in ok.headers["Access-Control-Allow-Headers"].lower()

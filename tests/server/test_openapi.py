@@ -1,0 +1,69 @@
+"""The OpenAPI document against the handlers the server really registered."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tornado.routing import PathMatches, Rule
+from tornado.web import RequestHandler
+
+from tests.server.conftest import Api
+
+VERBS = ("get", "post", "put", "patch", "delete", "options")
+
+
+def _astro_rules(router: Any) -> list[Rule]:
+    found: list[Rule] = []
+    for rule in getattr(router, "rules", []):
+        target = rule.target
+        if isinstance(target, type) and issubclass(target, RequestHandler):
+            if target.__module__.startswith("astro_jupyter.server"):
+                found.append(rule)
+        else:
+            found.extend(_astro_rules(target))
+    return found
+
+
+def _template(pattern: str, base_url: str) -> str:
+    path = pattern.rstrip("$")
+    path = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", path)
+    path = path.replace("\\.", ".")
+    assert path.startswith(base_url), (path, base_url)
+    return "/" + path[len(base_url):]
+
+
+def _verbs(handler: type[RequestHandler]) -> set[str]:
+    """Verbs the handler class itself (or an astro base) implements; the base's refusing OPTIONS is not one."""
+    from astro_jupyter.server.base import AstroHandler
+
+    verbs = set()
+    for verb in VERBS:
+        impl = getattr(handler, verb)
+        if impl is getattr(RequestHandler, verb):
+            continue
+        owner = next(k for k in handler.__mro__ if verb in vars(k))
+        if verb == "options" and owner is AstroHandler:
+            continue
+        if owner.__module__.startswith("astro_jupyter.server"):
+            verbs.add(verb)
+    return verbs
+
+
+async def test_document_matches_registered_handlers(api: Api, jp_serverapp: Any, jp_base_url: str) -> None:
+    status, doc = await api("GET", "astro/api/openapi.json")
+    assert status == 200 and doc["openapi"].startswith("3.")
+    registered: dict[str, set[str]] = {}
+    for rule in _astro_rules(jp_serverapp.web_app.default_router):
+        assert isinstance(rule.matcher, PathMatches)
+        registered[_template(rule.matcher.regex.pattern, jp_base_url)] = _verbs(rule.target)
+    documented = {path: set(ops) for path, ops in doc["paths"].items()}
+    assert set(registered) == set(documented)
+    for path in registered:
+        assert registered[path] == documented[path], path
+    # every operation says what it answers, and errors share one schema
+    for path, ops in doc["paths"].items():
+        for verb, op in ops.items():
+            assert op["summary"] and op["responses"], (path, verb)
+    assert doc["components"]["schemas"]["Error"]["required"] == ["message", "reason"]
+    assert doc["servers"] == [{"url": jp_base_url.rstrip("/")}]
