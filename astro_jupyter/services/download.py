@@ -263,7 +263,11 @@ class DownloadService:
         try:
             current = url
             for _ in range(MAX_REDIRECTS + 1):
-                await check_url(current, allow_private=self.config.allow_private_downloads)
+                await check_url(
+                    current,
+                    allow_private=self.config.allow_private_downloads,
+                    allowed_hosts=self.config.download_allowed_hosts,
+                )
                 try:
                     async with self.http.stream(
                         "GET",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from typing import Iterable
 from urllib.parse import urlsplit
 
 from ..errors import ServiceError
@@ -52,15 +53,16 @@ async def resolve_host(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-async def check_url(url: str, *, allow_private: bool) -> None:
-    """Raise ``BlockedAddressError`` (or ServiceError for a bad URL) unless ``url`` may be fetched."""
+async def check_url(url: str, *, allow_private: bool, allowed_hosts: Iterable[str] = ()) -> None:
+    """Raise ``BlockedAddressError`` (or ServiceError for a bad URL) unless ``url`` may be fetched.
+    ``allowed_hosts`` names hosts exempt from the address check (matched by name, not address)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise ServiceError(f"refusing to fetch {url!r}: only http and https URLs are allowed")
     host = parts.hostname
     if not host:
         raise ServiceError(f"refusing to fetch {url!r}: no host")
-    if allow_private:
+    if allow_private or host.lower() in {h.lower() for h in allowed_hosts}:
         return
     port = parts.port or (443 if parts.scheme == "https" else 80)
     for address in await resolve_host(host, port):

@@ -136,6 +136,28 @@ async def test_private_targets_refused_unless_allowed(astro_home: Path, ads_fake
     assert papers_files(config) == []
 
 
+@pytest.mark.asyncio
+async def test_redirect_hops_are_checked_too(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer, file_fake: FakeServer) -> None:
+    """127.0.0.1 is explicitly allowed; its redirect to ``localhost`` (the same machine by another
+    name) is not, so the guard must stop the second hop before it is requested."""
+    port = file_fake.port
+    file_fake.state["routes"]["/pdf/2301.01234"] = Route(status=302, location=f"http://localhost:{port}/real.pdf")
+    file_fake.state["routes"]["/real.pdf"] = Route(body=make_pdf())
+    config = make_paper_config(
+        astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False, download_allowed_hosts=["127.0.0.1"]
+    )
+    services = await ServiceContainer(config).start()
+    try:
+        with pytest.raises(DownloadFailed) as info:
+            await services.downloads.download("2301.01234")
+    finally:
+        await services.close()
+    arxiv_attempt = info.value.attempts[0]
+    assert arxiv_attempt.channel == "arxiv" and "localhost resolves to" in arxiv_attempt.error
+    assert [r.path for r in file_fake.requests] == ["/pdf/2301.01234"]  # the redirect target never asked
+    assert papers_files(config) == []
+
+
 @pytest.mark.parametrize(
     ("address", "public"),
     [
