@@ -1,0 +1,127 @@
+"""subagent through the runtime: isolated context, summary only, nested events, hooks, step limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from astro_jupyter.agent.hooks import HookRegistry
+from astro_jupyter.agent.subagents import SubagentLimitError, resolve_max_steps
+from astro_jupyter.agent.tools.ask_user import AskUserTool
+from astro_jupyter.agent.tools.subagent import SubagentTool
+from astro_jupyter.agent.tools.todo import TodoWriteTool
+from astro_jupyter.config import AstroConfig
+from astro_jupyter.events import Subagent, TodoUpdate, ToolResult
+from tests.agent.runtime_helpers import collect, make_config, make_runtime
+from tests.fakes.openai_server import Turn, last_tool_results
+
+PLAN = {"todos": [{"id": "a", "content": "look up the redshift", "status": "in_progress"}]}
+
+
+def test_resolve_max_steps_defaults_and_limits() -> None:
+    config = AstroConfig(home="/tmp/unused")
+    assert resolve_max_steps(config, None) == 5
+    assert resolve_max_steps(config, 10) == 10
+    for bad, text in ((11, "above the limit of 10"), (0, "at least 1"), ("many", "integer"), (2.5, "integer")):
+        with pytest.raises(SubagentLimitError, match=text):
+            resolve_max_steps(config, bad)
+
+
+@pytest.mark.asyncio
+async def test_subagent_isolated_summary_only_nested_events_and_hooks(tmp_path, openai_server) -> None:
+    seen: list[str] = []
+    hooks = HookRegistry()
+
+    async def record(event: Any, payload: dict[str, Any]) -> None:
+        seen.append(f"{event.value}:{payload.get('subagent_id', '')[:4]}")
+
+    hooks.register("SubagentStart", record)
+    hooks.register("SubagentStop", record)
+    services, runtime = await make_runtime(
+        make_config(tmp_path, openai_server.url), SubagentTool(), TodoWriteTool(), AskUserTool(), hooks=hooks
+    )
+    try:
+        openai_server.script(
+            Turn.call("subagent", {"task": "Find the redshift of 3C 273.", "max_steps": 3}, id="sub_call"),
+            Turn.call("todo_write", PLAN, id="inner_1"),  # the subagent's step 1
+            Turn.say("3C 273 is at z = 0.158."),  # the subagent's summary
+            Turn.say("The redshift is 0.158."),  # the parent's answer
+        )
+        handle = await runtime.start_run("What is the redshift of 3C 273? " + "PARENT-ONLY-CONTEXT")
+        events = [e for _, e in await collect(handle)]
+        assert (await handle.wait()).reason == "finished"
+    finally:
+        await runtime.close()
+        await services.close()
+    subs = [e for e in events if isinstance(e, Subagent)]
+    assert [s.phase for s in subs] == ["start", "stop"]
+    sid = subs[0].id
+    assert subs[0].parent_tool_call_id == "sub_call" and subs[0].task == "Find the redshift of 3C 273."
+    assert subs[1].summary == "3C 273 is at z = 0.158." and not subs[1].is_error
+    todo = next(e for e in events if isinstance(e, TodoUpdate))
+    assert todo.subagent_id == sid  # nested under the subagent
+    inner = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == "inner_1")
+    assert inner.subagent_id == sid
+    outer = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == "sub_call")
+    assert outer.subagent_id is None and outer.output == "3C 273 is at z = 0.158."
+    assert outer.metadata["steps"] == 2 and outer.metadata["max_steps"] == 3
+    # isolation: the subagent never saw the parent's prompt; the parent sees only the summary
+    sub_req = openai_server.chat_requests[1]
+    assert not any("PARENT-ONLY-CONTEXT" in (m.get("content") or "") for m in sub_req["messages"])
+    assert sorted(t["function"]["name"] for t in sub_req["tools"]) == ["query_target", "todo_write"]  # no ask_user/subagent
+    parent_req = openai_server.chat_requests[3]
+    assert [m["content"] for m in last_tool_results(parent_req)] == ["3C 273 is at z = 0.158."]
+    assert not any(m.get("tool_call_id") == "inner_1" for m in parent_req["messages"])
+    assert seen == [f"SubagentStart:{sid[:4]}", f"SubagentStop:{sid[:4]}"]
+
+
+@pytest.mark.asyncio
+async def test_more_than_ten_steps_is_an_error_and_starts_nothing(tmp_path, openai_server) -> None:
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SubagentTool())
+    try:
+        openai_server.script(
+            Turn.call("subagent", {"task": "long survey", "max_steps": 25}, id="c1"),
+            Turn.say("I will keep it shorter."),
+        )
+        handle = await runtime.start_run("survey")
+        events = [e for _, e in await collect(handle)]
+    finally:
+        await runtime.close()
+        await services.close()
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.is_error and "max_steps 25 is above the limit of 10" in result.output
+    assert not any(isinstance(e, Subagent) for e in events)
+    assert len(openai_server.chat_requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_subagent_stops_at_its_max_steps(tmp_path, openai_server) -> None:
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SubagentTool(), TodoWriteTool())
+    try:
+        openai_server.script(
+            Turn.call("subagent", {"task": "plan forever", "max_steps": 2}, id="c1"),
+            Turn.call("todo_write", PLAN, text="step one. "),
+            Turn.call("todo_write", PLAN, text="step two. "),
+            Turn.say("parent done"),
+        )
+        handle = await runtime.start_run("go")
+        events = [e for _, e in await collect(handle)]
+    finally:
+        await runtime.close()
+        await services.close()
+    outer = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == "c1")
+    assert "stopped after 2 steps" in outer.output and outer.metadata["steps"] == 2
+    assert len(openai_server.chat_requests) == 4  # parent, 2 subagent steps, parent
+
+
+@pytest.mark.asyncio
+async def test_ask_user_is_unavailable_in_a_silent_subagent_context(services) -> None:
+    from tests.agent.tools.orch_ctx import make_ctx
+
+    async def never(question: str, options: list[str]) -> str:  # pragma: no cover - must not be called
+        raise AssertionError("a silent context must not ask")
+
+    ctx, _ = make_ctx(services, silent=True, subagent_id="sub_x", ask_user=never)
+    out = await AskUserTool().execute({"question": "Which band?"}, ctx)
+    assert out.is_error and "unavailable" in out.content
