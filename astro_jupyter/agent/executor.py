@@ -233,7 +233,11 @@ class ToolExecutor:
                 slot, ctx, PermissionDecision("deny", f"refused by a PermissionRequest hook: {outcome.reason}", "hook"), ""
             )
         # Start waiting before announcing, so an instant answer cannot arrive before anyone listens.
-        asking = asyncio.ensure_future(ctx.ask_permission(request))
+        try:
+            asking = asyncio.ensure_future(ctx.ask_permission(request))
+        except Exception as exc:  # noqa: BLE001 - a broken asker means no consent
+            verdict = PermissionDecision("deny", f"{decision.reason} (asking failed: {type(exc).__name__}: {exc})", "ask")
+            return await self._permission_answered(slot, ctx, verdict, "")
         await self.emit(ctx, request)
         timeout = self.config.permission_timeout_secs
         try:
