@@ -51,6 +51,7 @@ class Writer:
         self.bold = pymupdf.Font("hebo")
         self.cjk = pymupdf.Font("cjk")
         self.toc: list[list] = []
+        self._widths: dict[tuple[str, int, float], float] = {}
         self.page: pymupdf.Page | None = None
         self.col = 0
         self.y = 0.0
@@ -89,7 +90,7 @@ class Writer:
         cursor = x
         for f, run in runs:
             writer.append((cursor, y), run, font=f, fontsize=size)
-            cursor += f.text_length(run, fontsize=size)
+            cursor += sum(self.width(w, f, size) for w in run.split(" ")) + self.width(" ", f, size) * run.count(" ")
         writer.write_text(self.page)
 
     def _advance(self, height: float) -> None:
@@ -103,18 +104,28 @@ class Writer:
 
     top = MARGIN + 10
 
+    def width(self, text: str, font: pymupdf.Font, size: float) -> float:
+        """Cached text widths: ``Font.text_length`` is slow per character."""
+        key = (text, id(font), size)
+        if key not in self._widths:
+            self._widths[key] = self._font_for(text, font).text_length(text, fontsize=size)
+        return self._widths[key]
+
     def wrap(self, text: str, font: pymupdf.Font, size: float, width: float) -> list[str]:
         lines: list[str] = []
-        current = ""
+        current: list[str] = []
+        used = 0.0
+        space = self.width(" ", font, size)
         for word in text.split():
-            trial = (current + " " + word).strip()
-            if self._font_for(trial, font).text_length(trial, fontsize=size) > width and current:
-                lines.append(current)
-                current = word
+            w = self.width(word, font, size)
+            if current and used + space + w > width:
+                lines.append(" ".join(current))
+                current, used = [word], w
             else:
-                current = trial
+                used += (space if current else 0.0) + w
+                current.append(word)
         if current:
-            lines.append(current)
+            lines.append(" ".join(current))
         return lines
 
     def paragraph(self, text: str, *, font: pymupdf.Font | None = None, size: float = BODY, gap: float = 6) -> None:

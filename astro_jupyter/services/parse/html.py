@@ -85,11 +85,11 @@ class _Builder(HTMLParser):
         if tag in _HEADINGS:
             self._flush()
             self._kind, self._level = "heading", _HEADINGS[tag]
+            if "ltx_title_abstract" in (attr.get("class") or ""):
+                self._level = 2  # LaTeXML sets the abstract's title as <h6>
         elif tag in _BLOCK_TEXT:
             self._flush()
             self._kind = tag
-        elif tag in ("section", "div", "article") and self._kind not in (None, "heading"):
-            pass
 
     def handle_endtag(self, tag: str) -> None:
         if tag in _SKIP:

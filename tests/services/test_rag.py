@@ -1,0 +1,209 @@
+"""Hybrid retrieval: RRF, FTS sanitising, the in-memory exact kNN index, answers with citations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytest_asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from astro_jupyter.config import AstroConfig
+from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.services.parse.chunking import Chunk
+from astro_jupyter.services.rag import fts_query, rrf
+from astro_jupyter.services.vector_index import VectorIndex, _Matrix
+from astro_jupyter.store.papers import PaperRecord
+
+PDFS = Path(__file__).resolve().parents[1] / "data" / "pdfs"
+
+
+def test_rrf_rewards_agreement_and_breaks_ties_stably() -> None:
+    fused = rrf([[1, 2, 3], [3, 1, 4]])
+    ids = [i for i, _ in fused]
+    assert ids[:2] == [1, 3]  # in both lists, high in both
+    assert ids[2:] == [2, 4]  # only in one list: by rank
+    assert fused[0][1] == pytest.approx(1 / 61 + 1 / 62)
+    assert rrf([]) == [] and rrf([[5]]) == [(5, pytest.approx(1 / 61))]
+
+
+def test_fts_query_quotes_words_and_drops_operators() -> None:
+    assert fts_query('dark "matter" AND halo*') == '"dark" OR "matter" OR "halo"'
+    assert fts_query("the of and") == '"the" OR "of" OR "and"'  # only stopwords: keep them
+    assert fts_query("") == "" and fts_query('"*()^:') == ""
+    assert fts_query("Schrödinger 東京") == '"Schrödinger" OR "東京"'
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=80))
+def test_fts_query_never_breaks_fts5(text: str) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
+    conn.execute("INSERT INTO t VALUES ('dark matter halo NEAR the core')")
+    match = fts_query(text)
+    if match:
+        conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (match,)).fetchall()
+
+
+def test_matrix_search_equals_numpy_exact() -> None:
+    rng = np.random.default_rng(42)
+    n, d = 3000, 64
+    rows = rng.normal(size=(n, d)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    ids = np.arange(1000, 1000 + n)
+    m = _Matrix.build(d, ids, rows)
+    for _ in range(20):
+        q = rng.normal(size=d).astype(np.float32)
+        q /= np.linalg.norm(q)
+        want = ids[np.argsort(-(rows @ q))[:10]]
+        assert [i for i, _ in m.search(q, 10)] == list(want)
+    # restricted to a subset
+    subset = list(ids[::7])
+    got = [i for i, _ in m.search(q, 5, restrict=subset)]
+    sub_rows = rows[::7]
+    assert got == list(np.array(subset)[np.argsort(-(sub_rows @ q))[:5]])
+
+
+def test_matrix_add_remove_keeps_exactness() -> None:
+    rng = np.random.default_rng(3)
+    d = 16
+    rows = rng.normal(size=(100, d)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    m = _Matrix(d)
+    m.add(list(range(100)), rows)
+    m.remove(list(range(0, 100, 2)))
+    assert m.size == 50
+    q = rows[3]
+    assert m.search(q, 1)[0][0] == 3
+    m.remove([3])
+    assert 3 not in [i for i, _ in m.search(q, 50)]
+    m.add([3], rows[3:4])  # re-adding replaces, never duplicates
+    m.add([3], rows[3:4])
+    assert [i for i, _ in m.search(q, 50)].count(3) == 1 and m.size == 50
+
+
+async def _paper_with_chunks(c: ServiceContainer, pid: str, texts: list[tuple[str, str]]) -> list[int]:
+    await c.library.papers.insert(PaperRecord(id=pid, title=f"Title of {pid}", state="parsed"))
+    chunks = [Chunk(i, sec, "body", i + 1, i + 1, text) for i, (sec, text) in enumerate(texts)]
+    ids = await c.chunks.replace(pid, chunks)
+    await c.rag.embed_chunks(await c.chunks.for_paper(pid))
+    return ids
+
+
+@pytest_asyncio.fixture
+async def library(services: ServiceContainer) -> ServiceContainer:
+    await _paper_with_chunks(services, "local:halo", [
+        ("1 Introduction", "Dwarf galaxies are dominated by dark matter."),
+        ("3 Results", "The dark matter halo follows a cored Burkert profile rather than a cusp."),
+        ("4 Conclusions", "Cored profiles describe the sample best."),
+    ])
+    await _paper_with_chunks(services, "local:pulsar", [
+        ("1 Introduction", "Millisecond pulsars are spun up by accretion from a companion star."),
+        ("2 Timing", "Pulsar timing arrays search for nanohertz gravitational waves."),
+    ])
+    return services
+
+
+@pytest.mark.asyncio
+async def test_hybrid_search_ranks_and_filters(library: ServiceContainer) -> None:
+    hits = await library.rag.search("cored dark matter halo profile", 3)
+    assert hits[0].chunk.paper_id == "local:halo" and hits[0].chunk.section == "3 Results"
+    assert hits[0].vector_rank == 1 and hits[0].fts_rank == 1
+    only = await library.rag.search("dark matter", 5, paper_ids=["local:pulsar"])
+    assert {h.chunk.paper_id for h in only} == {"local:pulsar"}
+    fts_only = await library.rag.search("gravitational waves", 2, mode="fts")
+    assert fts_only[0].chunk.section == "2 Timing" and fts_only[0].vector_rank is None
+    vec_only = await library.rag.search("gravitational waves", 2, mode="vector")
+    assert vec_only[0].chunk.section == "2 Timing" and vec_only[0].fts_rank is None
+    # hostile query text never raises
+    assert isinstance(await library.rag.search('"pulsar" AND (NEAR(x y) OR *', 3), list)
+
+
+@pytest.mark.asyncio
+async def test_index_follows_inserts_and_deletes(library: ServiceContainer) -> None:
+    rag = library.rag
+    space = await rag.space()
+    await rag.search("pulsar", 1)
+    assert rag.index.cached(space)
+    loads = rag.index.loads
+    new = await _paper_with_chunks(library, "local:new", [("1 Intro", "Fast radio bursts from magnetars.")])
+    hits = await rag.search("fast radio bursts magnetars", 1, mode="vector")
+    assert hits[0].chunk.id == new[0]
+    # re-parsing a paper drops its old vectors from the cache too
+    rag.forget(await library.chunks.removed_ids("local:new"))
+    await library.chunks.replace("local:new", [])
+    hits = await rag.search("fast radio bursts magnetars", 5, mode="vector")
+    assert new[0] not in [h.chunk.id for h in hits]
+    assert rag.index.loads == loads  # kept in sync without reloading
+
+
+@pytest.mark.asyncio
+async def test_index_notices_writes_from_another_process(library: ServiceContainer) -> None:
+    rag = library.rag
+    await rag.search("pulsar", 1)
+    loads = rag.index.loads
+    other = ServiceContainer(AstroConfig(home=library.config.home))
+    await other.start()
+    try:
+        added = await _paper_with_chunks(other, "local:elsewhere", [("1 Intro", "Exoplanet transits observed by TESS.")])
+    finally:
+        await other.close()
+    hits = await rag.search("exoplanet transits TESS", 1, mode="vector")
+    assert hits[0].chunk.id == added[0] and rag.index.loads == loads + 1
+
+
+@pytest.mark.asyncio
+async def test_backend_change_reembeds_missing_chunks(library: ServiceContainer, tmp_path) -> None:
+    from astro_jupyter.services.embed import LexicalEmbedder
+    from astro_jupyter.services.rag import RagService
+
+    class Wider(LexicalEmbedder):
+        name = "lexical-wide"
+
+    rag = RagService(library.config, library.chunks, VectorIndex(library.chunks), Wider(dim=512))
+    hits = await rag.search("millisecond pulsars accretion", 1, mode="vector")
+    space = await rag.space()
+    assert space.dim == 512 and await library.chunks.vector_count(space) == 5
+    assert hits[0].chunk.paper_id == "local:pulsar"
+
+
+@pytest.mark.asyncio
+async def test_answer_without_llm_returns_passages(library: ServiceContainer) -> None:
+    result = await library.rag.answer("What spins up millisecond pulsars?", 3)
+    assert result.answer == "" and result.hits[0].chunk.paper_id == "local:pulsar"
+
+
+@pytest.mark.asyncio
+async def test_answer_with_llm_cites_passages(openai_server, tmp_path) -> None:
+    from tests.fakes.openai_server import Turn
+
+    cfg = AstroConfig(home=str(tmp_path / "h"), openai_base_url=openai_server.url, openai_api_key="k", embed_model="lexical")
+    c = ServiceContainer(cfg)
+    await c.start()
+    try:
+        await _paper_with_chunks(c, "local:pulsar", [("1 Introduction", "Millisecond pulsars are spun up by accretion.")])
+        openai_server.script(Turn.say("Accretion from a companion spins them up [1]."))
+        result = await c.rag.answer("What spins up millisecond pulsars?", 2)
+        assert result.answer == "Accretion from a companion spins them up [1]." and result.cited == [1]
+        prompt = openai_server.chat_requests[-1]["messages"][-1]["content"]
+        assert "[1] (Title of local:pulsar, 1 Introduction, p. 1)" in prompt
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_vec0_fallback_when_too_large_to_cache(library: ServiceContainer) -> None:
+    if not library.db.info.vec_available:
+        pytest.skip("sqlite-vec not loadable")
+    index = VectorIndex(library.chunks, max_rows=2)
+    space = await library.rag.space()
+    q = (await library.rag.embedder.embed(["pulsar timing gravitational waves"]))[0]
+    got = await index.search(space, q, 2)
+    assert not index.cached(space)
+    want = await library.rag.index.search(space, q, 2)
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
