@@ -362,7 +362,10 @@ class ToolExecutor:
         final = ToolOutput(content, output.is_error, metadata)
         await self._audit(ctx, "tool_use", slot, is_error=final.is_error, duration_ms=duration_ms,
                           detail={"stage": slot.stage or ("failure" if failure else "done"), "failure": failure,
-                                  "persisted_path": metadata.get("persisted_path")})
+                                  "persisted_path": metadata.get("persisted_path"),
+                                  "permission": None if slot.permission is None else
+                                  {"action": slot.permission.action, "source": slot.permission.source,
+                                   "reason": slot.permission.reason}})
         await self.emit(ctx, ToolResult(tool_call_id=slot.id, name=slot.name, output=content, is_error=final.is_error,
                                         metadata=metadata, step=ctx.step, duration_ms=duration_ms,
                                         subagent_id=ctx.subagent_id))

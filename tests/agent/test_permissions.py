@@ -226,3 +226,13 @@ async def test_permission_request_hook_fires_and_can_refuse(services: Any) -> No
     (res,) = await ex.execute([call("run_bash", '{"tag": "x"}', id="h1")], ctx)
     assert payloads[0]["tool_call_id"] == "h1" and payloads[0]["message"] == "shell commands need your OK"
     assert seen == [] and "policy bot says no" in res.output.content
+
+
+@pytest.mark.asyncio
+async def test_denied_call_audit_row_says_why(services: Any) -> None:
+    ex = make_executor(services, [tool()], rules=[{"action": "deny", "tool": "run_bash", "reason": "no shell"}])
+    await ex.execute([call("run_bash", '{"tag": "x"}', id="d1")], make_ctx(services, Recorder()))
+    [row] = [r for r in await services.audit.list("s1") if r["tool_call_id"] == "d1"]
+    detail = json.loads(row["detail"])
+    assert row["event"] == "tool_use" and row["is_error"] == 1 and detail["stage"] == "permission"
+    assert detail["permission"] == {"action": "deny", "source": "config", "reason": "no shell"}
