@@ -107,6 +107,14 @@ async def bench_overhead(services: ServiceContainer, per_turn: int, turns: int) 
     return bare, full
 
 
+async def bench_audit(services: ServiceContainer, n: int) -> float:
+    """µs for one audit-log insert on its own (the largest single cost inside the pipeline)."""
+    t = time.perf_counter()
+    for i in range(n):
+        await services.audit.record("tool_use", session_id="bench", tool_name="instant", tool_call_id=f"a{i}")
+    return (time.perf_counter() - t) / n * 1e6
+
+
 async def main(repeats: int, turns: int) -> None:
     with tempfile.TemporaryDirectory() as home:
         services = ServiceContainer(AstroConfig(home=home))
@@ -114,6 +122,7 @@ async def main(repeats: int, turns: int) -> None:
         try:
             serial, parallel = await bench_parallel(services, 8, repeats)
             rows = [(per_turn, *await bench_overhead(services, per_turn, turns)) for per_turn in (1, 8)]
+            audit_us = await bench_audit(services, turns)
         finally:
             await services.close()
     print("\n8 tools x 100 ms in one turn (median of %d)" % repeats)
@@ -123,6 +132,7 @@ async def main(repeats: int, turns: int) -> None:
     print(f"{'calls/turn':>10} | {'bare await':>11} | {'executor':>10} | {'overhead':>10}")
     for per_turn, bare, full in rows:
         print(f"{per_turn:>10} | {bare:8.1f} µs | {full:7.1f} µs | {full - bare:7.1f} µs")
+    print(f"one audit-log insert alone: {audit_us:.1f} µs")
 
 
 if __name__ == "__main__":
