@@ -261,3 +261,48 @@ async def test_several_subscribers_see_the_same_events(tmp_path, openai_server, 
     finally:
         await runtime.close()
         await services.close()
+
+
+@pytest.mark.asyncio
+async def test_schema_invalid_arguments_and_malformed_stream(tmp_path, openai_server, sesame_server):
+    openai_server.script(
+        Turn.call("query_target", {"nom": "M 31"}, id="s1"),  # wrong key: schema error result, loop goes on
+        Turn.say("half an answer", malformed=True),  # the endpoint then sends garbage
+    )
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("resolve with a typo")
+        items = await collect(handle)
+        result = next(e for _, e in items if isinstance(e, ToolResult))
+        assert result.is_error and result.tool_call_id == "s1" and "name" in result.output
+        assert types(items)[-2:] == ["error", "done"] and items[-1][1].reason == "error"
+        assert "LLM" in items[-2][1].message
+        msgs = await services.messages.list(handle.session_id)
+        assert [m.role for m in msgs] == ["user", "assistant", "tool"]
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+@pytest.mark.asyncio
+async def test_default_registry_runtime_sends_sorted_resident_tools(tmp_path, openai_server, sesame_server):
+    from astro_jupyter.agent.runtime import AgentRuntime
+    from astro_jupyter.services.container import ServiceContainer
+
+    openai_server.script(Turn.say("hello"))
+    services = ServiceContainer(make_config(tmp_path, openai_server.url, sesame_server.url))
+    await services.start()
+    runtime = AgentRuntime(services)
+    try:
+        handle = await runtime.start_run("hi")
+        assert (await handle.wait()).reason == "finished"
+        sent = openai_server.chat_requests[0]
+        names = [t["function"]["name"] for t in sent["tools"]]
+        assert names == sorted(names) and "query_target" in names
+        deferred = [t.name for t in runtime.registry.sorted_tools() if t.defer_loading]
+        assert not set(deferred) & set(names)
+        for name in deferred:  # the deferred catalog is in the system prompt instead
+            assert f"- {name}: " in sent["messages"][0]["content"]
+    finally:
+        await runtime.close()
+        await services.close()

@@ -283,3 +283,19 @@ async def test_interrupted_runs_are_marked_at_startup(tmp_path, openai_server, s
     finally:
         await runtime.close()
         await services.close()
+
+
+@pytest.mark.asyncio
+async def test_ask_user_without_answer_times_out_cleanly(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.call("ask_something", {}), Turn.say("gave up waiting"))
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url, ask_user_timeout_secs=0.3)
+    services, runtime = await make_runtime(cfg, AskTool())
+    try:
+        handle = await runtime.start_run("ask me")
+        items = await asyncio.wait_for(collect(handle), 10)
+        result = next(e for _, e in items if isinstance(e, ToolResult))
+        assert result.is_error and "no answer within 0.3 s" in result.output
+        assert handle.final_text == "gave up waiting" and handle.answers.pending() == []
+    finally:
+        await runtime.close()
+        await services.close()
