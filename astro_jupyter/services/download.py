@@ -142,7 +142,8 @@ class DownloadService:
 
     async def _record_for(self, paper_id: str, notes: list[str]) -> PaperRecord:
         """The library record, fetching metadata when new; if metadata is unavailable but the
-        identifier itself names a channel (arXiv id, DOI), download anyway with a bare record."""
+        identifier itself names a channel (arXiv id, DOI), download anyway with a bare record
+        (``state == ""``: stored only once the PDF has arrived, so a failure leaves no stub row)."""
         try:
             return await self.library.resolve(paper_id)
         except ToolInputError:
@@ -159,7 +160,8 @@ class DownloadService:
                 bibcode=ident.value if ident.kind == "bibcode" else None,
                 source="download",
             )
-            return await self.library.store(bare)
+            bare.id = ident.paper_id
+            return bare
 
     async def download(
         self,
@@ -223,6 +225,8 @@ class DownloadService:
                 attempt.error = str(exc)
                 continue
             attempt.ok = True
+            if not record.state:
+                record = await self.library.store(record)
             updated = await self.library.set_downloaded(record.id, target)
             return DownloadResult(updated, target, channel, final_url, size, attempts, notes=notes)
 
@@ -231,7 +235,8 @@ class DownloadService:
                 f"no download channel for {record.id}: it has no arXiv id, bibcode or DOI", attempts, record
             )
         lines = "; ".join(f"{a.channel} ({a.url}): {a.error}" for a in attempts)
-        raise DownloadFailed(f"could not download {record.id}; every channel failed: {lines}", attempts, record)
+        extra = f" ({' '.join(notes)})" if notes else ""
+        raise DownloadFailed(f"could not download {record.id}; every channel failed: {lines}{extra}", attempts, record)
 
     async def _ads_links(self, record: PaperRecord, attempts: list[ChannelAttempt]) -> list[tuple[str, str]]:
         gateway = f"{self.config.ads_url.rstrip('/')}/resolver/{record.bibcode}/esource"

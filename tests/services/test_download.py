@@ -268,3 +268,18 @@ async def test_killed_download_is_swept_before_the_next(paper_services: ServiceC
     result = await paper_services.downloads.download("2301.01234")
     assert result.path.is_file()
     assert papers_files(config) == ["arxiv_2301.01234.pdf"]
+
+
+@pytest.mark.asyncio
+async def test_metadata_outage_still_downloads_by_identifier(paper_services: ServiceContainer, file_fake: FakeServer, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
+    ads_fake.state["fail_all"] = 500
+    arxiv_fake.state["fail_all"] = True
+    with pytest.raises(DownloadFailed) as info:
+        await paper_services.downloads.download("2405.00001")
+    assert "metadata lookup failed" in str(info.value)
+    assert await paper_services.library.list() == []  # a failed download leaves no stub entry
+    file_fake.state["routes"]["/pdf/2405.00001"] = Route(body=make_pdf("JWST"))
+    result = await paper_services.downloads.download("2405.00001v1")
+    assert result.channel == "arxiv" and "metadata lookup failed" in result.notes[0]
+    stored = await paper_services.library.get("2405.00001")
+    assert stored.state == "downloaded" and stored.arxiv_version == "v1" and stored.pdf_path == str(result.path)
