@@ -3,7 +3,7 @@
 The first prompt carries only the resident tools' definitions plus a catalog (name and a
 one-line summary of every tool). Heavy or niche tools (``defer_loading``) are loaded on
 demand: this tool records their names in ``run_state.loaded_tools`` and the runtime adds
-their definitions to the next LLM request (see ``tool_definitions_for_run``).
+their definitions to the next LLM request (``AgentRuntime._tool_definitions``).
 """
 
 from __future__ import annotations
@@ -28,24 +28,6 @@ def loaded_tools(run_state: Any) -> set[str]:
 
 def run_registry(ctx: ToolContext) -> "ToolRegistry | None":
     return getattr(ctx.run_state, "registry", None) or getattr(ctx.runtime, "registry", None)
-
-
-def tool_definitions_for_run(registry: "ToolRegistry", run_state: Any) -> list[dict[str, Any]]:
-    """Resident definitions plus those of the deferred tools loaded so far, sorted by name."""
-    loaded = getattr(run_state, "loaded_tools", None) or set()
-    return [t.definition() for t in registry.sorted_tools() if not t.defer_loading or t.name in loaded]
-
-
-def catalog_text(registry: "ToolRegistry") -> str:
-    """The deferred-tool catalog for the system prompt (resident tools are already defined)."""
-    deferred = [t for t in registry.sorted_tools() if t.defer_loading]
-    if not deferred:
-        return ""
-    lines = [f"- {t.name}: {t.classifier_summary()}" for t in deferred]
-    return (
-        "## More tools (load with load_tool before calling)\n"
-        "These tools are available but their definitions are not loaded yet:\n" + "\n".join(lines)
-    )
 
 
 class LoadToolTool(AgentTool):

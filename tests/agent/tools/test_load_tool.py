@@ -1,0 +1,71 @@
+"""Tool loading: resident definitions + a catalog first; load_tool brings a deferred definition in."""
+
+from __future__ import annotations
+
+import pytest
+
+from astro_jupyter.agent.tools import build_default_registry
+from astro_jupyter.agent.tools.background import BgTaskCheckTool, BgTaskRunTool
+from astro_jupyter.agent.prompt import build_system_prompt
+from astro_jupyter.agent.tools.load_tool import LoadToolTool
+from astro_jupyter.agent.tools.search_history import SearchHistoryTool
+from astro_jupyter.agent.tools.todo import TodoWriteTool
+from astro_jupyter.events import ToolResult
+from tests.agent.runtime_helpers import collect, make_config, make_runtime
+from tests.fakes.openai_server import Turn
+
+SEED_READONLY = {
+    "read_file", "grep_files", "glob_files", "search_papers", "get_paper_metadata",
+    "get_paper_content", "rag_search", "query_target", "check_team_inbox",
+}
+SEED_DEFERRED = {
+    "parse_paper", "download_paper", "bg_task_run", "bg_task_check", "spawn_teammate",
+    "send_teammate_message", "team_broadcast", "search_history",
+}
+
+
+def _names(request: dict) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools") or []]
+
+
+@pytest.mark.asyncio
+async def test_deferred_tool_is_offered_only_after_load_tool(tmp_path, openai_server) -> None:
+    services, runtime = await make_runtime(
+        make_config(tmp_path, openai_server.url), LoadToolTool(), SearchHistoryTool(), TodoWriteTool(),
+        BgTaskRunTool(), BgTaskCheckTool(),
+    )
+    try:
+        old = await services.sessions.create(title="Quasar host galaxies")
+        await services.messages.append(old.id, {"role": "assistant", "content": "The quasar host is an elliptical."})
+        openai_server.script(
+            Turn.call("load_tool", {"names": ["search_history", "no_such_tool"]}, id="l1"),
+            Turn.call("search_history", {"query": "quasar host"}, id="s1"),
+            Turn.call("load_tool", {"names": ["teleport"]}, id="l2"),
+            Turn.say("Found earlier work."),
+        )
+        handle = await runtime.start_run("did we look at quasar hosts?")
+        events = [e for _, e in await collect(handle)]
+    finally:
+        await runtime.close()
+        await services.close()
+    first, second = openai_server.chat_requests[0], openai_server.chat_requests[1]
+    assert _names(first) == ["load_tool", "query_target", "todo_write"]  # resident only, sorted
+    system = first["messages"][0]["content"]
+    assert "- search_history: Full-text search of past sessions" in system and "- bg_task_run:" in system
+    assert _names(second) == ["load_tool", "query_target", "search_history", "todo_write"]
+    results = {e.tool_call_id: e for e in events if isinstance(e, ToolResult)}
+    assert "Loaded search_history" in results["l1"].output and "Unknown: no_such_tool" in results["l1"].output
+    assert "«quasar» «host»" in results["s1"].output
+    assert results["l2"].is_error and "deferred tools you can load: bg_task_check, bg_task_run, search_history" in results["l2"].output
+    assert _names(openai_server.chat_requests[3]) == _names(second)  # loaded tools stay for the run
+
+
+def test_seed_flags_and_prompt_size_of_the_full_registry(astro_config) -> None:
+    registry = build_default_registry(astro_config)
+    readonly = {t.name for t in registry if t.is_readonly}
+    deferred = {t.name for t in registry if t.defer_loading}
+    assert readonly == SEED_READONLY & set(registry.names())
+    assert deferred == SEED_DEFERRED & set(registry.names())
+    assert len(registry.resident_definitions()) == len(registry) - len(deferred)
+    prompt = build_system_prompt(registry)
+    assert all(f"- {name}:" in prompt for name in deferred)
