@@ -360,3 +360,26 @@ async def test_audit_hook_records_prompt_and_lifecycle(services: Any) -> None:
     assert detail["prompt_chars"] == len(prompt) and len(detail["prompt"]) <= 503
     assert json.loads(rows["Stop"]["detail"]) == {"reason": "finished"}
     assert rows["Stop"]["run_id"] == "r9"
+
+
+@pytest.mark.asyncio
+async def test_plain_function_hook_and_warning_before_block_is_reported() -> None:
+    hooks = HookRegistry()
+    notes: list[str] = []
+
+    def sync_block(event: Any, payload: dict[str, Any]) -> HookDecision:
+        return HookDecision.block("sync says no")
+
+    async def broken(event: Any, payload: dict[str, Any]) -> None:
+        raise OSError("disk full")
+
+    async def notify(event: Any, payload: dict[str, Any]) -> None:
+        notes.append(payload["message"])
+
+    hooks.register("PreToolUse", broken)
+    hooks.register("PreToolUse", sync_block)
+    hooks.register("Notification", notify)
+    outcome = await hooks.run("PreToolUse", {"arguments": {}}, tool_name="x")
+    assert outcome.blocked and outcome.reason == "sync says no"
+    await hooks.drain(2)
+    assert len(notes) == 1 and "OSError: disk full" in notes[0]

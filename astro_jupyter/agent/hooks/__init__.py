@@ -157,7 +157,8 @@ class CallableHook(Hook):
         return event is self.event
 
     async def __call__(self, event: HookEventName, payload: dict[str, Any]) -> HookResult:
-        return await self.fn(event, payload)
+        result = self.fn(event, payload)
+        return await result if inspect.isawaitable(result) else result  # plain functions work too
 
 
 def _decisions(result: HookResult) -> list[HookDecision]:
@@ -270,7 +271,9 @@ class HookRegistry:
             for decision in decisions:
                 outcome.apply(decision, payload)
                 if outcome.blocked:
-                    return outcome
+                    break
+            if outcome.blocked:
+                break
         if outcome.warnings and ev is not HookEventName.NOTIFICATION:
             for message in outcome.warnings:
                 self.fire_and_forget(HookEventName.NOTIFICATION, {"level": "warning", "message": message})
