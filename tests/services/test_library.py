@@ -149,3 +149,15 @@ async def test_add_identifier_then_state_changes(paper_services: ServiceContaine
     with pytest.raises(ValueError, match="state must be one of"):
         await lib.set_state(paper.id, "half-done")
     assert (await lib.set_state(paper.id, "metadata")).state == "metadata"
+
+
+@pytest.mark.asyncio
+async def test_concurrent_resolves_of_one_paper_make_one_entry(paper_services: ServiceContainer) -> None:
+    import asyncio
+
+    lib = paper_services.library
+    papers = await asyncio.gather(
+        lib.resolve("0805.2366"), lib.resolve("10.3847/1538-4357/ab042c"), lib.resolve("2019ApJ...873..111I")
+    )
+    assert {p.id for p in papers} == {"arxiv:0805.2366"}
+    assert [p.id for p in await lib.list()] == ["arxiv:0805.2366"]
