@@ -30,8 +30,8 @@ def _size(n: int) -> str:
 class DownloadPaperTool(AgentTool):
     name = "download_paper"
     description = (
-        "Download a paper's PDF into the local library, trying arXiv, then the ADS link gateway, then the "
-        "DOI/publisher link, and reporting what each channel did. paper_id may be the library id, an arXiv "
+        "Download a paper's PDF into the local library (arXiv, ADS, DOI/publisher fallbacks). "
+        "Channels are tried in that order and the result reports what each one did. paper_id may be the library id, an arXiv "
         "id, DOI, ADS bibcode or URL. Afterwards parse_paper can turn it into text."
     )
     parameters = {

@@ -99,9 +99,9 @@ def _hit_line(n: int, hit: dict[str, Any]) -> str:
 class SearchPapersTool(AgentTool):
     name = "search_papers"
     description = (
-        "Search the astronomy literature in NASA ADS and arXiv at once; results are merged and "
-        "de-duplicated, with citation counts and whether each paper is already in the local library "
-        "(not downloaded / downloaded / parsed). Use the returned id with download_paper, parse_paper "
+        "Search NASA ADS and arXiv together for papers, with citation counts and library status. "
+        "Results are merged and de-duplicated; each says whether the paper is already in the local "
+        "library (not downloaded / downloaded / parsed). Use the returned id with download_paper, parse_paper "
         "or get_paper_metadata. ADS query syntax works (author:\"Ivezić\", year:2019, title:\"LSST\")."
     )
     parameters = {
@@ -222,8 +222,8 @@ def describe_record(record: PaperRecord) -> str:
 class GetPaperMetadataTool(AgentTool):
     name = "get_paper_metadata"
     description = (
-        "Get one paper's full metadata: authors, journal, keywords, abstract, citation count and its "
-        "download/parse state in the local library. paper_id may be the library id, an arXiv id, DOI, "
+        "Get one paper's full record: authors, journal, keywords, abstract, citations, library state. "
+        "paper_id may be the library id, an arXiv id, DOI, "
         "ADS bibcode or URL; unknown papers are looked up in ADS/arXiv and remembered. Optionally lists "
         "the paper's references or citing papers (needs ADS)."
     )
