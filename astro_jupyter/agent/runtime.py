@@ -289,7 +289,14 @@ class AgentRuntime:
         tools = self._tool_definitions(registry, state)
 
         async def consume() -> Any:
-            async for item in self.llm.stream(state.messages, tools, model=state.model):
+            stream = self.llm.stream(state.messages, tools, model=state.model)
+            try:
+                return await drain(stream)
+            finally:
+                await stream.aclose()  # releases the HTTP response at once (cancel, error or done)
+
+        async def drain(stream: Any) -> Any:
+            async for item in stream:
                 kind = item.kind
                 if kind == "text":
                     text.append(item.delta)

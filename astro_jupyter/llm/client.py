@@ -152,8 +152,9 @@ class LlmClient:
         retries = 0
         while True:
             started = False
+            attempt = self._stream_once(client, messages, tools, current)
             try:
-                async for item in self._stream_once(client, messages, tools, current):
+                async for item in attempt:
                     started = True
                     yield item
                 return
@@ -189,6 +190,8 @@ class LlmClient:
                     await asyncio.sleep(self._backoff(retries))
                     continue
                 raise self._final_error(failure, current) from exc
+            finally:
+                await attempt.aclose()  # a consumer that stops early must not leave the response open
 
     async def _stream_once(
         self, client: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: str
