@@ -1,0 +1,259 @@
+"""Runs over HTTP: start, stream as SSE with a real client, resume, cancel, answer, bad input.
+
+The run uses the scripted OpenAI-compatible server (real ``openai`` client) making a
+``query_target`` call answered by the fake CDS Sesame (real ``httpx2``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Callable
+
+import httpx2
+import pytest
+
+from astro_jupyter.server.base import SERVICE_KEY
+from astro_jupyter.server.service import AstroService
+from tests.fakes.openai_server import Turn
+from tests.server.conftest import Api
+
+Event = tuple[int, dict[str, Any]]
+
+
+@pytest.fixture
+def astro_overrides(openai_server, sesame_server) -> dict[str, Any]:
+    return {
+        "openai_base_url": openai_server.url,
+        "openai_api_key": "test-key",
+        "sesame_url": sesame_server.url,
+        "max_prompt_chars": 2000,
+        "sse_keepalive_secs": 0.2,
+    }
+
+
+@pytest.fixture
+def sse(live_url: Callable[[str], str], jp_auth_header: dict[str, str]) -> Callable[..., Any]:
+    """Read a run's SSE stream with httpx2's EventSource until ``done`` (or ``until`` says stop)."""
+
+    async def read(run_id: str, *, last_event_id: int | None = None, query: int | None = None,
+                   until: Callable[[list[Event]], bool] | None = None, raw: list[str] | None = None) -> list[Event]:
+        headers = dict(jp_auth_header)
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
+        url = live_url(f"astro/api/runs/{run_id}/events")
+        if query is not None:
+            url += f"?last_event_id={query}"
+        events: list[Event] = []
+        async with httpx2.AsyncClient(timeout=30) as client:
+            async with client.sse(url, headers=headers) as source:
+                assert source.response.status_code == 200
+                assert source.response.headers["content-type"].startswith("text/event-stream")
+                async for message in source:
+                    if raw is not None:
+                        raw.append(message.data)
+                    if not message.data:
+                        continue
+                    events.append((int(message.id), json.loads(message.data)))
+                    if until is not None and until(events):
+                        break
+        return events
+
+    return read
+
+
+def _script_tool_run(openai_server: Any) -> None:
+    openai_server.script(
+        Turn.call("query_target", {"name": "M 87"}, id="call_1", text="Looking it up. "),
+        Turn.say("M 87 is at RA 187.7059 deg, Dec +12.3911 deg.", chunk_size=5),
+    )
+
+
+def _types(events: list[Event]) -> list[str]:
+    return [e["type"] for _, e in events]
+
+
+async def test_run_streams_to_done_and_resumes(api: Api, sse: Any, openai_server: Any, astro_service: AstroService,
+                                               jp_serverapp: Any) -> None:
+    _script_tool_run(openai_server)
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    assert status == 201 and set(started) == {"run_id", "session_id"}
+    run_id = started["run_id"]
+
+    events = await sse(run_id)
+    seqs = [s for s, _ in events]
+    assert seqs == list(range(1, len(events) + 1))
+    kinds = _types(events)
+    assert kinds[0] == "session" and kinds[-1] == "done"
+    call = next(e for _, e in events if e["type"] == "tool_call")
+    result = next(e for _, e in events if e["type"] == "tool_result")
+    assert call["name"] == "query_target" and call["arguments"] == {"name": "M 87"}
+    assert result["tool_call_id"] == "call_1" and not result["is_error"] and "12:30:49" in result["output"]
+    assert events[-1][1] == {"type": "done", "session_id": started["session_id"], "run_id": run_id, "reason": "finished"}
+
+    # after the run: resume from any id, by header or query, with nothing lost or repeated
+    k = len(events) // 2
+    assert await sse(run_id, last_event_id=k) == events[k:]
+    assert await sse(run_id, query=k + 1) == events[k + 1:]
+    assert await sse(run_id, last_event_id=len(events)) == []
+
+    # the session now lists the run and its messages
+    status, session = await api("GET", "astro/api/sessions", started["session_id"])
+    assert status == 200 and [r["id"] for r in session["runs"]] == [run_id] and session["runs"][0]["status"] == "finished"
+    status, msgs = await api("GET", "astro/api/sessions", started["session_id"], "messages")
+    assert [m["role"] for m in msgs["messages"]] == ["user", "assistant", "tool", "assistant"]
+
+    # restart the extension's service: the run now exists only in the store, and still replays
+    await astro_service.close()
+    fresh = AstroService(astro_service.config)
+    jp_serverapp.web_app.settings[SERVICE_KEY] = fresh
+    try:
+        assert fresh.live_run(run_id) is None
+        assert await sse(run_id) == events
+        assert await sse(run_id, last_event_id=3) == events[3:]
+    finally:
+        await fresh.close()
+
+
+async def test_resume_mid_run_two_clients_and_disconnect(api: Api, sse: Any, openai_server: Any,
+                                                         sesame_server: Any, astro_service: AstroService) -> None:
+    sesame_server.state["delay"] = 1.0  # the tool takes a second: the run is mid-tool when we drop
+    _script_tool_run(openai_server)
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    run_id = started["run_id"]
+
+    full_task = asyncio.ensure_future(sse(run_id))  # a second tab watching the whole run
+    first = await sse(run_id, until=lambda ev: ev[-1][1]["type"] == "tool_call")
+    handle = astro_service.live_run(run_id)
+    assert handle is not None and not handle.finished  # our disconnect did not stop the run
+
+    raw: list[str] = []
+    rest = await sse(run_id, last_event_id=first[-1][0], raw=raw)
+    full = await full_task
+    assert first + rest == full
+    assert [s for s, _ in full] == list(range(1, len(full) + 1))
+    assert _types(full)[-1] == "done" and full[-1][1]["reason"] == "finished"
+    assert (await handle.wait()).reason == "finished"
+    # stored events are the ones streamed
+    stored = await astro_service.services.runs.events_after(run_id)
+    assert [(s, d) for s, d in stored] == full
+
+
+async def test_keepalive_comments_while_a_tool_runs(api: Api, live_url: Any, jp_auth_header: Any,
+                                                    openai_server: Any, sesame_server: Any) -> None:
+    sesame_server.state["delay"] = 1.0
+    _script_tool_run(openai_server)
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    chunks: list[str] = []
+    async with httpx2.AsyncClient(timeout=30) as client:
+        async with client.stream("GET", live_url(f"astro/api/runs/{started['run_id']}/events"), headers=jp_auth_header) as response:
+            async for text in response.aiter_text():
+                chunks.append(text)
+    body = "".join(chunks)
+    assert body.count(": keep-alive\n\n") >= 2  # keepalive every 0.2 s during the 1 s tool call
+    assert body.rstrip().endswith('"reason":"finished"}')
+
+
+async def test_cancel_mid_tool(api: Api, sse: Any, openai_server: Any, sesame_server: Any, astro_service: AstroService) -> None:
+    sesame_server.state["delay"] = 5.0
+    _script_tool_run(openai_server)
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    run_id = started["run_id"]
+    await sse(run_id, until=lambda ev: ev[-1][1]["type"] == "tool_call")
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    status, answer = await api("POST", "astro/api/runs", run_id, "cancel")
+    assert status == 202 and answer == {"run_id": run_id, "status": "cancelling"}
+    events = await sse(run_id)
+    assert loop.time() - t0 < 4.0  # did not wait for the 5 s tool
+    assert events[-1][1]["type"] == "done" and events[-1][1]["reason"] == "cancelled"
+    status, again = await api("POST", "astro/api/runs", run_id, "cancel")
+    assert status == 202 and again["status"] == "cancelled"
+    run = await astro_service.services.runs.get(run_id)
+    assert run.status == "cancelled"
+
+
+async def test_bad_run_requests(api: Api, sse: Any, openai_server: Any, sesame_server: Any) -> None:
+    for raw, reason in ((b"{nope", "invalid_json"), (b'"just a string"', "invalid_json"), (b"", "invalid_json")):
+        status, err = await api("POST", "astro/api/runs", raw=raw)
+        assert status == 400 and err["reason"] == reason, (raw, err)
+    status, err = await api("POST", "astro/api/runs", body={"prompt": ""})
+    assert status == 400 and err["reason"] == "invalid_prompt"
+    status, err = await api("POST", "astro/api/runs", body={"prompt": "x" * 2001})
+    assert status == 413 and err["reason"] == "prompt_too_long" and "2000" in err["message"]
+    status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "session_id": "ses_nope"})
+    assert status == 404 and err["reason"] == "session_not_found"
+    status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "max_steps": 0})
+    assert status == 400
+    status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "coordinator": "yes"})
+    assert status == 400
+    for path in ("astro/api/runs/run_nope/events", ):
+        status, err = await api("GET", path)
+        assert status == 404 and err == {"message": "no run 'run_nope'", "reason": "run_not_found"}
+    status, err = await api("POST", "astro/api/runs/run_nope/cancel")
+    assert status == 404 and err["reason"] == "run_not_found"
+    status, err = await api("POST", "astro/api/runs/run_nope/answers", body={"request_id": "r", "answer": "allow"})
+    assert status == 404
+
+    # a second run in a session that has one going: 409, and the first run is untouched
+    sesame_server.state["delay"] = 1.0
+    _script_tool_run(openai_server)
+    status, first = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    status, err = await api("POST", "astro/api/runs", body={"prompt": "and M 31?", "session_id": first["session_id"]})
+    assert status == 409 and err["reason"] == "run_conflict"
+    status, err = await api("DELETE", "astro/api/sessions", first["session_id"])
+    assert status == 409 and err["reason"] == "run_conflict"
+    status, session = await api("GET", "astro/api/sessions", first["session_id"])
+    assert session["active_run_id"] == first["run_id"]  # a second tab finds the running run
+    status, err = await api("GET", f"astro/api/runs/{first['run_id']}/events", headers={"Last-Event-ID": "abc"})
+    assert status == 400 and err["reason"] == "invalid_event_id"
+    events = await sse(first["run_id"])
+    assert events[-1][1]["reason"] == "finished"
+    status, err = await api("POST", "astro/api/runs", first["run_id"], "answers", body={"request_id": "r", "answer": "x"})
+    assert status == 409 and err["reason"] == "run_conflict"
+
+
+class TestPermissionAnswers:
+    @pytest.fixture
+    def astro_overrides(self, openai_server, sesame_server) -> dict[str, Any]:
+        return {
+            "openai_base_url": openai_server.url,
+            "openai_api_key": "test-key",
+            "sesame_url": sesame_server.url,
+            "permission_mode": "ask",
+            "permission_rules": [{"action": "ask", "tool": "query_target"}],
+        }
+
+    async def test_allow_then_deny(self, api: Api, sse: Any, openai_server: Any) -> None:
+        _script_tool_run(openai_server)
+        status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+        run_id = started["run_id"]
+        asked = await sse(run_id, until=lambda ev: ev[-1][1]["type"] == "permission_request")
+        request = asked[-1][1]
+        assert request["name"] == "query_target" and request["arguments"] == {"name": "M 87"}
+        status, err = await api("POST", "astro/api/runs", run_id, "answers", body={"request_id": request["request_id"]})
+        assert status == 400  # no answer given
+        status, ok = await api("POST", "astro/api/runs", run_id, "answers",
+                               body={"request_id": request["request_id"], "answer": "allow"})
+        assert status == 200 and ok["accepted"] is True
+        status, err = await api("POST", "astro/api/runs", run_id, "answers",
+                                body={"request_id": request["request_id"], "answer": "allow"})
+        assert status in (404, 409)  # already answered (or the run already ended)
+        events = await sse(run_id, last_event_id=asked[-1][0])
+        result = next(e for _, e in events if e["type"] == "tool_result")
+        assert not result["is_error"] and "12:30:49" in result["output"]
+        assert events[-1][1]["reason"] == "finished"
+
+        openai_server.script(
+            Turn.call("query_target", {"name": "M 31"}, id="call_2"),
+            Turn.say("I was not allowed to look it up."),
+        )
+        status, second = await api("POST", "astro/api/runs", body={"prompt": "And M 31?", "session_id": started["session_id"]})
+        asked = await sse(second["run_id"], until=lambda ev: ev[-1][1]["type"] == "permission_request")
+        status, _ = await api("POST", "astro/api/runs", second["run_id"], "answers",
+                              body={"request_id": asked[-1][1]["request_id"], "answer": "deny"})
+        assert status == 200
+        events = await sse(second["run_id"], last_event_id=asked[-1][0])
+        result = next(e for _, e in events if e["type"] == "tool_result")
+        assert result["is_error"]
+        assert events[-1][1]["reason"] == "finished"
