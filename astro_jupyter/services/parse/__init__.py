@@ -153,6 +153,9 @@ class ParseService:
         norm = normalise_heading(name)
         named = [(i, s) for i, s in enumerate(sections) if s.name]
         match = next((i for i, s in named if s.name.lower() == wanted), None)
+        if match is None and re.fullmatch(r"(?:\d+|[a-z])(?:\.\d+)*\.?", wanted):
+            number = wanted.rstrip(".")
+            match = next((i for i, s in named if s.name.lower().split(" ", 1)[0].rstrip(".") == number), None)
         if match is None:
             match = next((i for i, s in named if normalise_heading(s.name) == norm and norm), None)
         if match is None:
