@@ -8,11 +8,12 @@ Channels, tried in order until one yields a real PDF (each failure is kept for t
 3. ``doi``       — ``{doi_resolver_url}/{doi}``, following the publisher's redirects
 4. ``publisher`` — the ``citation_pdf_url`` a publisher's HTML landing page (from 2 or 3) names
 
-Bytes stream into ``papers/.partial/<pid>-<random>.part``; a body that does not start with
-``%PDF-`` (an HTML landing page, a captcha) fails that channel. Only a complete PDF is moved
-with ``os.replace`` to ``papers/<pdf_filename(paper id)>``, so ``papers/`` never holds a torn
-file: cancellation removes the temp file in ``finally``, and temp files left by a killed
-process (their pid no longer alive) are swept before the next download. Every request and
+Bytes stream into ``ASTRO_HOME/.partial-downloads/<pid>-<random>.part`` — beside ``papers/``
+on the same filesystem, so the final ``os.replace`` is atomic, but never inside it. A body
+that does not start with ``%PDF-`` (an HTML landing page, a captcha) fails that channel.
+Only a complete PDF is moved to ``papers/<pdf_filename(paper id)>``, so ``papers/`` never
+holds a torn file, whatever happens: cancellation removes the temp file in ``finally``, and
+temp files left by a killed process (pid no longer alive) are swept before the next download. Every request and
 every redirect hop passes the private-address guard (``netguard.check_url``).
 """
 
@@ -120,7 +121,7 @@ class DownloadService:
 
     @property
     def partial_dir(self) -> Path:
-        return self.config.papers_dir / ".partial"
+        return self.config.home_path / ".partial-downloads"
 
     def sweep_partials(self) -> int:
         """Remove temp files whose writing process is gone (a killed download). Returns how many."""

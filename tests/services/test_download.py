@@ -202,7 +202,7 @@ async def test_cancel_mid_download_leaves_no_partial_file(paper_services: Servic
         await asyncio.sleep(0.02)
         if any((c["done"] or 0) > 0 for c in progress.calls):
             break
-    partial = list((paper_services.config.papers_dir / ".partial").glob("*.part"))
+    partial = list(paper_services.downloads.partial_dir.glob("*.part"))
     assert len(partial) == 1 and partial[0].stat().st_size > 0  # it really was half-way
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -255,19 +255,20 @@ async def test_killed_download_is_swept_before_the_next(paper_services: ServiceC
     )
     try:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not list((config.papers_dir / ".partial").glob("*.part")):
+        while time.monotonic() < deadline and not list(paper_services.downloads.partial_dir.glob("*.part")):
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.2)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    leftovers = list((config.papers_dir / ".partial").glob("*.part"))
+    leftovers = list(paper_services.downloads.partial_dir.glob("*.part"))
     assert len(leftovers) == 1 and leftovers[0].name.startswith(f"{proc.pid}-")
-    assert not list(config.papers_dir.glob("*.pdf"))
+    assert papers_files(config) == []  # the killed download never touched papers/
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=make_pdf("fine"))
     result = await paper_services.downloads.download("2301.01234")
     assert result.path.is_file()
     assert papers_files(config) == ["arxiv_2301.01234.pdf"]
+    assert list(paper_services.downloads.partial_dir.iterdir()) == []  # the dead process's temp file swept
 
 
 @pytest.mark.asyncio

@@ -105,6 +105,7 @@ async def test_user_cancel_stops_and_cleans_up(paper_services: ServiceContainer,
     assert result.output.is_error and "cancelled" in result.output.content
     files = [p for p in paper_services.config.papers_dir.rglob("*") if p.is_file()]
     assert files == []
+    assert list(paper_services.downloads.partial_dir.iterdir()) == []
     assert (await paper_services.library.get("2301.01234")).state == "metadata"
 
 

@@ -36,6 +36,7 @@ def test_declaration() -> None:
     assert (search.name, meta.name) == ("search_papers", "get_paper_metadata")
     for tool in (search, meta):
         assert tool.is_readonly and tool.is_concurrency_safe({}) and not tool.defer_loading
+        assert len(tool.classifier_summary()) <= 100 and not tool.classifier_summary().endswith("...")
     params = search.definition()["function"]["parameters"]
     assert set(params["properties"]) == {"query", "rows", "sort", "sources"} and params["required"] == ["query"]
 

@@ -3,8 +3,8 @@
 Flags (seed table: download is not concurrency-safe):
 - not concurrency-safe — it writes into ``papers/`` and the library row;
 - interrupt behaviour **Cancel**, not Block: a download can take minutes, and stopping it
-  half-way tears nothing — bytes go to a temp file under ``papers/.partial/`` that the
-  service deletes when cancelled, and only a complete, verified PDF is moved into place
+  half-way tears nothing — bytes go to a temp file outside ``papers/`` that the service
+  deletes when cancelled, and only a complete, verified PDF is moved into place
   with one atomic ``os.replace``;
 - ``causes_sibling_abort`` — a failed download makes its batch's siblings (typically a
   parse_paper of the same paper) pointless;
