@@ -83,3 +83,40 @@ def test_paper_id_preference_and_filenames() -> None:
 def test_slugify_unicode_titles() -> None:
     assert slugify("Ž. Ivezić: Sánchez & the LSST!") == "z-ivezic-sanchez-the-lsst"
     assert slugify("日本語") == "paper"
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.text(max_size=300))
+def test_pdf_filename_never_escapes_papers_dir(paper_id: str) -> None:
+    name = pdf_filename(paper_id)
+    assert name.endswith(".pdf") and "/" not in name and "\\" not in name
+    assert not name.startswith(".")  # no hidden files, no "..": a stem never starts with a dot
+    assert len(name) <= 154
+
+
+@given(
+    st.integers(min_value=7, max_value=29),
+    st.integers(min_value=1, max_value=12),
+    st.integers(min_value=0, max_value=99999),
+    st.integers(min_value=0, max_value=30),
+)
+def test_new_style_arxiv_ids_round_trip(yy: int, mm: int, number: int, version: int) -> None:
+    digits = 5 if yy >= 15 else 4
+    base = f"{yy:02d}{mm:02d}.{number % (10 ** digits):0{digits}d}"
+    text = base + (f"v{version}" if version else "")
+    ident = parse_identifier(text)
+    assert (ident.kind, ident.value, ident.version) == ("arxiv", base, f"v{version}" if version else "")
+    assert parse_identifier(ident.paper_id).value == base
+    assert parse_identifier(f"https://arxiv.org/abs/{text}").value == base
+
+
+@given(st.text(max_size=80))
+def test_parse_never_crashes_on_garbage(text: str) -> None:
+    try:
+        ident = parse_identifier(text)
+    except IdentifierError:
+        return
+    assert ident.value and ident.kind in {"arxiv", "doi", "bibcode", "local"}
