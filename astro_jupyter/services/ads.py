@@ -32,6 +32,15 @@ SORTS = {
 NO_TOKEN = "NASA ADS needs an API token: set ADS_API_TOKEN (https://ui.adsabs.harvard.edu/user/settings/token)"
 
 
+_ARXIV_TO_ADS = {"au": "author", "ti": "title", "abs": "abs", "cat": "arxiv_class", "all": ""}
+_ARXIV_FIELD = re.compile(r"\b(au|ti|abs|cat|all):", re.IGNORECASE)
+
+
+def to_ads_query(query: str) -> str:
+    """arXiv-style field prefixes (``au:Ivezic ti:LSST``) rewritten for ADS; ADS syntax passes through."""
+    return _ARXIV_FIELD.sub(lambda m: f"{_ARXIV_TO_ADS[m.group(1).lower()]}:" if _ARXIV_TO_ADS[m.group(1).lower()] else "", query)
+
+
 def http_failure(service: str, exc: BaseException) -> ServiceError:
     """A transport exception from httpx2 as a ServiceError kind naming the service."""
     import httpx2

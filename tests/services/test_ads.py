@@ -8,7 +8,7 @@ import pytest
 
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import ConfigError, NotFoundError, ServiceError, ServiceTimeoutError
-from astro_jupyter.services.ads import AdsClient
+from astro_jupyter.services.ads import AdsClient, to_ads_query
 from astro_jupyter.services.http import make_http_client
 from astro_jupyter.services.identifiers import parse_identifier
 from tests.fakes.ads_server import TOKEN
@@ -129,3 +129,10 @@ async def test_esource_links_pdf_first(astro_home: Path, ads_fake: FakeServer) -
             await AdsClient(config, http).esource_links("1929PNAS...15..168H")
     assert links[0] == ("ESOURCE|EPRINT_PDF", "https://arxiv.org/pdf/0805.2366")
     assert len(links) == 2
+
+
+def test_arxiv_style_queries_are_translated() -> None:
+    assert to_ads_query("au:Ivezic AND ti:LSST") == "author:Ivezic AND title:LSST"
+    assert to_ads_query("all:galaxy cat:astro-ph.GA") == "galaxy arxiv_class:astro-ph.GA"
+    assert to_ads_query('author:"Sánchez, S." year:2012') == 'author:"Sánchez, S." year:2012'
+    assert to_ads_query("citations(bibcode:2019ApJ...873..111I)") == "citations(bibcode:2019ApJ...873..111I)"

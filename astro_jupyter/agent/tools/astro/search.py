@@ -12,6 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ....errors import AstroError
+from ....services.ads import to_ads_query
 from ....services.identifiers import paper_id_for
 from ....services.library import local_status
 from ....store.papers import PaperRecord
@@ -140,7 +141,7 @@ class SearchPapersTool(AgentTool):
         jobs: dict[str, Any] = {}
         if "ads" in wanted:
             if services.ads.configured:
-                jobs["ads"] = services.ads.search(query, rows=rows, sort=sort)
+                jobs["ads"] = services.ads.search(to_ads_query(query), rows=rows, sort=sort)
             else:
                 status["ads"] = {"ok": False, "error": "skipped: ADS_API_TOKEN is not set", "count": 0}
         if "arxiv" in wanted:
