@@ -247,6 +247,9 @@ async def test_hanging_command_hook_is_killed_at_timeout(tmp_path: Path) -> None
     assert time.perf_counter() - start < 5  # the script would sleep 60 s
     assert not outcome.blocked and "timed out after 2s and was killed" in outcome.warnings[0]
     pid = recorded(rec)[0]["pid"]
+    deadline = time.monotonic() + 3  # SIGKILL is delivered asynchronously to the shell's child
+    while _alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     assert not _alive(pid)
 
 
