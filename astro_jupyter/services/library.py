@@ -15,8 +15,10 @@ Stable API used by the parse/RAG side: ``get``, ``resolve``, ``set_state``,
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -199,9 +201,15 @@ class LibraryService:
                 raise
             return await self._merge_into(existing, record)
 
-    async def _merge_into(self, existing: PaperRecord, fetched: PaperRecord) -> PaperRecord:
+    async def _merge_into(
+        self, existing: PaperRecord, fetched: PaperRecord, *, prefer_fetched: bool | None = None
+    ) -> PaperRecord:
+        """Merge into a stored paper. Fresh remote metadata refreshes a metadata-only entry by
+        default; a local PDF's own metadata only fills gaps (``prefer_fetched=False``)."""
         before = existing.to_dict()
-        existing.merge_from(fetched, prefer_other=existing.state == "metadata" and existing.source != "local")
+        if prefer_fetched is None:
+            prefer_fetched = existing.state == "metadata" and existing.source != "local"
+        existing.merge_from(fetched, prefer_other=prefer_fetched)
         changes = {k: v for k, v in existing.to_dict().items() if before.get(k) != v and k not in ("id",)}
         # Never let a merge steal an identifier another stored paper already owns.
         for column in ("arxiv_id", "doi", "bibcode"):
@@ -264,11 +272,18 @@ class LibraryService:
         )
         self.config.papers_dir.mkdir(parents=True, exist_ok=True)
         target = self.config.papers_dir / pdf_filename(paper_id)
-        tmp = target.with_name(f".{target.name}.copy")
-        await asyncio.to_thread(shutil.copyfile, path, tmp)
-        tmp.replace(target)
+        # Copy beside papers/ (same filesystem) and move in atomically: papers/ never holds half a file.
+        staging = self.config.home_path / ".partial-downloads"
+        staging.mkdir(parents=True, exist_ok=True)
+        tmp = staging / f"{os.getpid()}-{uuid.uuid4().hex}.part"
+        try:
+            await asyncio.to_thread(shutil.copyfile, path, tmp)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
         if existing is not None:
-            merged = await self._merge_into(existing, record)
+            merged = await self._merge_into(existing, record, prefer_fetched=ident is not None and fetch
+                                            and "fetch_error" not in record.metadata)
             return await self.set_downloaded(merged.id, target)
         record.id = paper_id
         record.pdf_path = str(target)

@@ -161,3 +161,16 @@ async def test_concurrent_resolves_of_one_paper_make_one_entry(paper_services: S
     )
     assert {p.id for p in papers} == {"arxiv:0805.2366"}
     assert [p.id for p in await lib.list()] == ["arxiv:0805.2366"]
+
+
+@pytest.mark.asyncio
+async def test_local_pdf_of_a_known_paper_keeps_the_curated_metadata(paper_services: ServiceContainer, tmp_path: Path) -> None:
+    lib = paper_services.library
+    known = await lib.resolve("2301.01234")
+    src = tmp_path / "dl.pdf"
+    src.write_bytes(make_pdf("Some running header", extra_text="arXiv:2301.01234v1 [astro-ph.GA] 3 Jan 2023"))
+    paper = await lib.add(str(src), fetch=False)
+    assert paper.id == known.id and paper.state == "downloaded"
+    assert paper.title == "Quenching of dwarf galaxy satellites in the Local Volume"
+    assert Path(paper.pdf_path or "").read_bytes() == src.read_bytes()
+    assert [p.name for p in paper_services.config.papers_dir.iterdir()] == ["arxiv_2301.01234.pdf"]
