@@ -95,10 +95,9 @@ async def test_streaming_starts_safe_call_before_finish(services: Any) -> None:
     timeline = Timeline()
     ex = make_executor(services, [SleepTool("read", timeline)])
     stream = ex.stream(make_ctx(services, Recorder()))
-    added = time.perf_counter()
     stream.add(call("read", '{"tag": "a", "secs": 0.1}', id="s1"))
     await asyncio.sleep(0.03)  # the model is still streaming the rest of its answer
-    assert "a" in timeline.spans and timeline.spans["a"][0] - added < 0.03
+    assert "a" in timeline.spans  # started while the stream is still open
     stream.add(call("read", '{"tag": "b", "secs": 0.1}', id="s2"))
     await asyncio.sleep(0.2)
     assert not math.isnan(timeline.spans["a"][1])  # finished before finish() was called
