@@ -18,6 +18,7 @@ class NotesHandler(AstroHandler):
             self.owner,
             paper_id=self.get_argument("paper_id", None) or None,
             session_id=self.get_argument("session_id", None) or None,
+            query=(self.get_argument("q", "") or "").strip() or None,
         )
         self.write_json({"notes": notes})
 

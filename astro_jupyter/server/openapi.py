@@ -119,12 +119,12 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
             "get": _op("One paper by library id or identifier", {"200": _json(_ref("Paper"))}, params=[_path_param("paper_id")]),
         },
         "/astro/api/notes": {
-            "get": _op("Notes, optionally of one paper or session", {"200": _json(_obj({"notes": {"type": "array", "items": {"type": "object"}}})),
+            "get": _op("Notes, optionally of one paper or session, or matching q", {"200": _json(_obj({"notes": {"type": "array", "items": {"type": "object"}}})),
                                                                    "501": {"$ref": "#/components/responses/Error"}},
-                       params=[_query("paper_id"), _query("session_id")]),
-            "post": _op("Save a note", {"201": _json({"type": "object"}), "501": {"$ref": "#/components/responses/Error"}},
-                        body=_body(_obj({"comment": _STR, "paper_id": _STR, "session_id": _STR, "page": {"type": "integer"},
-                                         "section": _STR, "quote": _STR}, ["comment"]))),
+                       params=[_query("paper_id"), _query("session_id"), _query("q")]),
+            "post": _op("Save a note on a library paper (a quote, a comment or both)", {"201": _json({"type": "object"}), "501": {"$ref": "#/components/responses/Error"}},
+                        body=_body(_obj({"paper_id": _STR, "comment": _STR, "quote": _STR, "page": {"type": "integer"},
+                                         "section": _STR, "session_id": _STR}, ["paper_id"]))),
         },
         "/astro/api/models": {
             "get": _op("Current model and the endpoint's models (configured ones + warning when unreachable)", {"200": _json(_ref("Models"))}),

@@ -84,6 +84,7 @@ class AstroService:
         self._start_lock = asyncio.Lock()
         self._closed = False
         self.intake: Any = None  # IntakeWorker, built in start()
+        self._warm: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> "AstroService":
@@ -101,6 +102,8 @@ class AstroService:
             await self.runtime.start()  # runs a dead server left 'running' become 'error'
             self.intake = IntakeWorker(self.services)
             await self.intake.start()
+            if self.config.llm_configured:  # import openai off the loop: the first run need not stall
+                self._warm = asyncio.create_task(asyncio.to_thread(_import_llm_client))
             self._started = True
         return self
 
@@ -343,24 +346,39 @@ class AstroService:
             raise NotAvailable("notes are not available yet")
         return self.services.notes
 
-    async def list_notes(self, owner: str, *, paper_id: str | None = None, session_id: str | None = None) -> list[dict[str, Any]]:
-        notes = await self._notes().list(paper_id=paper_id, session_id=session_id, owner=owner)
-        return [n.to_dict() if hasattr(n, "to_dict") else dict(n) for n in notes]
+    async def list_notes(
+        self, owner: str, *, paper_id: str | None = None, session_id: str | None = None, query: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The caller's (and ownerless) notes, optionally of one paper / session, or matching ``query``."""
+        service = self._notes()
+        if session_id:
+            await self.session(owner, session_id)
+        notes = await (service.search(query, paper_id=paper_id, limit=500) if query else service.list(paper_id, limit=500))
+        return [
+            n.to_dict() for n in notes
+            if _can_see(n.owner, owner) and (session_id is None or n.session_id == session_id)
+        ]
 
     async def add_note(self, owner: str, body: dict[str, Any]) -> dict[str, Any]:
-        comment = body.get("comment", body.get("text"))
-        if not isinstance(comment, str) or not comment.strip():
-            raise InvalidRequest("'comment' must be a non-empty string", reason="invalid_note")
-        fields = {k: body.get(k) for k in ("paper_id", "session_id", "page", "section", "quote") if body.get(k) is not None}
-        for key in ("paper_id", "session_id", "section", "quote"):
-            if key in fields and not isinstance(fields[key], str):
+        paper_id = body.get("paper_id")
+        if not isinstance(paper_id, str) or not paper_id.strip():
+            raise InvalidRequest("'paper_id' must name a paper in the library", reason="invalid_note")
+        fields: dict[str, Any] = {}
+        for key in ("quote", "comment", "section", "session_id"):
+            value = body.get(key)
+            if value is not None and not isinstance(value, str):
                 raise InvalidRequest(f"'{key}' must be a string", reason="invalid_note")
-        if "page" in fields and (isinstance(fields["page"], bool) or not isinstance(fields["page"], int)):
+            if value:
+                fields[key] = value
+        page = body.get("page")
+        if page is not None and (isinstance(page, bool) or not isinstance(page, int)):
             raise InvalidRequest("'page' must be an integer", reason="invalid_note")
+        if not (fields.get("quote", "").strip() or fields.get("comment", "").strip()):
+            raise InvalidRequest("a note needs a 'quote' or a 'comment' (or both)", reason="invalid_note")
         if "session_id" in fields:
             await self.session(owner, fields["session_id"])
-        note = await self._notes().add(comment=comment, owner=owner, **fields)
-        return note.to_dict() if hasattr(note, "to_dict") else dict(note)
+        note = await self._notes().save(paper_id, page=page, owner=owner, **fields)
+        return note.to_dict()
 
     # -- models --------------------------------------------------------------------------------
     def _llm(self) -> Any:
@@ -369,6 +387,8 @@ class AstroService:
 
     async def models(self) -> dict[str, Any]:
         """Current model, the endpoint's list; an unreachable endpoint gives the configured ones + a warning."""
+        if self._warm is not None:
+            await self._warm
         llm = self._llm()
         cfg = self.config
         configured = _unique([cfg.llm_model, cfg.llm_fallback_model, *cfg.llm_fallback_chain])
@@ -418,6 +438,10 @@ class AstroService:
 async def _live_events(handle: Any, after_seq: int) -> AsyncIterator[tuple[int, str]]:
     async for seq, event in handle.events(after_seq=after_seq):
         yield int(seq), encode_wire(to_wire(event) if not isinstance(event, dict) else event)
+
+
+def _import_llm_client() -> None:
+    import openai  # noqa: F401
 
 
 def _handle_done(handle: Any) -> bool:
