@@ -167,6 +167,10 @@ class AstroConfig(Configurable):
 
     cancel_poll_secs = Float(0.25, help="How often a running tool checks for cancellation.").tag(config=True)
 
+    event_flush_secs = Float(
+        0.1, help="How long a run's events gather before one batch is written to agent_events (live watchers are not delayed)."
+    ).tag(config=True)
+
     max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
 
     # -- permissions ------------------------------------------------------------------

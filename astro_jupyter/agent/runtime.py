@@ -178,7 +178,8 @@ class AgentRuntime:
             max_steps=max_steps or self.config.max_steps,
             coordinator=coordinator,
         )
-        handle = RunHandle(state, EventBus(run_id, self.services.runs), asyncio.Event())
+        bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs)
+        handle = RunHandle(state, bus, asyncio.Event())
         self._active_sessions[sid] = handle  # reserved before the next await: no double start
         try:
             await self.services.runs.create(run_id, sid, owner=owner, prompt=prompt, model=model or self.llm.model)
