@@ -67,3 +67,27 @@ async def test_rejected_memory_is_an_error_and_nothing_is_stored(services) -> No
     assert await services.memories.repo.list() == []
     bad_cat = await SaveMemoryTool().execute({"content": GOOD, "category": "gossip"}, ctx)
     assert bad_cat.is_error and "category" in bad_cat.content
+
+
+@pytest.mark.asyncio
+async def test_memories_saved_in_one_run_reach_the_next_system_prompt(tmp_path, openai_server) -> None:
+    from tests.agent.runtime_helpers import make_config, make_runtime
+    from tests.fakes.openai_server import Turn
+
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SaveMemoryTool())
+    try:
+        openai_server.script(
+            Turn.call("save_memory", {"content": GOOD, "category": "preference"}),
+            Turn.call("save_memory", {"content": "ok"}),
+            Turn.say("noted"),
+            Turn.say("hello again"),
+        )
+        await (await runtime.start_run("I always use Planck 2018")).wait()
+        await (await runtime.start_run("new session")).wait()
+    finally:
+        await runtime.close()
+        await services.close()
+    rejected = openai_server.chat_requests[2]["messages"][-1]
+    assert rejected["role"] == "tool" and "memory not saved: too short" in rejected["content"]
+    assert GOOD not in openai_server.chat_requests[0]["messages"][0]["content"]
+    assert f"[preference] {GOOD}" in openai_server.chat_requests[3]["messages"][0]["content"]

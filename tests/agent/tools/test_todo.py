@@ -61,3 +61,31 @@ async def test_subagent_lists_do_not_overwrite_the_parent(services) -> None:
     await TodoWriteTool().execute({"todos": [_t("c")]}, child)
     assert [t["id"] for t in await services.tasks.list("ses_test")] == ["p"]
     assert events[0].subagent_id == "sub_1"
+
+
+@pytest.mark.asyncio
+async def test_through_the_runtime_events_and_storage(tmp_path, openai_server) -> None:
+    from tests.agent.runtime_helpers import collect, make_config, make_runtime
+    from tests.fakes.openai_server import Turn
+
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), TodoWriteTool())
+    try:
+        plan = [_t("find", "in_progress"), _t("read", "pending", "find")]
+        cyclic = [_t("find", "pending", "read"), _t("read", "pending", "find")]
+        openai_server.script(
+            Turn.call("todo_write", {"todos": plan}, id="t1"),
+            Turn.call("todo_write", {"todos": cyclic}, id="t2"),
+            Turn.say("planned"),
+        )
+        handle = await runtime.start_run("plan the literature review")
+        events = [e for _, e in await collect(handle)]
+        stored = await services.tasks.list(handle.session_id)
+    finally:
+        await runtime.close()
+        await services.close()
+    updates = [e for e in events if isinstance(e, TodoUpdate)]
+    assert len(updates) == 1 and updates[0].todos == plan
+    assert updates[0].to_wire()["type"] == "todo_update"
+    results = {e.tool_call_id: e for e in events if getattr(e, "tool_call_id", None)}
+    assert results["t2"].is_error and "cycle: " in results["t2"].output
+    assert stored == plan
