@@ -1,7 +1,7 @@
 """A fake NASA ADS API on loopback: ``/search/query`` and ``/resolver/{bibcode}/esource``.
 
 Serves the documents in ``tests/data/ads/corpus.json`` the way ADS does: Bearer token
-required (401 otherwise), only the ``fl`` fields returned, ``rows``/``start`` paging,
+required (401 otherwise), only the ``fl`` fields returned, ``rows``/``start`` paging, ``sort`` by citation_count or date,
 ``references(bibcode:X)`` / ``citations(bibcode:X)`` operators, field queries on
 ``bibcode``, ``doi`` and ``identifier``, and plain words matched against title+abstract.
 
@@ -91,8 +91,11 @@ class AdsHandler(FakeHandler):
         else:
             words = [w.lower() for w in re.findall(r"[\w.-]+", q) if w.lower() not in {"and", "or"}]
             hits = [d for d in docs if _matches(d, words)]
-        if (query.get("sort") or [""])[0].startswith("citation_count"):
+        sort = (query.get("sort") or [""])[0]
+        if sort.startswith("citation_count"):
             hits = sorted(hits, key=lambda d: -(d.get("citation_count") or 0))
+        elif sort.startswith("date"):
+            hits = sorted(hits, key=lambda d: d.get("pubdate") or d.get("year") or "", reverse=True)
         rows = int((query.get("rows") or ["10"])[0])
         start = int((query.get("start") or ["0"])[0])
         fl = [f for f in (query.get("fl") or ["bibcode"])[0].split(",") if f]

@@ -3,7 +3,7 @@
 Entries come from ``tests/data/arxiv/entries.xml``; ``id_list`` matches ids with or without
 a version, ``search_query`` understands ``all:``/``ti:``/``au:`` terms joined by AND (plain
 words too) against title, summary and authors. ``start``/``max_results`` page the result and
-``opensearch:totalResults`` tells the total. An id_list entry that is not an arXiv id gets
+``opensearch:totalResults`` tells the total; ``sortBy=submittedDate|lastUpdatedDate`` sorts. An id_list entry that is not an arXiv id gets
 arXiv's error entry (``tests/data/arxiv/error_bad_id.xml``). Words ``cause500`` / ``slowquery``
 in the query give HTTP 500 / a sleep of ``state["sleep"]`` seconds. Each request's arrival
 time (time.monotonic) is kept in ``state["times"]`` for the rate-limit test.
@@ -85,6 +85,9 @@ class ArxivHandler(FakeHandler):
             terms = re.findall(r"(?:(all|ti|au|abs):)?(\"[^\"]+\"|[^\s()]+)", search)
             conds = [(f or "all", w.strip('"').lower()) for f, w in terms if w.upper() not in {"AND", "OR", "ANDNOT"}]
             hits = [e for e in entries if all(w in _haystack(e).get(f, "") for f, w in conds)]
+        if (req.query.get("sortBy") or [""])[0] in ("submittedDate", "lastUpdatedDate"):
+            key = "atom:published" if req.query["sortBy"][0] == "submittedDate" else "atom:updated"
+            hits.sort(key=lambda e: e.findtext(key, "", NS), reverse=(req.query.get("sortOrder") or ["descending"])[0] == "descending")
         page = hits[start : start + max_results]
         self.send_body(200, _feed(page, len(hits), start, search or ",".join(id_list)), "application/atom+xml; charset=utf-8")
 

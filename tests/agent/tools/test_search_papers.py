@@ -62,8 +62,12 @@ async def test_merges_and_deduplicates_across_sources(paper_services: ServiceCon
     assert out.metadata["sources"]["arxiv"] == {"ok": True, "count": 3, "total": 3}
     text = out.content
     assert text.startswith('4 papers for "galaxy survey" (ADS: 4 of 4; arXiv: 3 of 3).')
-    assert "arXiv:0805.2366v5 · doi:10.3847/1538-4357/ab042c · bibcode:2019ApJ...873..111I · 3412 citations" in text
-    assert "library: not downloaded" in text and "citations unknown" in text
+    assert "1. [arxiv:0805.2366] LSST: From Science Drivers to Reference Design and Anticipated Data Products (2019)" in text
+    assert "— Ivezić, Željko; Kahn, Steven M. et al.\n" in text
+    assert "   The Astrophysical Journal · arXiv 0805.2366v5 · doi:10.3847/1538-4357/ab042c · 3412 citations · not downloaded" in text
+    assert "[bib:2021MNRAS.500.1111Z] Notes on a galaxy survey with sparse metadata (2021) — unknown authors" in text
+    assert "preprint · citations unknown · not downloaded" in text
+    assert len(text) < 250 * len(results)  # two compact lines per paper
     assert [e.type for e in recorder.events if e.type in ("tool_call", "tool_result")] == ["tool_call", "tool_result"]
 
 
@@ -81,7 +85,7 @@ async def test_hits_show_local_library_status(paper_services: ServiceContainer, 
     assert status["arxiv:1111.0962"] == ("parsed", True)
     assert status["arxiv:2301.01234"] == ("not_downloaded", True)
     assert status["bib:2021MNRAS.500.1111Z"] == ("not_downloaded", False)
-    assert "library: parsed · id arxiv:1111.0962" in out.content
+    assert "1021 citations · parsed" in out.content and "3412 citations · downloaded" in out.content
 
 
 @pytest.mark.asyncio
@@ -167,3 +171,14 @@ async def test_two_searches_in_one_turn_run_together(paper_services: ServiceCont
     results = await executor.execute(calls, make_ctx(paper_services, Recorder()))
     assert [r.output.is_error for r in results] == [False, False]
     assert "Library id: arxiv:0805.2366" in results[1].output.content
+
+
+@pytest.mark.asyncio
+async def test_rows_limits_the_merged_list_and_keeps_both_sources(paper_services: ServiceContainer) -> None:
+    out, _ = await run_search(paper_services, query="galaxy", rows=4)
+    ids = [r["paper_id"] for r in out.metadata["results"]]
+    # Interleaved by rank: arXiv's own third hit (2301.01234) beats ADS's fourth (the sparse record).
+    assert ids == ["arxiv:0805.2366", "arxiv:1111.0962", "arxiv:astro-ph/0601001", "arxiv:2301.01234"]
+    assert out.content.startswith('4 papers for "galaxy" (ADS: 4 of 4; arXiv: 4 of 4).')
+    out, _ = await run_search(paper_services, query="galaxy", rows=1, sort="date")
+    assert [r["paper_id"] for r in out.metadata["results"]] == ["arxiv:2301.01234"]

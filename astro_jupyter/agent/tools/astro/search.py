@@ -41,20 +41,31 @@ def _same_paper(a: PaperRecord, b: PaperRecord) -> bool:
 
 
 def merge_hits(ads_hits: list[PaperRecord], arxiv_hits: list[PaperRecord]) -> list[tuple[PaperRecord, list[str]]]:
-    """ADS hits first (their order), arXiv hits merged into a matching ADS hit or appended."""
+    """Interleave the two ranked lists (ADS #1, arXiv #1, ADS #2, ...) so both sources' best
+    hits survive truncation; a hit already present (same arXiv id / DOI / bibcode) is merged
+    into it instead — ADS fields win, the arXiv version is kept."""
     merged: list[tuple[PaperRecord, list[str]]] = []
-    for source, hits in (("ads", ads_hits), ("arxiv", arxiv_hits)):
-        for hit in hits:
-            match = next((pair for pair in merged if _same_paper(pair[0], hit)), None)
-            if match is None:
-                merged.append((hit, [source]))
-                continue
-            record, sources = match
+    ranked = [("ads", hit, rank) for rank, hit in enumerate(ads_hits)]
+    ranked += [("arxiv", hit, rank) for rank, hit in enumerate(arxiv_hits)]
+    ranked.sort(key=lambda item: (item[2], item[0] != "ads"))
+    for source, hit, _ in ranked:
+        match = next((pair for pair in merged if _same_paper(pair[0], hit)), None)
+        if match is None:
+            merged.append((hit, [source]))
+            continue
+        record, sources = match
+        if source == "ads" and "ads" not in sources:
+            hit.merge_from(record)  # ADS arrived second: it still wins, arXiv fills its gaps
+            hit.arxiv_version = record.arxiv_version or hit.arxiv_version
+            merged[merged.index(match)] = (hit, sources)
+            record = hit
+        else:
             record.merge_from(hit)
             if source == "arxiv" and hit.arxiv_version:
                 record.arxiv_version = hit.arxiv_version
-            if source not in sources:
-                sources.append(source)
+        if source not in sources:
+            sources.append(source)
+            sources.sort()
     return merged
 
 
@@ -79,21 +90,24 @@ def hit_dict(record: PaperRecord, sources: list[str], stored: PaperRecord | None
     }
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def _hit_line(n: int, hit: dict[str, Any]) -> str:
-    ids = []
-    if hit["arxiv_id"]:
-        ids.append(f"arXiv:{hit['arxiv_id']}{hit['arxiv_version'] or ''}")
-    if hit["doi"]:
-        ids.append(f"doi:{hit['doi']}")
-    if hit["bibcode"]:
-        ids.append(f"bibcode:{hit['bibcode']}")
-    cites = f"{hit['citation_count']} citations" if hit["citation_count"] is not None else "citations unknown"
-    where = hit["journal"] or "preprint"
+    """Two short lines per hit: a page of results must stay under the tool-output limit."""
+    paper_id = hit["paper_id"] or "?"
     year = f" ({hit['year']})" if hit["year"] else ""
+    parts = [_clip(hit["journal"], 40) or "preprint"]
+    if hit["arxiv_id"]:
+        parts.append(f"arXiv {hit['arxiv_id']}{hit['arxiv_version'] or ''}")
+    if hit["doi"] and not paper_id.startswith("doi:"):
+        parts.append(f"doi:{hit['doi']}")
+    parts.append(f"{hit['citation_count']} citations" if hit["citation_count"] is not None else "citations unknown")
+    parts.append(hit["status"].replace("_", " "))
     return (
-        f"{n}. {hit['title'] or '(untitled)'}{year} — {_authors_short(hit['authors'])}\n"
-        f"   {where} · {' · '.join(ids)} · {cites} · library: {hit['status'].replace('_', ' ')}"
-        f" · id {hit['paper_id']}"
+        f"{n}. [{paper_id}] {_clip(hit['title'] or '(untitled)', 140)}{year} — {_authors_short(hit['authors'], 2)}\n"
+        f"   {' · '.join(parts)}"
     )
 
 
@@ -109,7 +123,7 @@ class SearchPapersTool(AgentTool):
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "Search terms (ADS/arXiv syntax allowed)."},
-            "rows": {"type": "integer", "minimum": 1, "maximum": MAX_ROWS, "description": "Results per source (default 10)."},
+            "rows": {"type": "integer", "minimum": 1, "maximum": MAX_ROWS, "description": "How many papers to return after merging (default 10)."},
             "sort": {
                 "type": "string",
                 "enum": ["relevance", "date", "citations"],
@@ -173,6 +187,7 @@ class SearchPapersTool(AgentTool):
             hits.sort(key=lambda h: -(h["year"] or 0))
         elif sort == "citations":
             hits.sort(key=lambda h: -(h["citation_count"] or 0))
+        hits = hits[:rows]
 
         def describe(name: str, label: str) -> str:
             s = status.get(name)
