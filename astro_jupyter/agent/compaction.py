@@ -84,8 +84,11 @@ class _BridgeState:
     """run_state of the memory-bridge subagent: save_memory records its source as 'compaction'."""
 
     memory_bridge = True
-    loaded_tools: set[str] = set()
-    extra: dict[str, Any] = {}
+
+    def __init__(self, owner: str = "") -> None:
+        self.owner = owner
+        self.loaded_tools: set[str] = set()
+        self.extra: dict[str, Any] = {}
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
@@ -343,7 +346,8 @@ class Compactor:
             from .tools.memory import SaveMemoryTool
 
             registry.add(SaveMemoryTool())
-        bridge_ctx = dataclasses.replace(ctx, run_state=_BridgeState(), tool_call_id="")
+        owner = str(getattr(ctx.run_state, "owner", "") or "")
+        bridge_ctx = dataclasses.replace(ctx, run_state=_BridgeState(owner), tool_call_id="")
         task = "Messages removed from the context:\n\n" + transcript(dropped)
         try:
             await self.runtime.run_subagent(

@@ -34,7 +34,10 @@ class SaveMemoryTool(AgentTool):
         if category not in CATEGORIES:
             return ToolOutput.error(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
         source = "compaction" if getattr(ctx.run_state, "memory_bridge", False) else "tool"
-        result = await ctx.services.memories.save(content, category=category, session_id=ctx.session_id, source=source)
+        owner = str(getattr(ctx.run_state, "owner", "") or "")  # memories belong to the Jupyter user of the run
+        result = await ctx.services.memories.save(
+            content, category=category, owner=owner, session_id=ctx.session_id, source=source
+        )
         meta = {"status": result.status, "memory_id": result.memory_id, "similarity": round(result.similarity, 3)}
         if result.status == "rejected":
             return ToolOutput.error(f"memory not saved: {result.reason}", **meta)

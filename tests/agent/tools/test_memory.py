@@ -70,7 +70,7 @@ async def test_rejected_memory_is_an_error_and_nothing_is_stored(services) -> No
 
 
 @pytest.mark.asyncio
-async def test_memories_saved_in_one_run_reach_the_next_system_prompt(tmp_path, openai_server) -> None:
+async def test_memories_saved_in_one_run_reach_the_owners_next_system_prompt(tmp_path, openai_server) -> None:
     from tests.agent.runtime_helpers import make_config, make_runtime
     from tests.fakes.openai_server import Turn
 
@@ -81,9 +81,12 @@ async def test_memories_saved_in_one_run_reach_the_next_system_prompt(tmp_path, 
             Turn.call("save_memory", {"content": "ok"}),
             Turn.say("noted"),
             Turn.say("hello again"),
+            Turn.say("hello bob"),
         )
-        await (await runtime.start_run("I always use Planck 2018")).wait()
-        await (await runtime.start_run("new session")).wait()
+        await (await runtime.start_run("I always use Planck 2018", owner="alice")).wait()
+        await (await runtime.start_run("new session", owner="alice")).wait()
+        await (await runtime.start_run("another user", owner="bob")).wait()
+        assert [m.owner for m in await services.memories.repo.list()] == ["alice"]
     finally:
         await runtime.close()
         await services.close()
@@ -91,3 +94,4 @@ async def test_memories_saved_in_one_run_reach_the_next_system_prompt(tmp_path, 
     assert rejected["role"] == "tool" and "memory not saved: too short" in rejected["content"]
     assert GOOD not in openai_server.chat_requests[0]["messages"][0]["content"]
     assert f"[preference] {GOOD}" in openai_server.chat_requests[3]["messages"][0]["content"]
+    assert GOOD not in openai_server.chat_requests[4]["messages"][0]["content"]  # not bob's memory
