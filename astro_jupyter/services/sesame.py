@@ -17,19 +17,22 @@ can reuse it.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..errors import NotFoundError, ServiceError, ServiceTimeoutError
+from ..errors import NotFoundError, ServiceError, ServiceTimeoutError, StoreError
 
 if TYPE_CHECKING:
     import httpx2
 
     from ..config import AstroConfig
     from ..store.db import Database
+
+log = logging.getLogger(__name__)
 
 _DB_NAMES = {"S": "Simbad", "N": "NED", "V": "VizieR", "A": "all"}
 
@@ -156,7 +159,11 @@ class SesameClient:
             raise NotFoundError("an empty name cannot be resolved")
         key = self.cache_key(name)
         if use_cache and self.db is not None:
-            cached = await self._cache_get(key)
+            try:
+                cached = await self._cache_get(key)
+            except StoreError as exc:  # a locked or broken cache must not stop a lookup
+                log.warning("sesame cache read failed: %s", exc)
+                cached = None
             if cached is not None:
                 return cached
         text = await self.fetch_xml(name)
@@ -165,11 +172,20 @@ class SesameClient:
             raise NotFoundError(f"Sesame (Simbad, NED, VizieR) found no object named {name!r}")
         record = records[0]
         if self.db is not None:
-            await self._cache_put(key, record)
+            try:
+                await self._cache_put(key, record)
+            except StoreError as exc:  # e.g. a read-only library: the answer is still good
+                log.warning("sesame cache write failed: %s", exc)
         return record
 
+    # Each cache access is one hop to the database thread (``run_sync``), not three: the
+    # lookup sits on every query_target call, so its cost shows in every agent turn.
     async def _cache_get(self, key: str) -> TargetRecord | None:
-        payload = await self.db.fetchval("SELECT payload FROM sesame_cache WHERE query = ?", (key,))  # type: ignore[union-attr]
+        def read(conn: Any) -> Any:
+            row = conn.execute("SELECT payload FROM sesame_cache WHERE query = ?", (key,)).fetchone()
+            return None if row is None else row[0]
+
+        payload = await self.db.run_sync(read)  # type: ignore[union-attr]
         if not payload:
             return None
         try:
@@ -182,7 +198,9 @@ class SesameClient:
     async def _cache_put(self, key: str, record: TargetRecord) -> None:
         data = record.to_dict()
         data.pop("cached", None)
-        await self.db.execute(  # type: ignore[union-attr]
-            "INSERT OR REPLACE INTO sesame_cache (query, payload) VALUES (?, ?)",
-            (key, json.dumps(data, ensure_ascii=False)),
-        )
+        payload = json.dumps(data, ensure_ascii=False)
+
+        def write(conn: Any) -> None:
+            conn.execute("INSERT OR REPLACE INTO sesame_cache (query, payload) VALUES (?, ?)", (key, payload))
+
+        await self.db.run_sync(write)  # type: ignore[union-attr]

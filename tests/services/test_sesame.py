@@ -104,3 +104,13 @@ def test_parse_all_fixtures_and_garbage():
     assert parse_sesame_xml((DATA / "m87.xml").read_text(), "M 87")[0].otype == "BiC"
     with pytest.raises(ServiceError, match="unreadable"):
         parse_sesame_xml("<html>oops", "M 31")
+
+
+@pytest.mark.asyncio
+async def test_read_only_cache_does_not_stop_a_lookup(container):
+    await container.db.execute("PRAGMA query_only = ON")
+    try:
+        rec = await container.sesame.resolve("M 31")
+        assert rec.main_id == "M 31" and not rec.cached
+    finally:
+        await container.db.execute("PRAGMA query_only = OFF")
