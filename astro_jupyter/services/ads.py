@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from ..errors import ConfigError, NotFoundError, ServiceError, ServiceTimeoutError
 from ..store.papers import PaperRecord
@@ -189,7 +190,7 @@ class AdsClient:
 
     async def esource_links(self, bibcode: str) -> list[tuple[str, str]]:
         """Full-text links from the ADS link resolver (``/resolver/{bibcode}/esource``), PDFs first."""
-        payload = await self._get_json(f"/resolver/{bibcode}/esource")
+        payload = await self._get_json(f"/resolver/{quote(bibcode, safe='')}/esource")  # A&A bibcodes hold '&'
         links: list[tuple[str, str]] = []
         if payload.get("link"):
             links.append((str(payload.get("link_type") or "ESOURCE"), str(payload["link"])))

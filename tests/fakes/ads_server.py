@@ -18,6 +18,7 @@ import re
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from .base import FakeHandler, FakeServer
 
@@ -62,7 +63,7 @@ class AdsHandler(FakeHandler):
 
     def _resolver(self, path: str) -> None:
         match = re.match(r"^/resolver/([^/]+)/esource$", path)
-        bibcode = match.group(1) if match else ""
+        bibcode = unquote(match.group(1)) if match else ""
         records = (self.fake.state.get("esource") or {}).get(bibcode)
         if not records:
             self.send_json(404, {"error": f"did not find any records for {bibcode}"})

@@ -127,6 +127,9 @@ async def test_esource_links_pdf_first(astro_home: Path, ads_fake: FakeServer) -
         links = await AdsClient(config, http).esource_links("2019ApJ...873..111I")
         with pytest.raises(NotFoundError):
             await AdsClient(config, http).esource_links("1929PNAS...15..168H")
+        ads_fake.state["esource"]["2012A&A...538A...8S"] = [{"url": "https://www.aanda.org/x.pdf", "link_type": "ESOURCE|PUB_PDF"}]
+        assert await AdsClient(config, http).esource_links("2012A&A...538A...8S") == [("ESOURCE|PUB_PDF", "https://www.aanda.org/x.pdf")]
+    assert ads_fake.requests[-1].path == "/resolver/2012A%26A...538A...8S/esource"
     assert links[0] == ("ESOURCE|EPRINT_PDF", "https://arxiv.org/pdf/0805.2366")
     assert len(links) == 2
 
