@@ -43,7 +43,7 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 
 # Modules that register more subcommands with ``@command`` when imported.
-COMMAND_MODULES: tuple[str, ...] = ("astro_jupyter.cli_doctor", "astro_jupyter.cli_library")
+COMMAND_MODULES: tuple[str, ...] = ("astro_jupyter.cli_doctor", "astro_jupyter.cli_library", "astro_jupyter.cli_demo")
 
 
 def command(name: str, help: str, configure: Configure | None = None) -> Callable[[Handler], Handler]:

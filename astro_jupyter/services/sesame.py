@@ -204,3 +204,13 @@ class SesameClient:
             conn.execute("INSERT OR REPLACE INTO sesame_cache (query, payload) VALUES (?, ?)", (key, payload))
 
         await self.db.run_sync(write)  # type: ignore[union-attr]
+
+    async def prime_cache(self, name: str, xml_text: str) -> TargetRecord:
+        """Store a recorded Sesame answer as if it had been fetched (offline demo, fixtures)."""
+        records = parse_sesame_xml(xml_text, _clean(name))
+        if not records:
+            raise NotFoundError(f"the recorded Sesame answer for {name!r} has no position")
+        if self.db is None:
+            raise ServiceError("priming the Sesame cache needs the database")
+        await self._cache_put(self.cache_key(name), records[0])
+        return records[0]

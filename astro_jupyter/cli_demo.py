@@ -1,0 +1,33 @@
+"""``astro-jupyter demo``: seed the offline demo library (sample papers, Sesame cache, a session)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .cli import EXIT_OK, command, open_services
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print what was seeded as JSON")
+
+
+@command("demo", "seed the offline demo library: sample papers, a Sesame cache, a recorded session", _demo_args)
+async def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import seed_demo
+
+    services = await open_services()
+    try:
+        summary = await seed_demo(services)
+    finally:
+        await services.close()
+    if args.json:
+        print(json.dumps(summary.__dict__))
+    else:
+        print(f"library: {services.config.home}")
+        for paper_id in summary.paper_ids:
+            print(f"  paper   {paper_id}")
+        for target in summary.targets:
+            print(f"  target  {target} (cached)")
+        print(f"  session {summary.session_id}")
+    return EXIT_OK

@@ -1,0 +1,122 @@
+"""Seed a library for the offline demo (Binder, Docker, a first look): sample papers, a Sesame cache.
+
+``astro-jupyter demo`` runs :func:`seed_demo`; it is idempotent, so running it twice leaves
+one copy of everything. Nothing here needs the network or an API key.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from html import escape
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .papers import SAMPLE_PAPERS, SamplePaper
+
+if TYPE_CHECKING:
+    from ..services.container import ServiceContainer
+
+DEMO_SESSION_TITLE = "Demo: what constrains the Milky Way halo mass beyond 100 kpc?"
+
+
+@dataclass
+class DemoSummary:
+    paper_ids: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    session_id: str = ""
+
+
+def write_sample_pdf(paper: SamplePaper, path: Path) -> Path:
+    """Typeset one sample paper (title, authors, abstract, numbered sections, references)."""
+    import pymupdf
+
+    parts = [f"<h1>{escape(paper.title)}</h1>", f"<p><i>{escape(', '.join(paper.authors))}</i></p>"]
+    parts.append(f"<h2>Abstract</h2><p>{escape(paper.abstract)}</p>")
+    for heading, body in paper.sections:
+        parts.append(f"<h2>{escape(heading)}</h2>")
+        parts += [f"<p>{escape(p.strip())}</p>" for p in body.split("\n\n") if p.strip()]
+    parts.append("<h2>References</h2>")
+    parts += [f"<p>{escape(ref)}</p>" for ref in paper.references]
+    css = "h1 {font-size: 18pt;} h2 {font-size: 13pt; margin-top: 10pt;} p {font-size: 10pt; text-align: justify;}"
+
+    story = pymupdf.Story(html="".join(parts), user_css=css)
+    writer = pymupdf.DocumentWriter(str(path))
+    mediabox = pymupdf.paper_rect("a4")
+    where = mediabox + (56, 56, -56, -56)
+    more = True
+    while more:
+        device = writer.begin_page(mediabox)
+        more, _ = story.place(where)
+        story.draw(device)
+        writer.end_page()
+    writer.close()
+
+    doc = pymupdf.open(str(path))
+    doc.set_metadata(
+        {
+            "title": paper.title,
+            "author": "; ".join(paper.authors),
+            "keywords": "astro-jupyter demo sample",
+            "creationDate": f"D:{paper.year}0101000000",
+        }
+    )
+    doc.saveIncr()
+    doc.close()
+    return path
+
+
+def sample_sesame_files() -> list[tuple[str, str]]:
+    """(object name, recorded Sesame XML) pairs bundled with the package."""
+    folder = resources.files("astro_jupyter.demo").joinpath("sesame")
+    pairs = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".xml"):
+            text = entry.read_text(encoding="utf-8")
+            pairs.append((_sesame_name(text) or entry.name[:-4], text))
+    return pairs
+
+
+def _sesame_name(xml_text: str) -> str:
+    import xml.etree.ElementTree as ET
+
+    return (ET.fromstring(xml_text).findtext("Target/name") or "").strip()
+
+
+async def seed_demo(services: "ServiceContainer") -> DemoSummary:
+    summary = DemoSummary()
+    with tempfile.TemporaryDirectory() as tmp:
+        for paper in SAMPLE_PAPERS:
+            pdf = write_sample_pdf(paper, Path(tmp) / f"{paper.slug}.pdf")
+            record = await services.library.add_pdf(pdf, fetch=False)
+            record = await services.library.update(
+                record.id, title=paper.title, authors=list(paper.authors), year=paper.year, abstract=paper.abstract
+            )
+            summary.paper_ids.append(record.id)
+    for name, xml_text in sample_sesame_files():
+        target = await services.sesame.prime_cache(name, xml_text)
+        summary.targets.append(target.main_id)
+    summary.session_id = await _demo_session(services)
+    return summary
+
+
+async def _demo_session(services: "ServiceContainer") -> str:
+    """A recorded conversation so history search has something to find on first launch."""
+    for session in await services.sessions.list(limit=1000):
+        if session.title == DEMO_SESSION_TITLE:
+            return session.id
+    session = await services.sessions.create(title=DEMO_SESSION_TITLE, source="demo", model="(recorded)")
+    await services.messages.append_many(
+        session.id,
+        [
+            {"role": "user", "content": "What constrains the mass of the Milky Way's halo beyond 100 kpc?"},
+            {
+                "role": "assistant",
+                "content": "Satellite-galaxy and distant globular-cluster kinematics (line-of-sight velocities plus "
+                "proper motions) through a Jeans analysis; whether Leo I is bound shifts the virial mass by about "
+                "twenty per cent.",
+            },
+        ],
+    )
+    return session.id
