@@ -29,6 +29,7 @@ from .service import InvalidRequest
 QUEUE_SIZE = 256
 MAX_BATCH = 64
 _END = object()
+_KEEPALIVE = object()
 
 
 def parse_last_event_id(header: str | None, query: str | None) -> int:
@@ -59,6 +60,9 @@ class RunEventsHandler(AstroHandler):
 
     def on_connection_close(self) -> None:
         self._closed.set()
+        queue = getattr(self, "_queue", None)
+        if queue is not None and not queue.full():
+            queue.put_nowait(_END)  # wake the writer now, not at the next event
 
     @web.authenticated
     @authorized
@@ -68,8 +72,12 @@ class RunEventsHandler(AstroHandler):
         self.set_header("Content-Type", "text/event-stream; charset=utf-8")
         self.set_header("Cache-Control", "no-cache, no-transform")
         self.set_header("X-Accel-Buffering", "no")
+        stream_io = getattr(self.request.connection, "stream", None)
+        if stream_io is not None:
+            stream_io.set_nodelay(True)  # small event writes must not wait for Nagle + delayed ACK
         keepalive = max(0.05, float(self.service.config.sse_keepalive_secs))
         queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_SIZE)
+        self._queue = queue
         reader = asyncio.create_task(_pump(stream, queue), name=f"sse-{run_id}")
         try:
             self.write(b"retry: 1000\n\n")
@@ -90,33 +98,44 @@ class RunEventsHandler(AstroHandler):
                 pass
 
     async def _write_loop(self, queue: "asyncio.Queue[Any]", keepalive: float) -> None:
-        while not self._closed.is_set():
-            if queue.empty():
-                try:
-                    item = await asyncio.wait_for(queue.get(), timeout=keepalive)
-                except asyncio.TimeoutError:
-                    self.write(b": keep-alive\n\n")
-                    await self.flush()
-                    continue
-            else:
-                item = queue.get_nowait()
-            batch = 0
-            while True:
-                if item is _END:
-                    await self.flush()
-                    return
-                if isinstance(item, BaseException):
-                    error = {"type": "error", "message": f"the event stream failed: {item}", "reason": "stream"}
-                    self.write(f"data: {json.dumps(error)}\n\n".encode())
-                    await self.flush()
-                    return
-                seq, data = item
-                self.write(format_event(seq, data))
-                batch += 1
-                if batch >= MAX_BATCH or queue.empty():
-                    break
-                item = queue.get_nowait()
-            await self.flush()
+        progress = [0]  # blocks written so far, read by the keep-alive ticker
+        ticker = asyncio.create_task(_keepalive(queue, keepalive, progress))
+        try:
+            while not self._closed.is_set():
+                item = await queue.get()
+                batch = 0
+                while True:
+                    if item is _END:
+                        await self.flush()
+                        return
+                    if item is _KEEPALIVE:
+                        self.write(b": keep-alive\n\n")
+                        progress[0] -= 1  # a comment is not progress: the next idle interval gets one too
+                    elif isinstance(item, BaseException):
+                        error = {"type": "error", "message": f"the event stream failed: {item}", "reason": "stream"}
+                        self.write(f"data: {json.dumps(error)}\n\n".encode())
+                        await self.flush()
+                        return
+                    else:
+                        self.write(format_event(*item))
+                    batch += 1
+                    progress[0] += 1
+                    if batch >= MAX_BATCH or queue.empty():
+                        break
+                    item = queue.get_nowait()
+                await self.flush()  # whatever was ready goes out now; nothing waits for a later event
+        finally:
+            ticker.cancel()
+
+
+async def _keepalive(queue: "asyncio.Queue[Any]", interval: float, progress: list[int]) -> None:
+    """Every ``interval`` in which nothing was written, queue a comment line (no per-event timers)."""
+    seen = 0
+    while True:
+        await asyncio.sleep(interval)
+        if progress[0] == seen and queue.empty():
+            queue.put_nowait(_KEEPALIVE)
+        seen = progress[0]
 
 
 async def _pump(stream: AsyncIterator[tuple[int, str]], queue: "asyncio.Queue[Any]") -> None:
