@@ -48,7 +48,7 @@ class HistorySearch:
     """``search(query, session_id=None, limit=20)`` → hits, best first (lower ``rank`` is better).
 
     Each hit: ``session_id``, ``session_title``, ``message_id`` (None for a title/summary hit),
-    ``role`` ("session" for a title/summary hit), ``snippet`` (with «» markers), ``rank`` (bm25),
+    ``run_id``, ``role`` ("session" for a title/summary hit), ``snippet`` (with «» markers), ``rank`` (bm25),
     ``created_at``.
     """
 
@@ -56,18 +56,21 @@ class HistorySearch:
         self.db = db
         self.snippet_tokens = snippet_tokens
 
-    async def search(self, query: str, session_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    async def search(
+        self, query: str, session_id: str | None = None, limit: int = 20, *, exclude_run_id: str = ""
+    ) -> list[dict[str, Any]]:
+        """``exclude_run_id`` leaves out the messages of one run (the agent's own current question)."""
         match = fts_query(query)
         if not match:
             return []
         limit = max(1, min(int(limit), 200))
-        hits = await self._messages(match, session_id, limit) + await self._sessions(match, session_id, limit)
+        hits = await self._messages(match, session_id, limit, exclude_run_id) + await self._sessions(match, session_id, limit)
         hits.sort(key=lambda h: (h["rank"], -(h["message_id"] or 0)))
         return hits[:limit]
 
-    async def _messages(self, match: str, session_id: str | None, limit: int) -> list[dict[str, Any]]:
+    async def _messages(self, match: str, session_id: str | None, limit: int, exclude_run_id: str = "") -> list[dict[str, Any]]:
         sql = (
-            "SELECT m.id AS message_id, m.session_id, m.role, m.created_at, s.title AS session_title,"
+            "SELECT m.id AS message_id, m.session_id, m.run_id, m.role, m.created_at, s.title AS session_title,"
             f" snippet(agent_messages_fts, 0, ?, ?, ?, {int(self.snippet_tokens)}) AS snippet,"
             " bm25(agent_messages_fts) AS rank"
             " FROM agent_messages_fts"
@@ -79,6 +82,9 @@ class HistorySearch:
         if session_id:
             sql += " AND m.session_id = ?"
             params.append(session_id)
+        if exclude_run_id:
+            sql += " AND m.run_id != ?"
+            params.append(exclude_run_id)
         sql += " ORDER BY rank LIMIT ?"
         params.append(limit)
         rows = await self.db.fetchall(sql, params)
@@ -87,6 +93,7 @@ class HistorySearch:
                 "session_id": r["session_id"],
                 "session_title": r["session_title"],
                 "message_id": r["message_id"],
+                "run_id": r["run_id"],
                 "role": r["role"],
                 "snippet": r["snippet"],
                 "rank": float(r["rank"]),
@@ -116,6 +123,7 @@ class HistorySearch:
                 "session_id": r["session_id"],
                 "session_title": r["session_title"],
                 "message_id": None,
+                "run_id": "",
                 "role": "session",
                 "snippet": r["snippet"],
                 "rank": float(r["rank"]),

@@ -33,7 +33,10 @@ async def test_search_finds_messages_and_titles_with_highlights(services) -> Non
     by_msg = {h["message_id"]: h for h in hits if h["message_id"]}
     assert by_msg[m2]["session_title"] == "Quasar luminosity"
 
-    only_s2 = await HistorySearch(services.db).search("halo", session_id=s2.id)
+    await services.messages.append(s2.id, {"role": "user", "content": "halo again"}, run_id="run_x")
+    assert not any(h["run_id"] == "run_x" for h in await HistorySearch(services.db).search("halo", exclude_run_id="run_x"))
+    assert any(h["run_id"] == "run_x" for h in await HistorySearch(services.db).search("halo"))
+    only_s2 = await HistorySearch(services.db).search("halo", session_id=s2.id, exclude_run_id="run_x")
     assert {h["session_id"] for h in only_s2} == {s2.id}
     assert [h["message_id"] for h in only_s2] == [m2]
 

@@ -37,7 +37,8 @@ class SearchHistoryTool(AgentTool):
             return ToolOutput.error("search_history needs a query")
         session = ctx.session_id if args.get("current_session_only") else None
         limit = int(args.get("limit") or 10)
-        hits = await ctx.services.history.search(query, session_id=session, limit=limit)
+        # the current run's own messages (e.g. the question being asked) are not "history"
+        hits = await ctx.services.history.search(query, session_id=session, limit=limit, exclude_run_id=ctx.run_id)
         if not hits:
             where = "this session" if session else "past sessions"
             return ToolOutput(f"No matches for {query!r} in {where}.", metadata={"hits": []})

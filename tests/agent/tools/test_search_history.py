@@ -14,12 +14,14 @@ async def test_finds_earlier_work_with_highlights_and_filters_by_session(service
     cur = await services.sessions.create(title="today")
     await services.messages.append(old.id, {"role": "assistant", "content": "The Cepheid period-luminosity fit gave 24.4 mag."})
     await services.messages.append(cur.id, {"role": "user", "content": "recheck the cepheid zero point"})
-    ctx, _ = make_ctx(services, session_id=cur.id)
+    await services.messages.append(cur.id, {"role": "user", "content": "did we study cepheids?"}, run_id="run_now")
+    ctx, _ = make_ctx(services, session_id=cur.id, run_id="run_now")
     tool = SearchHistoryTool()
     out = await tool.execute({"query": "cepheid"}, ctx)
     assert not out.is_error
     assert "«Cepheid»" in out.content and "«cepheid»" in out.content
     assert {h["session_id"] for h in out.metadata["hits"]} == {old.id, cur.id}
+    assert "did we study" not in out.content  # the running question is not history
     mine = await tool.execute({"query": "cepheid", "current_session_only": True}, ctx)
     assert {h["session_id"] for h in mine.metadata["hits"]} == {cur.id}
     none = await tool.execute({"query": "pulsar"}, ctx)
