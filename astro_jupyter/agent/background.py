@@ -136,10 +136,16 @@ _queues: "weakref.WeakKeyDictionary[Any, BackgroundQueue]" = weakref.WeakKeyDict
 
 
 def queue_for(services: "ServiceContainer") -> BackgroundQueue:
-    """The one queue of a service container (server and kernel each have their own)."""
+    """The one queue of a service container (server and kernel each have their own).
+
+    The queue is also set as an attribute of the container, whose ``close()`` closes every
+    attribute with a ``close`` before the database: still-running tasks are cancelled and
+    recorded as failed while the store is open.
+    """
     queue = _queues.get(services)
     if queue is None:
         queue = _queues[services] = BackgroundQueue(services)
+        services.__dict__.setdefault("background_queue", queue)
     return queue
 
 

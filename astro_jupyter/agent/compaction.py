@@ -78,6 +78,7 @@ class CompactionStats:
     compactions: int = 0
     micro_cleared: int = 0
     breaker_reported: bool = False
+    nothing_reported: bool = False
 
 
 class _BridgeState:
@@ -236,7 +237,9 @@ class Compactor:
             return False
         cut = choose_cut(state.messages, int(self.config.compaction_keep_recent_messages))
         if cut is None:
-            await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message="nothing old enough to compact"))  # type: ignore[arg-type]
+            if layer == "manual" or not stats.nothing_reported:  # said once per run for auto, not every step
+                stats.nothing_reported = True
+                await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message="nothing old enough to compact"))  # type: ignore[arg-type]
             return False
         ctx: "ToolContext | None" = state.extra.get("tool_ctx")
         recent = ctx.file_state.recent_paths(int(self.config.compaction_restore_files)) if ctx is not None else []

@@ -30,13 +30,25 @@ Work on your task with your tools. Use check_team_inbox to read messages and sen
 (to "lead" or another teammate) to share findings. You cannot ask the user questions.
 Finish with a short, self-contained summary: it is delivered to the lead's inbox."""
 
-_live: "weakref.WeakKeyDictionary[Any, dict[str, asyncio.Task[None]]]" = weakref.WeakKeyDictionary()
+class Teammates(dict):  # type: ignore[type-arg] - name -> asyncio.Task
+    """The running teammates of one service container; closed with it (each reports being stopped)."""
+
+    async def close(self) -> None:
+        tasks = [t for t in self.values() if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def live_teammates(services: Any) -> dict[str, "asyncio.Task[None]"]:
+_live: "weakref.WeakKeyDictionary[Any, Teammates]" = weakref.WeakKeyDictionary()
+
+
+def live_teammates(services: Any) -> Teammates:
     tasks = _live.get(services)
     if tasks is None:
-        tasks = _live[services] = {}
+        tasks = _live[services] = Teammates()
+        services.__dict__.setdefault("teammates", tasks)  # ServiceContainer.close() closes it before the DB
     return tasks
 
 

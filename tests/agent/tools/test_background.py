@@ -124,3 +124,22 @@ async def test_rows_left_running_by_a_dead_process_become_failures(services) -> 
     assert (await services.bg_tasks.get(task_id)).status == "completed"
     texts = " ".join(m["content"] for m in await queue.drain("ses_test"))
     assert orphan in texts and task_id in texts
+
+
+@pytest.mark.asyncio
+async def test_closing_the_container_records_running_tasks_as_failed(astro_config) -> None:
+    from astro_jupyter.services.container import ServiceContainer
+
+    services = ServiceContainer(astro_config)
+    await services.start()
+    ctx, _ = make_ctx(services, run_state=SimpleNamespace(registry=ToolRegistry([SlowDownload(delay=30)])))
+    out = await BgTaskRunTool().execute({"tool": "download_paper", "arguments": {"identifier": "z"}}, ctx)
+    await asyncio.sleep(0.05)
+    await services.close()
+    services = ServiceContainer(astro_config)
+    await services.start()
+    try:
+        record = await services.bg_tasks.get(out.metadata["task_id"])
+        assert record.status == "failed" and record.error == "cancelled before it finished"
+    finally:
+        await services.close()
