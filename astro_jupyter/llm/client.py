@@ -113,6 +113,10 @@ class LlmClient:
             )
         return self._client
 
+    def prepare(self) -> None:
+        """Build the HTTP client now (a server does this at startup; the first turn then pays nothing)."""
+        self._openai()
+
     async def aclose(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
