@@ -1,6 +1,6 @@
 """Paper chunks (``paper_chunks`` + FTS5) and their embeddings (one vector table per space).
 
-An *embedding space* is a backend plus a dimension (``lexical-v1`` at 384, an endpoint
+An *embedding space* is a backend plus a dimension (``lexical-v2`` at 384, an endpoint
 model at 1536, ...). Each gets its own table ``paper_chunk_vec_<backend>_<dim>``: a sqlite-vec
 ``vec0`` table (cosine distance) when the driver can load sqlite-vec, else a plain BLOB
 table (the in-memory index then does all the searching). The chunk id is the rowid, so a
@@ -190,15 +190,50 @@ class ChunkRepository:
         return [ChunkRow.from_row(r) for r in await self.db.fetchall(sql + " ORDER BY c.id", params)]
 
     async def load_vectors(self, space: Space) -> tuple[np.ndarray, np.ndarray]:
-        """Every vector of a space as (ids int64, matrix float32) — one pass on the db thread."""
+        """Every vector of a space as (ids int64, matrix float32) — one pass on the db thread.
+
+        A vec0 table is read through its chunk tables (validity bitmap, rowids and vectors
+        of 1024 rows per blob): ~100 blob reads instead of 100k virtual-table row lookups.
+        If that layout is not what this sqlite-vec version uses, the plain SELECT is used.
+        """
         dim = space.dim
 
-        def read(conn: Any) -> tuple[np.ndarray, np.ndarray]:
+        def plain(conn: Any) -> tuple[np.ndarray, np.ndarray]:
             rows = conn.execute(f"SELECT rowid, embedding FROM {space.name}").fetchall()
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             blob = b"".join(r[1] for r in rows)
             matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32)
             return ids, matrix
+
+        def chunked(conn: Any) -> tuple[np.ndarray, np.ndarray] | None:
+            try:
+                rows = conn.execute(
+                    f"SELECT c.size, c.validity, c.rowids, v.vectors FROM {space.name}_chunks c"
+                    f" JOIN {space.name}_vector_chunks00 v ON v.rowid = c.chunk_id ORDER BY c.chunk_id"
+                ).fetchall()
+                expected = conn.execute(f"SELECT count(*) FROM {space.name}_rowids").fetchone()[0]
+            except Exception:  # noqa: BLE001 - another layout: use the plain path
+                return None
+            id_parts: list[np.ndarray] = []
+            vec_parts: list[np.ndarray] = []
+            for size, validity, rowids, vectors in rows:
+                if len(rowids) != size * 8 or len(vectors) != size * dim * 4 or len(validity) * 8 < size:
+                    return None
+                valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:size].astype(bool)
+                id_parts.append(np.frombuffer(rowids, np.int64)[valid])
+                vec_parts.append(np.frombuffer(vectors, np.float32).reshape(size, dim)[valid])
+            ids = np.concatenate(id_parts) if id_parts else np.zeros(0, np.int64)
+            if len(ids) != expected:
+                return None
+            matrix = np.concatenate(vec_parts) if vec_parts else np.zeros((0, dim), np.float32)
+            return ids, matrix
+
+        def read(conn: Any) -> tuple[np.ndarray, np.ndarray]:
+            if space.kind == "vec0":
+                fast = chunked(conn)
+                if fast is not None:
+                    return fast
+            return plain(conn)
 
         return await self.db.run_sync(read)
 

@@ -33,18 +33,21 @@ async def test_lexical_is_deterministic_normalised_and_topical() -> None:
     assert m[0] @ m[1] > 0.4 > m[0] @ m[2]
     empty = await emb.embed([""])
     assert not empty.any()
+    # character n-grams: a different form of the same word still overlaps
+    a, b, c = await emb.embed(["permeation"]), await emb.embed(["permeability"]), await emb.embed(["solubility"])
+    assert float(a[0] @ b[0]) > float(a[0] @ c[0])
 
 
 def test_backend_choice(tmp_path) -> None:
     base = dict(home=str(tmp_path))
-    assert active_embedding_backend(AstroConfig(**base)) == ("local:all-MiniLM-L6-v2" if local_model_available() else "lexical-v1")
-    assert active_embedding_backend(AstroConfig(embed_model="lexical", **base)) == "lexical-v1"
+    assert active_embedding_backend(AstroConfig(**base)) == ("local:all-MiniLM-L6-v2" if local_model_available() else "lexical-v2")
+    assert active_embedding_backend(AstroConfig(embed_model="lexical", **base)) == "lexical-v2"
     # a model name without an endpoint cannot be used
     assert active_embedding_backend(AstroConfig(embed_model="text-embedding-3-small", **base)) != "endpoint:text-embedding-3-small"
     cfg = AstroConfig(embed_model="text-embedding-3-small", openai_base_url="http://127.0.0.1:9/v1", **base)
     assert active_embedding_backend(cfg) == "endpoint:text-embedding-3-small"
     assert isinstance(make_embedder(cfg, LlmClient(cfg)), EndpointEmbedder)
-    assert make_embedder(AstroConfig(embed_model="lexical", **base)).name == "lexical-v1"
+    assert make_embedder(AstroConfig(embed_model="lexical", **base)).name == "lexical-v2"
 
 
 def test_local_model_extra_not_installed_here() -> None:
@@ -52,7 +55,7 @@ def test_local_model_extra_not_installed_here() -> None:
 
     if importlib.util.find_spec("sentence_transformers") is None:
         assert local_model_available() is False
-        assert active_embedding_backend(AstroConfig(embed_model="local")) == "lexical-v1"
+        assert active_embedding_backend(AstroConfig(embed_model="local")) == "lexical-v2"
 
 
 @pytest.mark.asyncio

@@ -34,7 +34,7 @@ async def test_parse_generated_pdf(services: ServiceContainer) -> None:
     assert record.state == "parsed" and record.markdown_path == out.metadata["markdown_path"]
     chunks = await services.chunks.for_paper(paper_id)
     assert len(chunks) == out.metadata["chunks"] + out.metadata["references_chunks"]
-    assert out.metadata["embedded"] == out.metadata["chunks"] and out.metadata["embedding_backend"] == "lexical-v1"
+    assert out.metadata["embedded"] == out.metadata["chunks"] and out.metadata["embedding_backend"] == "lexical-v2"
     progress = [e.progress for e in recorder.of("tool_progress")]
     assert [(p.get("done"), p.get("total")) for p in progress] == [(1, 2), (2, 2)]
 
