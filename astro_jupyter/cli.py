@@ -186,6 +186,9 @@ async def cmd_ask(args: argparse.Namespace) -> int:
                 printer.show(event)
             if event.type == "error":
                 error_reason = event.reason  # type: ignore[attr-defined]
+            elif event.type in ("ask_user", "permission_request") and not event.subagent_id:
+                answer = await _answer_question(event, interactive=not args.json and sys.stdin.isatty())
+                handle.answer(event.request_id, answer)  # type: ignore[attr-defined]
         done = await handle.wait()
         if done.reason == "cancelled":
             return EXIT_CANCELLED
@@ -195,6 +198,28 @@ async def cmd_ask(args: argparse.Namespace) -> int:
     finally:
         await runtime.close()
         await services.close()
+
+
+async def _answer_question(event: Event, *, interactive: bool) -> str:
+    """Questions are asked on the terminal when there is one; a script gets an immediate refusal."""
+    if not interactive:
+        if event.type == "permission_request":
+            err(f"denied {event.name}: a non-interactive CLI cannot grant permission")  # type: ignore[attr-defined]
+            return "deny"
+        return "(no answer: the question was asked in a non-interactive CLI)"
+    if event.type == "permission_request":
+        prompt = "allow? [y/N/always] "
+    else:
+        options = event.options  # type: ignore[attr-defined]
+        prompt = f"answer{(' (' + ' / '.join(options) + ')') if options else ''}: "
+    loop = asyncio.get_running_loop()
+    try:
+        reply = (await loop.run_in_executor(None, input, prompt)).strip()
+    except EOFError:
+        reply = ""
+    if event.type == "permission_request":
+        return {"y": "allow", "yes": "allow", "a": "always", "always": "always"}.get(reply.lower(), "deny")
+    return reply
 
 
 # -- tool ---------------------------------------------------------------------------------------

@@ -200,3 +200,19 @@ def test_kill_9_mid_run_loses_no_committed_message(tmp_path, openai_server, sesa
             await services.close()
 
     assert sorted(asyncio.run(statuses())) == ["error", "finished"]  # the dead run was marked at startup
+
+
+def test_non_interactive_cli_denies_permission_at_once(tmp_path, openai_server, sesame_server):
+    openai_server.script(Turn.call("run_bash", {"command": "echo hi"}, id="b1"), Turn.say("ok, not allowed"))
+    env = cli_env(tmp_path / "home", openai_server.url, sesame_server.url)
+    env["ASTRO_PERMISSION_RULES"] = json.dumps([{"action": "ask", "tool": "run_bash", "reason": "shell commands need a yes"}])
+    env["ASTRO_PERMISSION_MODE"] = "ask"
+    t0 = time.time()
+    proc = run_cli(env, "ask", "run something", "--json", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert time.time() - t0 < 30
+    events = [json.loads(l) for l in proc.stdout.splitlines()]
+    assert any(e["type"] == "permission_request" and e["name"] == "run_bash" for e in events)
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result["is_error"] and result["tool_call_id"] == "b1"
+    assert "denied run_bash" in proc.stderr
