@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
-from tests.fakes.openai_server import Turn, last_tool_results
+from tests.fakes.openai_server import Turn
 
 ROOT = Path(__file__).resolve().parents[1]
 

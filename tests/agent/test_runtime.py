@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from astro_jupyter.errors import RunConflict, SessionNotFound, ToolInputError
-from astro_jupyter.events import Done, ToolCall, ToolResult
+from astro_jupyter.events import Done, ToolResult
 from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
 from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 

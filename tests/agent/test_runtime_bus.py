@@ -11,7 +11,7 @@ import pytest
 from astro_jupyter.agent.bus import EventBus
 from astro_jupyter.events import Done, TextDelta, to_wire
 from astro_jupyter.store.runs import RunRepository
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, types
+from tests.agent.runtime_helpers import collect, make_config, make_runtime
 from tests.fakes.openai_server import Turn
 
 

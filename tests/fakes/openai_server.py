@@ -28,6 +28,8 @@ from .base import FakeHandler, FakeServer
 
 _ids = itertools.count(1)
 
+NO_ID = "<no id>"  # a ScriptedCall with this id is streamed without an id (some endpoints do that)
+
 
 @dataclass
 class ScriptedCall:
@@ -141,10 +143,11 @@ class _OpenAIHandler(FakeHandler):
             return
         model = str(body.get("model", ""))
         calls = [ScriptedCall(c.name, c.arguments, c.id or f"call_{next(_ids)}") for c in turn.calls]
+        wire_id = {c.id: (None if c.id == NO_ID else c.id) for c in calls}
         finish = turn.finish_reason or ("tool_calls" if calls else "stop")
         usage = turn.usage or {"prompt_tokens": 10, "completion_tokens": max(1, len(turn.text) // 4), "total_tokens": 10 + max(1, len(turn.text) // 4)}
         if body.get("stream"):
-            self._stream(body, turn, model, calls, finish, usage)
+            self._stream(body, turn, model, calls, finish, usage, wire_id)
             return
         if turn.delay or turn.first_delay:
             time.sleep(turn.delay + turn.first_delay)
@@ -168,7 +171,14 @@ class _OpenAIHandler(FakeHandler):
         )
 
     def _stream(
-        self, body: dict[str, Any], turn: Turn, model: str, calls: list[ScriptedCall], finish: str, usage: dict[str, int]
+        self,
+        body: dict[str, Any],
+        turn: Turn,
+        model: str,
+        calls: list[ScriptedCall],
+        finish: str,
+        usage: dict[str, int],
+        wire_id: dict[str, str | None],
     ) -> None:
         head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
         self.wfile.write(head.encode())
@@ -213,7 +223,7 @@ class _OpenAIHandler(FakeHandler):
                     delta_chunk(
                         {
                             "tool_calls": [
-                                {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+                                {"index": index, "id": wire_id[call.id], "type": "function", "function": {"name": call.name, "arguments": ""}}
                             ]
                         }
                     )

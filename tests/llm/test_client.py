@@ -12,7 +12,7 @@ import pytest
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import LlmError, LlmUnavailableError
 from astro_jupyter.llm import Completed, LlmClient, ModelSwitched, TextChunk, ThinkingChunk, ToolCallReady
-from tests.fakes.openai_server import ScriptedCall, Turn
+from tests.fakes.openai_server import NO_ID, ScriptedCall, Turn
 
 
 def make_client(url: str, **kw: Any) -> LlmClient:
@@ -273,10 +273,12 @@ async def test_responder_sees_the_request(openai_server):
 
 @pytest.mark.asyncio
 async def test_missing_call_ids_are_repaired_consistently(openai_server):
-    openai_server.script(Turn.calls_(ScriptedCall("a", {}, "")))
-    # the fake assigns ids when empty; force an empty id by a raw responder turn instead
+    openai_server.script(Turn.calls_(ScriptedCall("a", {"x": 1}, NO_ID), ScriptedCall("b", {}, NO_ID)))
     client = make_client(openai_server.url)
     items = await collect(client)
     ready = [i for i in items if isinstance(i, ToolCallReady)]
-    assert ready[0].id and items[-1].tool_calls[0].id == ready[0].id
+    assert [r.name for r in ready] == ["a", "b"]
+    assert all(r.id.startswith("call_") for r in ready) and ready[0].id != ready[1].id
+    assert [c.id for c in items[-1].tool_calls] == [r.id for r in ready]
+    assert [c["id"] for c in items[-1].message["tool_calls"]] == [r.id for r in ready]
     await client.aclose()
