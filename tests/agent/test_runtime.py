@@ -305,3 +305,30 @@ async def test_default_registry_runtime_sends_sorted_resident_tools(tmp_path, op
     finally:
         await runtime.close()
         await services.close()
+
+
+@pytest.mark.asyncio
+async def test_coordinator_session_gets_meta_tools_and_keeps_them_on_resume(tmp_path, openai_server, sesame_server):
+    from astro_jupyter.agent.runtime import AgentRuntime
+    from astro_jupyter.services.container import ServiceContainer
+
+    openai_server.script(Turn.say("planning"), Turn.say("still coordinating"), Turn.say("plain"))
+    services = ServiceContainer(make_config(tmp_path, openai_server.url, sesame_server.url))
+    await services.start()
+    runtime = AgentRuntime(services)
+    try:
+        first = await runtime.start_run("split this", coordinator=True)
+        await first.wait()
+        again = await runtime.start_run("go on", session_id=first.session_id)
+        await again.wait()
+        plain = await runtime.start_run("no coordinator")
+        await plain.wait()
+        names = [[t["function"]["name"] for t in r["tools"]] for r in openai_server.chat_requests]
+        assert {"delegate_task", "check_task", "synthesize"} <= set(names[0])
+        assert {"delegate_task", "check_task", "synthesize"} <= set(names[1])
+        assert "delegate_task" not in names[2]
+        assert "coordinator mode" in openai_server.chat_requests[0]["messages"][0]["content"]
+        assert (await services.sessions.get(first.session_id)).coordinator is True
+    finally:
+        await runtime.close()
+        await services.close()
