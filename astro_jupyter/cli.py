@@ -142,7 +142,7 @@ class TimelinePrinter:
 
 # -- ask ----------------------------------------------------------------------------------------
 def _ask_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("prompt", help="what to ask the agent")
+    p.add_argument("prompt", help="what to ask the agent ('-' reads it from stdin)")
     p.add_argument("--session", help="continue this session (id from `astro-jupyter sessions`)")
     p.add_argument("--model", help="chat model for this run (default: LLM_MODEL)")
     p.add_argument("--max-steps", type=int, help="maximum LLM turns")
@@ -160,12 +160,16 @@ async def cmd_ask(args: argparse.Namespace) -> int:
     if not config.llm_configured:
         err(NOT_CONFIGURED)
         return EXIT_UNAVAILABLE
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        err("the prompt is empty")
+        return EXIT_UNAVAILABLE
     services = await open_services(config)
     runtime = AgentRuntime(services)
     try:
         try:
             handle = await runtime.start_run(
-                args.prompt, session_id=args.session, model=args.model, max_steps=args.max_steps,
+                prompt, session_id=args.session, model=args.model, max_steps=args.max_steps,
                 coordinator=args.coordinator, source="cli",
             )
         except AstroError as exc:

@@ -215,3 +215,16 @@ def test_non_interactive_cli_denies_permission_at_once(tmp_path, openai_server, 
     result = next(e for e in events if e["type"] == "tool_result")
     assert result["is_error"] and result["tool_call_id"] == "b1"
     assert "denied run_bash" in proc.stderr
+
+
+def test_prompt_from_stdin_and_unknown_session(tmp_path, openai_server):
+    openai_server.script(Turn.say("read it"))
+    env = cli_env(tmp_path / "home", openai_server.url)
+    proc = subprocess.run(
+        [sys.executable, "-m", "astro_jupyter.cli", "ask", "-", "--json"], env=env, input="A long\nmulti-line prompt\n",
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert openai_server.chat_requests[0]["messages"][-1]["content"] == "A long\nmulti-line prompt\n"
+    missing = run_cli(env, "ask", "hi", "--session", "ses_nope")
+    assert missing.returncode == 1 and "no session 'ses_nope'" in missing.stderr
