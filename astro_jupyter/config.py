@@ -346,6 +346,15 @@ class AstroConfig(Configurable):
     def _intake_rate_default(self) -> int:
         return _env_int("ASTRO_INTAKE_RATE", 30)
 
+    strict_login_cookie = Bool(
+        help="The server extension makes Jupyter's login cookie HttpOnly + SameSite=Strict unless "
+        "c.IdentityProvider.cookie_options says otherwise (env ASTRO_STRICT_LOGIN_COOKIE)."
+    ).tag(config=True)
+
+    @default("strict_login_cookie")
+    def _strict_cookie_default(self) -> bool:
+        return _env_bool("ASTRO_STRICT_LOGIN_COOKIE", True)
+
     # -- derived paths --------------------------------------------------------------------
     @property
     def home_path(self) -> Path:

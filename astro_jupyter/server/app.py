@@ -35,6 +35,22 @@ class AstroExtensionApp(ExtensionApp):
         self.service = AstroService(self.astro_config)
         self.settings[SERVICE_KEY] = self.service
         self.log.info("astro_jupyter: library at %s", self.astro_config.home)
+        self._ship_cookie_defaults()
+
+    def _ship_cookie_defaults(self) -> None:
+        """HttpOnly + SameSite=Strict on the login cookie, unless the user configured otherwise.
+
+        ``jupyter_server_config.d/*.json`` files only enable extensions (jupyter_server reads
+        nothing else from them), so the recommended cookie options are applied here, as
+        defaults under ``c.IdentityProvider.cookie_options``: keys set there win.
+        """
+        provider = getattr(self.serverapp, "identity_provider", None)
+        if provider is None or not self.astro_config.strict_login_cookie:
+            return
+        options = dict(getattr(provider, "cookie_options", {}) or {})
+        options.setdefault("httponly", True)
+        options.setdefault("samesite", "Strict")
+        provider.cookie_options = options
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(all_handlers())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from astro_jupyter.server.openapi import build_document
 from tests.server.conftest import Api
 
@@ -104,3 +106,20 @@ async def test_no_cors_headers_except_on_the_intake(api: Api, jp_fetch: Any) -> 
     assert ok.headers["Access-Control-Allow-Origin"] == "*"
     assert "POST" in ok.headers["Access-Control-Allow-Methods"]
     assert "authorization" in ok.headers["Access-Control-Allow-Headers"].lower()
+
+
+async def test_login_cookie_is_httponly_and_samesite_strict(jp_fetch: Any) -> None:
+    response = await jp_fetch("astro", "api", "auth", "me")
+    login = [c for c in response.headers.get_list("Set-Cookie") if c.startswith("username-")]
+    assert login and "httponly" in login[0].lower() and "samesite=strict" in login[0].lower()
+
+
+class TestUserCookieOptionsWin:
+    @pytest.fixture
+    def extra_server_config(self) -> dict[str, Any]:
+        return {"IdentityProvider": {"cookie_options": {"samesite": "Lax"}}}
+
+    async def test_configured_samesite_is_kept(self, jp_fetch: Any) -> None:
+        response = await jp_fetch("astro", "api", "auth", "me")
+        login = [c for c in response.headers.get_list("Set-Cookie") if c.startswith("username-")]
+        assert login and "samesite=lax" in login[0].lower() and "httponly" in login[0].lower()
