@@ -16,7 +16,7 @@ _TABLE_CAPTION = re.compile(r"^(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IG
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi\b|-medi|\.b$|cmbx", re.IGNORECASE)
 
 
-@dataclass
+@dataclass(slots=True)
 class Piece:
     """A PyMuPDF line fragment: kept for table cells (their x-extent matters)."""
 
@@ -27,7 +27,7 @@ class Piece:
     text: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     """One visual line (PyMuPDF lines of a block on the same baseline merged)."""
 
@@ -94,6 +94,10 @@ def _merge_same_baseline(raw_lines: list[dict[str, Any]]) -> list[list[dict[str,
 
 
 def _make_line(group: list[dict[str, Any]]) -> Line | None:
+    """Merge one baseline's PyMuPDF lines: text, dominant size, boldness, bold run-in prefix.
+
+    This runs for every line of every page, so it avoids per-span allocations beyond the text.
+    """
     texts: list[str] = []
     sizes: dict[float, int] = {}
     bold_chars = 0
@@ -101,9 +105,10 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
     prefix_open = True
     prefix: list[str] = []
     pieces: list[Piece] = []
+    bold_cache = _bold_cache
     for raw in group:
         spans = raw["spans"]
-        piece_text = "".join([span["text"] for span in spans])
+        piece_text = spans[0]["text"] if len(spans) == 1 else "".join([span["text"] for span in spans])
         stripped = piece_text.strip()
         if not stripped:
             continue
@@ -118,7 +123,11 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
             chars += n
             size = round(span["size"] * 2) / 2
             sizes[size] = sizes.get(size, 0) + n
-            if _is_bold(span):
+            key = (span["flags"] & 16, span["font"])
+            bold = bold_cache.get(key)
+            if bold is None:
+                bold = _is_bold(span)
+            if bold:
                 bold_chars += n
                 if prefix_open:
                     prefix.append(text)
@@ -126,14 +135,19 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
                 prefix_open = False
     if not pieces:
         return None
-    text = " ".join(" ".join(texts).split())
-    size = max(sizes, key=sizes.__getitem__) if sizes else 0.0
+    text = " ".join((texts[0] if len(texts) == 1 else " ".join(texts)).split())
+    size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
     all_bold = chars > 0 and bold_chars == chars
-    bold_prefix = "" if all_bold else " ".join("".join(prefix).split())
-    if len(bold_prefix) < 3 or not re.search(r"[A-Za-z]{2}", bold_prefix):
-        bold_prefix = ""
+    bold_prefix = ""
+    if prefix and not all_bold:
+        bold_prefix = " ".join("".join(prefix).split())
+        if len(bold_prefix) < 3 or not re.search(r"[A-Za-z]{2}", bold_prefix):
+            bold_prefix = ""
+    if len(pieces) == 1:
+        p = pieces[0]
+        return Line(p.x0, p.y0, p.x1, p.y1, text, size, all_bold, bold_prefix, chars, pieces)
     return Line(
-        pieces[0].x0 if len(pieces) == 1 else min(p.x0 for p in pieces),
+        min(p.x0 for p in pieces),
         min(p.y0 for p in pieces),
         max(p.x1 for p in pieces),
         max(p.y1 for p in pieces),
@@ -156,20 +170,17 @@ def extract_page(page: Any, number: int) -> PageData:
     for raw_block in data["blocks"]:
         if raw_block.get("type") != 0:
             continue
-        horizontal = [ln for ln in raw_block["lines"] if abs(ln["dir"][1]) < 0.05 and ln["dir"][0] > 0]
+        raw_lines = raw_block["lines"]
+        horizontal = [ln for ln in raw_lines if abs(ln["dir"][1]) < 0.05 and ln["dir"][0] > 0]
         lines = [ln for ln in (_make_line(g) for g in _merge_same_baseline(horizontal)) if ln is not None]
         if not lines:
             continue
-        blocks.append(
-            TextBlock(
-                number,
-                min(ln.x0 for ln in lines),
-                min(ln.y0 for ln in lines),
-                max(ln.x1 for ln in lines),
-                max(ln.y1 for ln in lines),
-                lines,
-            )
-        )
+        if len(lines) == len(raw_lines):  # nothing dropped: PyMuPDF's block box is the box
+            x0, y0, x1, y1 = raw_block["bbox"]
+        else:
+            x0, y0 = min(ln.x0 for ln in lines), min(ln.y0 for ln in lines)
+            x1, y1 = max(ln.x1 for ln in lines), max(ln.y1 for ln in lines)
+        blocks.append(TextBlock(number, x0, y0, x1, y1, lines))
     image_area = 0.0
     if not blocks:
         # only needed to tell an image-only (scanned) PDF from an empty one
