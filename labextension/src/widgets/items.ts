@@ -34,6 +34,8 @@ export abstract class ItemView<T extends TimelineItem = TimelineItem> {
   readonly el: HTMLElement;
   /** Where child items go (subagents only). */
   childrenHost: HTMLElement | null = null;
+  /** Where the subagents a tool call started are shown (tool cards only). */
+  subagentHost: HTMLElement | null = null;
   rendered = -1;
 
   constructor(readonly item: T, protected ctx: IRenderContext) {
@@ -84,8 +86,15 @@ class TextView extends ItemView<ITextItem> {
 
   update(): void {
     this.el.classList.toggle('jp-mod-streaming', this.item.streaming);
+    if (this.item.text !== this.renderedText || this.item.streaming) {
+      this.el.dataset.pending = 'true';
+    }
     if (this.item.kind === 'thinking') {
       this.host.textContent = this.item.text;
+      this.renderedText = this.item.text;
+      if (!this.item.streaming) {
+        delete this.el.dataset.pending;
+      }
       return;
     }
     this.schedule();
@@ -108,7 +117,10 @@ class TextView extends ItemView<ITextItem> {
       return;
     }
     const text = this.item.text;
-    if (text === this.renderedText && this.renderer) {
+    if (text === this.renderedText && (this.renderer || !this.ctx.rendermime)) {
+      if (!this.item.streaming) {
+        delete this.el.dataset.pending;
+      }
       return;
     }
     this.busy = true;
@@ -140,10 +152,10 @@ class TextView extends ItemView<ITextItem> {
     } finally {
       this.busy = false;
     }
-    if (this.item.text !== this.renderedText || !this.item.streaming) {
-      if (this.item.text !== this.renderedText) {
-        this.schedule();
-      }
+    if (this.item.text !== this.renderedText) {
+      this.schedule();
+    } else if (!this.item.streaming) {
+      delete this.el.dataset.pending; // what is shown is final
     }
   }
 
@@ -193,12 +205,14 @@ class ToolView extends ItemView<IToolItem> {
     this.more = button('Show more', () => this.toggleMore(), { class: 'jp-Astro-button jp-Astro-more', hidden: true });
     this.link = h('div', { class: 'jp-Astro-persisted', hidden: true });
     this.result = h('div', { class: 'jp-Astro-tool-result', hidden: true }, this.output, this.more, this.link);
+    this.subagentHost = h('div', { class: 'jp-Astro-tool-subagents' });
     return h(
       'div',
       { class: 'jp-Astro-item jp-Astro-tool', role: 'group' },
       h('div', { class: 'jp-Astro-tool-header' }, this.statusEl, this.name, this.duration),
       h('details', { class: 'jp-Astro-tool-args' }, h('summary', { text: 'Arguments' }), this.args),
       this.progress,
+      this.subagentHost,
       this.result
     );
   }
@@ -351,7 +365,7 @@ class QuestionView extends ItemView<IQuestionItem> {
   private actions!: HTMLElement;
   private input!: HTMLInputElement;
   private state!: HTMLElement;
-  private buttons: HTMLButtonElement[] = [];
+  private buttons!: HTMLButtonElement[]; // set in build(), which runs before field initialisers
 
   protected build(): HTMLElement {
     const q = this.item;

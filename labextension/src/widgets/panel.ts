@@ -64,6 +64,8 @@ export class AstroPanel extends Panel {
   private deleteButton!: HTMLButtonElement;
   private exportButton!: HTMLButtonElement;
   private opening = 0;
+  /** The session being loaded: a prompt sent meanwhile waits for it (no race with the reload). */
+  private pendingOpen: Promise<void> | null = null;
 
   constructor(private options: IAstroPanelOptions) {
     super();
@@ -126,7 +128,18 @@ export class AstroPanel extends Panel {
   }
 
   /** Show a session: its stored history, then the live run if one is going on. */
-  async openSession(id: string | null, messageId?: number | null): Promise<void> {
+  openSession(id: string | null, messageId?: number | null): Promise<void> {
+    const p = this.doOpenSession(id, messageId);
+    this.pendingOpen = p;
+    void p.finally(() => {
+      if (this.pendingOpen === p) {
+        this.pendingOpen = null;
+      }
+    });
+    return p;
+  }
+
+  private async doOpenSession(id: string | null, messageId?: number | null): Promise<void> {
     const ticket = ++this.opening;
     this.run.detach();
     this.timeline.clear();
@@ -175,6 +188,8 @@ export class AstroPanel extends Panel {
 
   private async newSession(): Promise<void> {
     try {
+      this.run.detach();
+      this.timeline.clear();
       const session = await this.sessions.create('');
       await this.openSession(session.id);
       this.input.focus();
@@ -258,6 +273,9 @@ export class AstroPanel extends Panel {
       return;
     }
     this.input.value = '';
+    if (this.pendingOpen) {
+      await this.pendingOpen;
+    }
     this.clearMessage();
     const sessionId = this.sessions.currentId;
     this.timelineView.scrollToBottom();

@@ -5,7 +5,7 @@
  */
 import { Widget } from '@lumino/widgets';
 
-import { TimelineChange, TimelineItem, TimelineModel } from '../timeline';
+import { ISubagentItem, TimelineChange, TimelineItem, TimelineModel } from '../timeline';
 import { createView, IRenderContext, ItemView } from './items';
 
 const STICK_PX = 48;
@@ -57,6 +57,9 @@ export class TimelineView extends Widget {
         if (view && view.rendered !== item.version) {
           view.rendered = item.version;
           view.update();
+          if (item.kind === 'subagent') {
+            this.placeSubagent(item, view);
+          }
         }
       }
       this.dirty.clear();
@@ -131,6 +134,21 @@ export class TimelineView extends Widget {
     host.appendChild(view.el);
     view.rendered = item.version;
     view.update();
+    if (item.kind === 'subagent') {
+      this.placeSubagent(item, view);
+    }
+  }
+
+  /** Show a subagent inside the card of the tool call that started it (when that card is shown). */
+  private placeSubagent(item: ISubagentItem, view: ItemView): void {
+    if (!item.parentToolCallId) {
+      return;
+    }
+    const tool = this.model.tool(item.parentToolCallId);
+    const host = tool ? this.views.get(tool.key)?.subagentHost : null;
+    if (host && view.el.parentElement !== host) {
+      host.appendChild(view.el);
+    }
   }
 
   private rebuild(): void {

@@ -1,0 +1,317 @@
+"""UI tests: a real ``jupyter lab`` (subprocess) with the astro extensions, driven by headless
+Chromium through Python Playwright.
+
+One lab per test session (it takes seconds to start), reached through a TCP proxy so a test
+can make the server go away. The LLM is the scripted fake (tests/fakes/openai_server.py) and
+CDS Sesame the fake resolver, both real HTTP servers on loopback in this process; each test
+scripts the turns it needs. Screenshots go to test-artifacts/ui/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.sesame_server import FakeSesameServer
+
+from .proxy import TcpProxy
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts" / "ui"
+CHROMIUM = os.environ.get("ASTRO_UI_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Tool outputs up to this size stay inline (the 1 MB test); larger ones are persisted to a file.
+MAX_OUTPUT_CHARS = 1_200_000
+
+pytestmark = pytest.mark.browser
+PANEL = "#astro-jupyter-panel"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/ui/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.browser)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """The running lab: ``url`` goes through the proxy; ``api(...)`` calls the REST routes directly."""
+
+    def __init__(self, proc: subprocess.Popen, port: int, proxy: TcpProxy, token: str, root: Path, home: Path, log: Path):
+        self.proc = proc
+        self.port = port
+        self.proxy = proxy
+        self.token = token
+        self.root = root
+        self.home = home
+        self.log = log
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.proxy.port}"
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/{path.lstrip('/')}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            raw = resp.read()
+        return json.loads(raw) if raw else None
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop() -> None:
+    """pytest-jupyter's autouse loop fixture would close the loop Playwright's sync API runs on;
+    these tests use no in-process Jupyter server, so there is no loop to provide."""
+    return None
+
+
+@pytest.fixture(autouse=True)
+def jp_server_cleanup() -> None:
+    """No in-process ServerApp to clean up here (the lab is a subprocess)."""
+    return None
+
+
+@pytest.fixture(scope="session")
+def llm() -> Iterator[FakeOpenAIServer]:
+    server = FakeOpenAIServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def sesame() -> Iterator[FakeSesameServer]:
+    server = FakeSesameServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer, sesame: FakeSesameServer) -> Iterator[Lab]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium; .ci/run does)")
+    jupyter = shutil.which("jupyter")
+    if jupyter is None:
+        pytest.skip("jupyter is not on PATH")
+    base = tmp_path_factory.mktemp("ui")
+    root = base / "root"
+    home = root / "astro_home"  # inside the Jupyter root so persisted outputs can be opened
+    root.mkdir()
+    token = uuid.uuid4().hex
+    port = _free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "LLM_", "ASTRO_", "ADS_", "JUPYTER_"))
+    }
+    env.update(
+        {
+            "ASTRO_HOME": str(home),
+            "ASTRO_PROJECT_ROOT": str(root),
+            "OPENAI_BASE_URL": llm.url,
+            "OPENAI_API_KEY": "sk-fake",
+            "LLM_MODEL": "gpt-4o-mini",
+            "LLM_FALLBACK_MODEL": "fallback-model",
+            "ASTRO_SESAME_URL": sesame.url,
+            "ASTRO_MAX_OUTPUT_CHARS": str(MAX_OUTPUT_CHARS),
+            "ASTRO_LLM_RETRY_DELAY": "0.05",
+            "HF_HUB_OFFLINE": "1",
+            "JUPYTER_CONFIG_DIR": str(base / "jupyter_config"),
+            "JUPYTERLAB_SETTINGS_DIR": str(base / "lab_settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(base / "lab_workspaces"),
+            "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+        }
+    )
+    # No "Would you like to receive official Jupyter news?" toast.
+    settings = base / "lab_settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    log = base / "lab.log"
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "jupyterlab",
+            "--allow-root", "--no-browser",
+            f"--port={port}", "--ip=127.0.0.1",
+            f"--ServerApp.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.port_retries=0",
+            "--LabApp.news_url=",
+        ],
+        cwd=root,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    proxy = TcpProxy(port).start()
+    the_lab = Lab(proc, port, proxy, token, root, home, log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{the_lab.log_tail()}")
+            try:
+                the_lab.api("GET", "astro/api/auth/me")
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                if time.monotonic() > deadline:
+                    pytest.fail(f"jupyter lab did not answer astro/api/auth/me within 60 s:\n{the_lab.log_tail()}")
+                time.sleep(0.3)
+        yield the_lab
+    finally:
+        proxy.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def script(llm: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    """The fake LLM, emptied before and after the test (turns and responder)."""
+    with llm.lock:
+        llm.turns.clear()
+        llm.chat_requests.clear()
+    llm.responder = None
+    yield llm
+    with llm.lock:
+        llm.turns.clear()
+    llm.responder = None
+
+
+@pytest.fixture
+def page(browser: Any, lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser context on the lab with the Astro panel open on a new session."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.set_default_timeout(20_000)
+    pg.goto(f"{lab.url}/lab?token={lab.token}")
+    open_panel(pg)
+    pg.astro_errors = errors  # type: ignore[attr-defined]
+    try:
+        yield pg
+    finally:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            with_suffix = ARTIFACTS / f"{request.node.name}-FAILED.png"
+            try:
+                pg.screenshot(path=str(with_suffix))
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        context.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+def open_panel(pg: Any) -> None:
+    """Wait for the lab, click the Astro tab in the left sidebar."""
+    pg.wait_for_selector("#jp-main-dock-panel", state="attached", timeout=60_000)
+    tab = pg.locator('.jp-SideBar.jp-mod-left li[data-id="astro-jupyter-panel"]')
+    tab.wait_for(timeout=30_000)
+    if "lm-mod-current" not in (tab.get_attribute("class") or ""):
+        tab.click()
+    pg.locator("#astro-jupyter-panel .jp-Astro-prompt").wait_for(state="visible")
+
+
+def shot(pg: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    pg.screenshot(path=str(path))
+    return path
+
+
+def new_session(pg: Any) -> None:
+    panel = pg.locator("#astro-jupyter-panel")
+    panel.locator(".jp-Astro-new").click()
+    pg.wait_for_function(
+        "() => document.querySelector('#astro-jupyter-panel .jp-Astro-session-select').value !== ''"
+    )
+
+
+def send(pg: Any, text: str) -> None:
+    prompt = pg.locator("#astro-jupyter-panel .jp-Astro-prompt")
+    prompt.fill(text)
+    prompt.press("Enter")
+
+
+def run_status(pg: Any) -> str:
+    return pg.locator("#astro-jupyter-panel").get_attribute("data-run-status") or ""
+
+
+def wait_done(pg: Any, timeout: float = 30_000) -> None:
+    pg.wait_for_function(
+        "() => ['done','error'].includes(document.querySelector('#astro-jupyter-panel').dataset.runStatus)",
+        timeout=timeout,
+    )
+    settle(pg)
+
+
+def settle(pg: Any) -> None:
+    """Wait until every streamed Markdown block shows its final text."""
+    pg.wait_for_function("() => document.querySelector('#astro-jupyter-panel [data-pending]') === null")

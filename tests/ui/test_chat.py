@@ -1,0 +1,155 @@
+"""Chat: the panel opens from the palette, text streams in as Markdown, tool calls become
+cards with their results, hostile text stays inert, errors are shown."""
+
+from __future__ import annotations
+
+from tests.fakes.openai_server import ScriptedCall, Turn
+
+from .conftest import PANEL, new_session, send, shot, wait_done
+
+ANSWER = "**M31** is the Andromeda galaxy, at about 778 kpc. Its flux scales as $F \\propto d^{-2}$."
+
+
+def test_palette_opens_panel_then_streamed_markdown_and_tool_card(page, script):
+    # Close the sidebar, reopen it from the command palette.
+    page.locator('.jp-SideBar.jp-mod-left li[data-id="astro-jupyter-panel"]').click()
+    page.locator(f"{PANEL} .jp-Astro-prompt").wait_for(state="hidden")
+    page.keyboard.press("Control+Shift+C")
+    palette = page.locator(".lm-CommandPalette-input")
+    palette.fill("Astro: Open research agent")
+    page.locator(".lm-CommandPalette-item", has_text="Astro: Open research agent").first.click()
+    page.locator(f"{PANEL} .jp-Astro-prompt").wait_for(state="visible")
+
+    script.script(
+        Turn.call("query_target", {"name": "M31"}, id="call_m31", text="Let me resolve it."),
+        Turn.say(ANSWER, delay=0.04, chunk_size=3),
+    )
+    new_session(page)
+    send(page, "Where is M31?")
+    panel = page.locator(PANEL)
+    # The user's prompt shows at once; the tool card carries name, arguments and result.
+    assert panel.locator(".jp-Astro-user").inner_text() == "Where is M31?"
+    card = panel.locator('.jp-Astro-tool[data-tool-call-id="call_m31"]')
+    card.wait_for()
+    assert card.locator(".jp-Astro-tool-name").inner_text() == "query_target"
+    card.locator('.jp-Astro-tool-result').wait_for()
+    # Streaming: part of the answer is visible while the run is still going.
+    page.wait_for_function(
+        f"""() => {{
+            const p = document.querySelector('{PANEL}');
+            const t = p.querySelectorAll('.jp-Astro-assistant');
+            const last = t[t.length - 1];
+            return p.dataset.runStatus === 'running' && last && last.textContent.includes('Andromeda')
+                && !last.textContent.includes('scales');
+        }}"""
+    )
+    shot(page, "chat-streaming")
+    wait_done(page)
+    assert panel.locator(".jp-Astro-tool").count() == 1
+    assert card.get_attribute("data-status") == "done"
+    assert "RA" in card.locator(".jp-Astro-tool-output").inner_text()
+    assert "10.68" in card.locator(".jp-Astro-tool-output").inner_text()
+    assert card.locator(".jp-Astro-tool-duration").inner_text().endswith(("ms", "s"))
+    # Arguments are collapsed until asked for.
+    args = card.locator(".jp-Astro-tool-args")
+    assert not args.locator("pre").is_visible()
+    args.locator("summary").click()
+    assert '"name": "M31"' in args.locator("pre").inner_text()
+    # The answer is Markdown rendered by JupyterLab (bold) with the math typeset.
+    answer = panel.locator(".jp-Astro-assistant").last
+    assert answer.locator("strong").first.inner_text() == "M31"
+    assert answer.locator(".jp-RenderedMarkdown").count() == 1
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL} .jp-Astro-assistant:last-of-type mjx-container, "
+        f"{PANEL} .jp-Astro-assistant:last-of-type .MathJax, {PANEL} .jp-Astro-assistant:last-of-type .katex') !== null"
+    )
+    shot(page, "chat-done")
+    # The LLM saw the tool's result, matched by id.
+    tool_msgs = [m for m in script.chat_requests[-1]["messages"] if m.get("role") == "tool"]
+    assert tool_msgs and tool_msgs[-1]["tool_call_id"] == "call_m31"
+    assert page.astro_errors == []
+
+
+def test_html_and_script_payloads_render_inert(page, script):
+    hostile_name = '<img src=x onerror="window.__astroPwned=1">'
+    script.script(
+        Turn.call("query_target", {"name": hostile_name}, id="call_evil"),
+        Turn.say(
+            'Result: <img src=x onerror="window.__astroPwned=2"> <script>window.__astroPwned=3</script>'
+            ' <a href="javascript:window.__astroPwned=4">click</a> done.'
+        ),
+    )
+    new_session(page)
+    send(page, "Resolve this <b>target</b>")
+    wait_done(page)
+    panel = page.locator(PANEL)
+    # The prompt is shown as text.
+    assert panel.locator(".jp-Astro-user").inner_text() == "Resolve this <b>target</b>"
+    assert panel.locator(".jp-Astro-user b").count() == 0
+    # The tool output (Sesame's "not found" echoes the name) is text, not markup.
+    card = panel.locator('.jp-Astro-tool[data-tool-call-id="call_evil"]')
+    card.locator(".jp-Astro-tool-result").wait_for()
+    assert "<img" in card.locator(".jp-Astro-tool-output").inner_text()
+    assert card.locator("img").count() == 0
+    args = card.locator(".jp-Astro-tool-args")
+    args.locator("summary").click()
+    assert "onerror" in args.locator("pre").inner_text()
+    # The Markdown went through the sanitizer: no script, no event handler, no javascript: link.
+    answer = panel.locator(".jp-Astro-assistant").last
+    assert answer.locator("script").count() == 0
+    assert answer.locator("img[onerror]").count() == 0
+    for href in answer.locator("a").evaluate_all("els => els.map(a => a.getAttribute('href') || '')"):
+        assert not href.lower().startswith("javascript")
+    answer.locator("a", has_text="click").click() if answer.locator("a", has_text="click").count() else None
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => window.__astroPwned") is None
+    shot(page, "inert-payloads")
+
+
+def test_error_event_is_shown(page, script):
+    script.script(Turn.fail(400, "the fake model refuses this request"))
+    new_session(page)
+    send(page, "Trigger an error")
+    wait_done(page)
+    panel = page.locator(PANEL)
+    error = panel.locator('.jp-Astro-notice[data-variant="error"]')
+    error.first.wait_for()
+    assert "refuses" in error.first.inner_text() or "400" in error.first.inner_text()
+    # The composer is usable again.
+    assert panel.locator(".jp-Astro-send").is_enabled()
+    shot(page, "error-event")
+
+
+def test_subagent_nested_and_todos(page, script):
+    todos = [
+        {"id": "1", "content": "Resolve M87", "status": "in_progress"},
+        {"id": "2", "content": "Summarise", "status": "pending"},
+    ]
+    script.script(
+        Turn.call("todo_write", {"todos": todos}, id="call_todo"),
+        Turn.call("subagent", {"task": "Resolve M87 and report its type"}, id="call_sub"),
+        # The subagent's own turns (same fake LLM):
+        Turn.call("query_target", {"name": "M87"}, id="call_inner"),
+        Turn.say("M87 is a giant elliptical galaxy."),
+        # Back in the parent:
+        Turn.say("The subagent says M87 is a giant elliptical."),
+    )
+    new_session(page)
+    send(page, "Use a subagent to resolve M87")
+    wait_done(page)
+    panel = page.locator(PANEL)
+    todo = panel.locator(".jp-Astro-todo").first
+    assert "Resolve M87" in todo.inner_text()
+    assert todo.locator('li[data-status="in_progress"]').count() == 1
+    sub = panel.locator(".jp-Astro-subagent").first
+    sub.wait_for()
+    assert "Resolve M87 and report its type" in sub.locator(":scope > summary").inner_text()
+    inner = sub.locator('.jp-Astro-tool[data-tool-call-id="call_inner"]')
+    assert inner.count() == 1
+    assert "M 87" in inner.locator(".jp-Astro-tool-output").inner_text() or "M87" in inner.inner_text()
+    # Collapsible: closing the subagent hides its children.
+    sub.locator(":scope > summary").click()
+    assert not inner.is_visible()
+    sub.locator(":scope > summary").click()
+    assert inner.is_visible()
+    shot(page, "subagent-nested")
