@@ -41,13 +41,15 @@ class _Failure:
     """A normalised view of an exception raised by the openai client."""
 
     def __init__(self, exc: BaseException) -> None:
+        import httpx2
         import openai
 
         self.exc = exc
         self.status: int | None = getattr(exc, "status_code", None)
-        self.timeout = isinstance(exc, openai.APITimeoutError)
-        self.connection = isinstance(exc, openai.APIConnectionError) and not self.timeout
-        self.api = isinstance(exc, openai.APIError)
+        self.timeout = isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
+        # a connection dropped while the body streams surfaces as a raw httpx2 error
+        self.connection = isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)) and not self.timeout
+        self.api = isinstance(exc, openai.APIError) or isinstance(exc, httpx2.TransportError)
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         body = getattr(exc, "body", None)
         if isinstance(body, dict):  # the endpoint's own words beat "Error code: 500 - {...}"

@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import json
 import math
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -55,6 +56,7 @@ class Turn:
     first_delay: float = 0.0  # seconds before the first chunk only
     chunk_size: int = 4  # characters per text / argument fragment
     malformed: bool = False  # one chunk that is not JSON
+    drop_after: int | None = None  # close the connection after this many chunks (0: right after the headers)
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -196,7 +198,13 @@ class _OpenAIHandler(FakeHandler):
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
             }
 
+        sent = [0]
+
         def send(payload: dict[str, Any] | str) -> None:
+            if turn.drop_after is not None and sent[0] >= turn.drop_after:
+                self.connection.shutdown(socket.SHUT_RDWR)
+                raise ConnectionResetError("scripted drop")
+            sent[0] += 1
             if first[0] and turn.first_delay:
                 time.sleep(turn.first_delay)
             first[0] = False

@@ -282,3 +282,22 @@ async def test_missing_call_ids_are_repaired_consistently(openai_server):
     assert [c.id for c in items[-1].tool_calls] == [r.id for r in ready]
     assert [c["id"] for c in items[-1].message["tool_calls"]] == [r.id for r in ready]
     await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_connection_dropped_before_first_chunk_is_retried(openai_server):
+    openai_server.script(Turn.say("lost", drop_after=0), Turn.say("lost too", drop_after=1), Turn.say("second try"))
+    client = make_client(openai_server.url)
+    items = await collect(client)
+    assert items[-1].text == "second try" and len(openai_server.chat_requests) == 3
+    await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_connection_dropped_mid_stream_is_a_clear_error(openai_server):
+    openai_server.script(Turn.say("a fairly long answer", chunk_size=2, drop_after=4), Turn.say("unused"))
+    client = make_client(openai_server.url)
+    with pytest.raises(LlmError, match="broke after it started"):
+        await collect(client)
+    assert openai_server.remaining == 1
+    await client.aclose()
