@@ -90,6 +90,7 @@ class RagAnswer:
     answer: str = ""
     cited: list[int] = field(default_factory=list)  # 1-based indexes into hits
     llm_error: str = ""
+    vector_error: str = ""  # set when only full-text search could run
 
 
 class RagService:
@@ -108,6 +109,8 @@ class RagService:
         self.llm = llm
         self._space: "Space | None" = None
         self._sync_lock = asyncio.Lock()
+        self._synced_at: int | None = None  # PRAGMA data_version when every chunk last had a vector
+        self.last_vector_error = ""
 
     # -- embedding ----------------------------------------------------------------------
     @staticmethod
@@ -137,11 +140,25 @@ class RagService:
         return done
 
     async def sync(self, paper_ids: Sequence[str] | None = None) -> int:
-        """Embed chunks that have no vector in the active space (new backend, failed embedding)."""
+        """Embed chunks that have no vector in the active space (new backend, failed embedding).
+
+        The full check runs once per process and again only after another connection wrote
+        (``PRAGMA data_version``) or an embedding failed: this process's own parses embed
+        their chunks as they store them.
+        """
         async with self._sync_lock:
+            version = await self.repo.db.fetchval("PRAGMA data_version")
+            if self._synced_at is not None and version == self._synced_at:
+                return 0
             space = await self.space()
-            missing = await self.repo.missing_vectors(space, paper_ids=paper_ids)
-            return await self.embed_chunks(missing) if missing else 0
+            missing = await self.repo.missing_vectors(space)
+            done = await self.embed_chunks(missing) if missing else 0
+            self._synced_at = version
+            return done
+
+    def mark_unsynced(self) -> None:
+        """Some chunks were stored without vectors (the embedding backend failed)."""
+        self._synced_at = None
 
     def forget(self, chunk_ids: Sequence[int]) -> None:
         self.index.remove(chunk_ids)
@@ -158,11 +175,18 @@ class RagService:
                 return []
         vector_ids: list[int] = []
         fts_ids: list[int] = []
+        self.last_vector_error = ""
         if mode in ("hybrid", "vector"):
-            await self.sync(paper_ids)
-            qvec = (await self.embedder.embed([query]))[0]
-            space = await self.space()
-            vector_ids = [i for i, _ in await self.index.search(space, qvec, pool, restrict=restrict)]
+            try:
+                await self.sync(paper_ids)
+                qvec = (await self.embedder.embed([query]))[0]
+                space = await self.space()
+                vector_ids = [i for i, _ in await self.index.search(space, qvec, pool, restrict=restrict)]
+            except Exception as exc:  # noqa: BLE001 - an embedding endpoint down must not stop full-text search
+                if mode == "vector":
+                    raise
+                self.last_vector_error = f"{type(exc).__name__}: {exc}"
+                self.mark_unsynced()
         if mode in ("hybrid", "fts"):
             match = fts_query(query)
             if match:
@@ -189,7 +213,7 @@ class RagService:
 
     async def answer(self, query: str, k: int = 8, *, paper_ids: Sequence[str] | None = None) -> RagAnswer:
         hits = await self.search(query, k, paper_ids=paper_ids)
-        result = RagAnswer(query, hits)
+        result = RagAnswer(query, hits, vector_error=self.last_vector_error)
         if not hits or self.llm is None or not getattr(self.llm, "configured", False):
             return result
         try:

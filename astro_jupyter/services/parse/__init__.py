@@ -120,6 +120,7 @@ class ParseService:
             embedded = await self.rag.embed_chunks(rows)
         except Exception as exc:  # noqa: BLE001 - chunks are stored; rag_search embeds them later
             embed_error = str(exc)
+            self.rag.mark_unsynced()
         fields: dict[str, Any] = {}
         if doc.title and not record.title:
             fields["title"] = doc.title

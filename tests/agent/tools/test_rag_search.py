@@ -101,3 +101,42 @@ async def test_llm_failure_still_returns_passages(openai_server, tmp_path: Path)
         assert not out.is_error and "(no answer:" in out.content and "cored Burkert profile" in out.content
     finally:
         await c.close()
+
+
+@pytest.mark.asyncio
+async def test_embedding_endpoint_down_then_back(openai_server, tmp_path: Path) -> None:
+    """Parsing and searching survive a dead /embeddings; vectors are filled in once it answers."""
+    home = str(tmp_path / "h")
+    down = AstroConfig(home=home, project_root=str(tmp_path), openai_base_url="http://127.0.0.1:9/v1",
+                       openai_api_key="k", embed_model="emb-small", llm_max_retries=0, llm_timeout_secs=2)
+    c = ServiceContainer(down)
+    await c.start()
+    try:
+        pid = await add_pdf_and_parse_allowing_embed_error(c)
+        out = await run_tool(c, "rag_search", {"query": "cored Burkert profile halo"})
+        assert not out.is_error and "vector search unavailable, full-text only" in out.content
+        assert out.metadata["hits"][0]["paper_id"] == pid  # BM25 alone still finds it
+    finally:
+        await c.close()
+    up = AstroConfig(home=home, project_root=str(tmp_path), openai_base_url=openai_server.url,
+                     openai_api_key="k", embed_model="emb-small")
+    c = ServiceContainer(up)
+    await c.start()
+    try:
+        hits = await c.rag.search("cored Burkert profile halo", 3, mode="vector")
+        space = await c.rag.space()
+        assert space.backend == "endpoint:emb-small" and space.dim == openai_server.embedding_dim
+        assert await c.chunks.vector_count(space) == await c.chunks.count() - len(await c.chunks.for_paper(pid, part="references"))
+        assert hits and all(h.vector_rank is not None for h in hits)
+    finally:
+        await c.close()
+
+
+async def add_pdf_and_parse_allowing_embed_error(c: ServiceContainer) -> str:
+    from tests.agent.tools.paper_support import add_pdf
+
+    pid = await add_pdf(c, PDFS / "two_column.pdf")
+    out = await run_tool(c, "parse_paper", {"paper_id": pid})
+    assert not out.is_error and "Embedding failed" in out.content and "rag_search will retry" in out.content
+    assert out.metadata["embedded"] == 0 and await c.chunks.count(pid) > 0
+    return pid

@@ -77,20 +77,22 @@ class RagSearchTool(AgentTool):
             "answer": result.answer,
             "cited": result.cited,
             "sources": sources,
+            "vector_error": result.vector_error,
         }
+        note = f"\n(vector search unavailable, full-text only: {result.vector_error})" if result.vector_error else ""
         budget = max(1500, ctx.config.max_output_chars - 400)
         if result.answer:
             lines = [result.answer, "", "Sources:"]
             for n in result.cited or range(1, len(hits) + 1):
                 h = hits[n - 1]
                 lines.append(f"[{n}] {h.label()} ({h.chunk.paper_id})")
-            return ToolOutput(_fit("\n".join(lines), budget), metadata=meta)
+            return ToolOutput(_fit("\n".join(lines), budget - len(note)) + note, metadata=meta)
         lines = [f"Top {len(hits)} passages for {query!r}" + (f" (no answer: {result.llm_error})" if result.llm_error else "") + ":"]
         per = max(200, (budget - 200) // len(hits) - 120)
         for n, h in enumerate(hits, 1):
             text = h.chunk.text if len(h.chunk.text) <= per else h.chunk.text[:per].rsplit(" ", 1)[0] + " …"
             lines.append(f"\n[{n}] {h.label()} ({h.chunk.paper_id}; score {h.score:.4f})\n{text}")
-        return ToolOutput(_fit("\n".join(lines), budget), metadata=meta)
+        return ToolOutput(_fit("\n".join(lines), budget - len(note)) + note, metadata=meta)
 
 
 def _fit(text: str, budget: int) -> str:
