@@ -123,3 +123,44 @@ class TestUserCookieOptionsWin:
         response = await jp_fetch("astro", "api", "auth", "me")
         login = [c for c in response.headers.get_list("Set-Cookie") if c.startswith("username-")]
         assert login and "samesite=lax" in login[0].lower() and "httponly" in login[0].lower()
+
+
+class TestLockedDownServer:
+    """``allow_unauthenticated_access = False``: every astro verb is declared (authenticated, or
+    allow_unauthenticated on the token-only intake), so none is reported and the intake still works."""
+
+    @pytest.fixture
+    def extra_server_config(self) -> dict[str, Any]:
+        return {"ServerApp": {"allow_unauthenticated_access": False}}
+
+    async def test_routes_are_declared_and_intake_still_answers(self, jp_serverapp: Any, api: Api) -> None:
+        from jupyter_server.serverapp import ServerWebApplication
+        from tornado.routing import PathMatches
+
+        app = jp_serverapp.web_app
+        assert isinstance(app, ServerWebApplication)
+        undeclared = []
+        for rule in _all_rules(app.default_router):
+            if rule.target.__module__.startswith("astro_jupyter.server"):
+                assert isinstance(rule.matcher, PathMatches)
+                undeclared += app._check_handler_auth(rule.matcher, rule.target)
+        assert undeclared == []
+        status, made = await api("POST", "astro/api/bookmarklet/token")
+        assert status == 201
+        status, queued = await api("POST", "astro/api/bookmarklet/intake", body={"identifier": "2301.01234"},
+                                   headers={"Authorization": f"Bearer {made['token']}"})
+        assert status == 202
+        status, _ = await api("GET", "astro/api/sessions", headers=NO_AUTH)
+        assert status == 403
+
+
+def _all_rules(router: Any) -> list[Any]:
+    from tornado.web import RequestHandler
+
+    found = []
+    for rule in getattr(router, "rules", []):
+        if isinstance(rule.target, type) and issubclass(rule.target, RequestHandler):
+            found.append(rule)
+        else:
+            found.extend(_all_rules(rule.target))
+    return found
