@@ -213,6 +213,26 @@ async def test_bad_run_requests(api: Api, sse: Any, openai_server: Any, sesame_s
     assert status == 409 and err["reason"] == "run_conflict"
 
 
+async def test_ask_user_answered_over_http(api: Api, sse: Any, openai_server: Any) -> None:
+    openai_server.script(
+        Turn.call("ask_user", {"question": "Which galaxy, M 31 or M 33?", "options": ["M 31", "M 33"]}, id="ask_1"),
+        Turn.say("Then M 33 it is."),
+    )
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Pick a galaxy with me"})
+    run_id = started["run_id"]
+    asked = await sse(run_id, until=lambda ev: ev[-1][1]["type"] == "ask_user")
+    question = asked[-1][1]
+    assert question["question"] == "Which galaxy, M 31 or M 33?" and question["options"] == ["M 31", "M 33"]
+    status, err = await api("POST", "astro/api/runs", run_id, "answers", body={"request_id": "req_other", "answer": "M 33"})
+    assert status == 404 and err["reason"] == "request_not_found"
+    status, ok = await api("POST", "astro/api/runs", run_id, "answers", body={"request_id": question["request_id"], "answer": "M 33"})
+    assert status == 200 and ok["accepted"]
+    events = await sse(run_id, last_event_id=asked[-1][0])
+    result = next(e for _, e in events if e["type"] == "tool_result")
+    assert result["tool_call_id"] == "ask_1" and "M 33" in result["output"] and not result["is_error"]
+    assert events[-1][1]["reason"] == "finished"
+
+
 class TestPermissionAnswers:
     @pytest.fixture
     def astro_overrides(self, openai_server, sesame_server) -> dict[str, Any]:
