@@ -81,17 +81,6 @@ class CompactionStats:
     nothing_reported: bool = False
 
 
-class _BridgeState:
-    """run_state of the memory-bridge subagent: save_memory records its source as 'compaction'."""
-
-    memory_bridge = True
-
-    def __init__(self, owner: str = "") -> None:
-        self.owner = owner
-        self.loaded_tools: set[str] = set()
-        self.extra: dict[str, Any] = {}
-
-
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
     """chars/4 over contents and tool-call arguments, plus a few tokens per message."""
     chars = 0
@@ -343,14 +332,12 @@ class Compactor:
 
     async def _bridge(self, ctx: "ToolContext", dropped: list[dict[str, Any]]) -> None:
         """Let a restricted subagent keep durable facts from the dropped messages as memories."""
+        from .tools.memory import SaveMemoryTool
+
         registry = readonly_registry(self.runtime.registry)
         registry.remove("check_team_inbox")  # reading would consume the lead's messages
-        if "save_memory" not in registry:
-            from .tools.memory import SaveMemoryTool
-
-            registry.add(SaveMemoryTool())
-        owner = str(getattr(ctx.run_state, "owner", "") or "")
-        bridge_ctx = dataclasses.replace(ctx, run_state=_BridgeState(owner), tool_call_id="")
+        registry.replace(SaveMemoryTool(source="compaction"))
+        bridge_ctx = dataclasses.replace(ctx, tool_call_id="")
         task = "Messages removed from the context:\n\n" + transcript(dropped)
         try:
             await self.runtime.run_subagent(

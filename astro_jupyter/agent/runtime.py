@@ -482,9 +482,15 @@ class AgentRuntime:
         async def emit(event: Event) -> None:
             await parent_emit(event if event.subagent_id else dataclasses.replace(event, subagent_id=sub_id))
 
+        # its own run state: load_tool inside a subagent loads for the subagent, not for the parent
+        sub_state = RunState(
+            run_id=parent_ctx.run_id, session_id=parent_ctx.session_id, max_steps=limit,
+            owner=str(getattr(parent_ctx.run_state, "owner", "") or ""),
+        )
+        sub_state.extra["registry"] = sub_registry
         ctx = dataclasses.replace(
             parent_ctx, emit=emit, silent=True, subagent_id=sub_id, depth=parent_ctx.depth + 1, ask_user=None,
-            ask_permission=None,
+            ask_permission=None, run_state=sub_state,
         )
         hook_base = {"session_id": parent_ctx.session_id, "run_id": parent_ctx.run_id, "subagent_id": sub_id}
         await parent_emit(Subagent(id=sub_id, phase="start", task=task, parent_tool_call_id=parent_ctx.tool_call_id))
@@ -492,7 +498,6 @@ class AgentRuntime:
         executor = ToolExecutor(sub_registry, self.permissions, self.hooks, self.config)
         system = build_system_prompt(sub_registry, role=system_prompt or SUBAGENT_ROLE)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        defs = sub_registry.resident_definitions()
         summary, is_error, steps = "", False, 0
         try:
             while True:
@@ -506,6 +511,7 @@ class AgentRuntime:
                 text: list[str] = []
                 streaming = executor.stream(dataclasses.replace(ctx, step=steps))
                 calls: list[Any] = []
+                defs = self._tool_definitions(sub_registry, sub_state)  # resident + loaded deferred tools
                 async for item in self.llm.stream(messages, defs):
                     if item.kind == "text":
                         text.append(item.delta)

@@ -32,6 +32,8 @@ class CompressContextTool(AgentTool):
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         state = ctx.run_state
+        if ctx.subagent_id:
+            return ToolOutput.error("compress_context is not available in a subagent (its context is short-lived)")
         if state is None:
             return ToolOutput.error("compress_context needs a running agent loop (no run state)")
         already = bool(getattr(state, "compact_requested", False))

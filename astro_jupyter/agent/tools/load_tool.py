@@ -27,7 +27,10 @@ def loaded_tools(run_state: Any) -> set[str]:
 
 
 def run_registry(ctx: ToolContext) -> "ToolRegistry | None":
-    return getattr(ctx.run_state, "registry", None) or getattr(ctx.runtime, "registry", None)
+    """The tools of the caller's loop: a subagent's own subset, else the runtime's registry."""
+    extra = getattr(ctx.run_state, "extra", None)
+    own = extra.get("registry") if isinstance(extra, dict) else None
+    return own or getattr(ctx.run_state, "registry", None) or getattr(ctx.runtime, "registry", None)
 
 
 class LoadToolTool(AgentTool):

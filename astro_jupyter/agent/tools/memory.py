@@ -28,15 +28,17 @@ class SaveMemoryTool(AgentTool):
     }
     interrupt_behavior = InterruptBehavior.BLOCK
 
+    def __init__(self, source: str = "tool") -> None:
+        self.source = source  # "compaction" for the memory bridge's copy
+
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         content = str(args.get("content") or "")
         category = str(args.get("category") or "fact")
         if category not in CATEGORIES:
             return ToolOutput.error(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
-        source = "compaction" if getattr(ctx.run_state, "memory_bridge", False) else "tool"
         owner = str(getattr(ctx.run_state, "owner", "") or "")  # memories belong to the Jupyter user of the run
         result = await ctx.services.memories.save(
-            content, category=category, owner=owner, session_id=ctx.session_id, source=source
+            content, category=category, owner=owner, session_id=ctx.session_id, source=self.source
         )
         meta = {"status": result.status, "memory_id": result.memory_id, "similarity": round(result.similarity, 3)}
         if result.status == "rejected":

@@ -125,3 +125,33 @@ async def test_ask_user_is_unavailable_in_a_silent_subagent_context(services) ->
     ctx, _ = make_ctx(services, silent=True, subagent_id="sub_x", ask_user=never)
     out = await AskUserTool().execute({"question": "Which band?"}, ctx)
     assert out.is_error and "unavailable" in out.content
+
+
+@pytest.mark.asyncio
+async def test_load_tool_inside_a_subagent_loads_for_the_subagent_only(tmp_path, openai_server) -> None:
+    from astro_jupyter.agent.tools.compress import CompressContextTool
+    from astro_jupyter.agent.tools.load_tool import LoadToolTool
+    from astro_jupyter.agent.tools.search_history import SearchHistoryTool
+
+    services, runtime = await make_runtime(
+        make_config(tmp_path, openai_server.url), SubagentTool(), LoadToolTool(), SearchHistoryTool(), CompressContextTool()
+    )
+    try:
+        openai_server.script(
+            Turn.call("subagent", {"task": "search our history"}, id="s"),
+            Turn.calls_(("load_tool", {"names": ["search_history"]}), ("compress_context", {})),
+            Turn.say("nothing found"),
+            Turn.say("done"),
+        )
+        handle = await runtime.start_run("go")
+        events = [e for _, e in await collect(handle)]
+        state = handle.state
+    finally:
+        await runtime.close()
+        await services.close()
+    names = [[t["function"]["name"] for t in r["tools"]] for r in openai_server.chat_requests]
+    assert "search_history" not in names[1] and "search_history" in names[2]  # the subagent's own steps
+    assert "search_history" not in names[3]  # the parent did not load it
+    assert state.loaded_tools == set() and not state.compact_requested
+    compress = next(e for e in events if isinstance(e, ToolResult) and e.name == "compress_context")
+    assert compress.is_error and "not available in a subagent" in compress.output
