@@ -18,8 +18,15 @@ if TYPE_CHECKING:
     from .tools.base import ToolContext
     from .tools.registry import ToolRegistry
 
-# Never inside a subagent: it cannot ask the user, and nesting stops at one level.
-SUBAGENT_EXCLUDED = frozenset({"ask_user", "subagent", "spawn_teammate", "delegate_task", "check_task", "task_stop", "synthesize"})
+# Never inside a subagent: it cannot ask the user, nesting stops at one level, and the team tools
+# act as the lead (a teammate gets its own copies, signed with its name).
+SUBAGENT_EXCLUDED = frozenset(
+    {
+        "ask_user", "subagent", "compress_context",
+        "spawn_teammate", "send_teammate_message", "team_broadcast", "check_team_inbox",
+        "delegate_task", "check_task", "task_stop", "synthesize",
+    }
+)
 MEMORY_BRIDGE_EXTRA = ("save_memory",)
 
 
@@ -81,12 +88,18 @@ async def spawn(
     registry: "ToolRegistry | None" = None,
     system_prompt: str | None = None,
 ) -> SubagentOutcome:
-    """Run a subagent through the runtime; only its summary comes back."""
+    """Run a subagent through the runtime; only its summary comes back.
+
+    Without ``registry`` the subagent gets the parent's tools minus ``SUBAGENT_EXCLUDED``.
+    """
     runtime = ctx.runtime
     if runtime is None or not hasattr(runtime, "run_subagent"):
         return SubagentOutcome("subagents need a running agent loop (no runtime in this context)", True, 0, "")
-    base = registry if registry is not None else parent_registry(ctx)
-    sub_registry = worker_registry(base) if base is not None else None
+    if registry is not None:
+        sub_registry = registry  # the caller built it (teammates, memory bridge)
+    else:
+        base = parent_registry(ctx)
+        sub_registry = worker_registry(base) if base is not None else None
     result = await runtime.run_subagent(
         task, parent_ctx=ctx, max_steps=max_steps, registry=sub_registry, system_prompt=system_prompt
     )
