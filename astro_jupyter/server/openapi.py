@@ -73,7 +73,8 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         "/astro/api/runs/{run_id}/events": {
             "get": _op(
                 "The run's events as Server-Sent Events (id: seq, data: wire JSON); Last-Event-ID resumes",
-                {"200": {"description": "text/event-stream", "content": {"text/event-stream": {"schema": _STR}}}},
+                {"200": {"description": "text/event-stream", "content": {"text/event-stream": {"schema": _STR}}},
+                 "204": {"description": "the run is over and Last-Event-ID is its last event: nothing to send"}},
                 params=[*rid, {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"}},
                         _query("last_event_id", {"type": "integer"})],
             ),

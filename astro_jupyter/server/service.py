@@ -262,12 +262,20 @@ class AstroService:
             raise RunNotFound(f"no run {run_id!r}")
         return handle, record
 
-    async def run_events(self, owner: str, run_id: str, after_seq: int = 0) -> AsyncIterator[tuple[int, str]]:
+    async def run_events(self, owner: str, run_id: str, after_seq: int = 0) -> AsyncIterator[tuple[int, str]] | None:
         """Check access now (so a 404 precedes any stream), then return ``(seq, json)`` pairs:
-        live from the runtime when the run is here, else from the store."""
-        handle, _record = await self._run_owner_check(owner, run_id)
+        live from the runtime when the run is here, else from the store. ``None`` when the
+        client already has everything up to ``done`` (an SSE client must then stop reconnecting)."""
+        handle, record = await self._run_owner_check(owner, run_id)
         if handle is not None:
+            if handle.finished and after_seq >= handle.bus.last_seq:
+                return None
             return _live_events(handle, after_seq)
+        if record is not None and record.status != "running" and after_seq > 0:
+            if not await self.services.runs.events_after(run_id, after_seq, limit=1):
+                seen = await self.services.runs.events_after(run_id, after_seq - 1, limit=1)
+                if not seen or seen[0][0] != after_seq or seen[0][1].get("type") == "done":
+                    return None  # past the end, or exactly at the stored done
         return self._stored_events(run_id, after_seq)
 
     async def _stored_events(self, run_id: str, after_seq: int) -> AsyncIterator[tuple[int, str]]:

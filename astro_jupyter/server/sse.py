@@ -69,6 +69,10 @@ class RunEventsHandler(AstroHandler):
     async def get(self, run_id: str) -> None:
         after = parse_last_event_id(self.request.headers.get("Last-Event-ID"), self.get_argument("last_event_id", None))
         stream = await self.service.run_events(self.owner, run_id, after)
+        if stream is None:  # the run is over and the client has its done: 204 stops EventSource reconnecting
+            self.set_status(204)
+            self.finish()
+            return
         self.set_header("Content-Type", "text/event-stream; charset=utf-8")
         self.set_header("Cache-Control", "no-cache, no-transform")
         self.set_header("X-Accel-Buffering", "no")

@@ -95,7 +95,8 @@ async def test_run_streams_to_done_and_resumes(api: Api, sse: Any, openai_server
     k = len(events) // 2
     assert await sse(run_id, last_event_id=k) == events[k:]
     assert await sse(run_id, query=k + 1) == events[k + 1:]
-    assert await sse(run_id, last_event_id=len(events)) == []
+    status, body = await api("GET", f"astro/api/runs/{run_id}/events", headers={"Last-Event-ID": str(len(events))})
+    assert status == 204 and body is None  # everything seen: 204 tells EventSource to stop reconnecting
 
     # the session now lists the run and its messages
     status, session = await api("GET", "astro/api/sessions", started["session_id"])
@@ -231,6 +232,27 @@ async def test_ask_user_answered_over_http(api: Api, sse: Any, openai_server: An
     result = next(e for _, e in events if e["type"] == "tool_result")
     assert result["tool_call_id"] == "ask_1" and "M 33" in result["output"] and not result["is_error"]
     assert events[-1][1]["reason"] == "finished"
+
+
+async def test_stored_run_without_done_gets_one(api: Api, sse: Any, astro_service: AstroService) -> None:
+    """A run a dead process left behind (events stored, no done) replays and ends with an unstored done."""
+    await astro_service.start()
+    services = astro_service.services
+    session = await services.sessions.create(title="crashed")
+    await services.runs.create("run_crashed", session.id, prompt="hi")
+    await services.runs.append_events("run_crashed", [
+        (1, {"type": "session", "session_id": session.id, "run_id": "run_crashed", "title": "", "model": ""}),
+        (2, {"type": "text_delta", "delta": "Hel", "step": 1}),
+    ])
+    await services.runs.finish("run_crashed", "error")
+    events = await sse("run_crashed")
+    assert [s for s, _ in events] == [1, 2, 3]
+    assert events[-1][1] == {"type": "done", "session_id": session.id, "run_id": "run_crashed", "reason": "error"}
+    assert await sse("run_crashed", last_event_id=2) == events[2:]
+    status, _ = await api("GET", "astro/api/runs/run_crashed/events", headers={"Last-Event-ID": "3"})
+    assert status == 204
+    status, _ = await api("GET", "astro/api/runs/run_crashed/events", headers={"Last-Event-ID": "99"})
+    assert status == 204
 
 
 class TestPermissionAnswers:
