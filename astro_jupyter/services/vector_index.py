@@ -29,16 +29,22 @@ class _Matrix:
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), np.float32))
     size: int = 0
-    pos: dict[int, int] = field(default_factory=dict)
+    _pos: dict[int, int] | None = None
 
     @classmethod
     def build(cls, dim: int, ids: np.ndarray, rows: np.ndarray) -> "_Matrix":
         m = cls(dim)
-        m.ids = np.array(ids, dtype=np.int64)
-        m.rows = np.array(rows, dtype=np.float32).reshape(len(ids), dim)
+        m.ids = np.ascontiguousarray(ids, dtype=np.int64)
+        m.rows = np.ascontiguousarray(rows, dtype=np.float32).reshape(len(ids), dim)
         m.size = len(ids)
-        m.pos = {int(i): n for n, i in enumerate(m.ids)}
         return m
+
+    @property
+    def pos(self) -> dict[int, int]:
+        """chunk id → row, built on first need (deletes, paper filters), not at load time."""
+        if self._pos is None:
+            self._pos = dict(zip(self.ids[: self.size].tolist(), range(self.size)))
+        return self._pos
 
     def _grow(self, extra: int) -> None:
         need = self.size + extra
@@ -50,6 +56,7 @@ class _Matrix:
         ids[: self.size] = self.ids[: self.size]
         rows[: self.size] = self.rows[: self.size]
         self.ids, self.rows = ids, rows
+        self.pos  # noqa: B018 - materialise the id map before rows move around
 
     def add(self, ids: Sequence[int], rows: np.ndarray) -> None:
         self.remove(ids)
@@ -113,8 +120,7 @@ class VectorIndex:
         return changed
 
     async def _stamp_of(self, space: "Space") -> tuple[int, int]:
-        row = await self.repo.db.fetchone(f"SELECT count(*) AS n, coalesce(max(rowid), 0) AS m FROM {space.name}")
-        return (int(row["n"]), int(row["m"])) if row else (0, 0)
+        return await self.repo.vector_stamp(space)
 
     async def ensure(self, space: "Space") -> bool:
         """Load (or reload after an outside write) the space; False when it is too large to cache."""

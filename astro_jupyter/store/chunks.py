@@ -214,18 +214,30 @@ class ChunkRepository:
                 expected = conn.execute(f"SELECT count(*) FROM {space.name}_rowids").fetchone()[0]
             except Exception:  # noqa: BLE001 - another layout: use the plain path
                 return None
-            id_parts: list[np.ndarray] = []
-            vec_parts: list[np.ndarray] = []
+            total = 0
+            parsed = []
             for size, validity, rowids, vectors in rows:
                 if len(rowids) != size * 8 or len(vectors) != size * dim * 4 or len(validity) * 8 < size:
                     return None
                 valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:size].astype(bool)
-                id_parts.append(np.frombuffer(rowids, np.int64)[valid])
-                vec_parts.append(np.frombuffer(vectors, np.float32).reshape(size, dim)[valid])
-            ids = np.concatenate(id_parts) if id_parts else np.zeros(0, np.int64)
-            if len(ids) != expected:
+                count = int(valid.sum())
+                parsed.append((size, valid, count, rowids, vectors))
+                total += count
+            if total != expected:
                 return None
-            matrix = np.concatenate(vec_parts) if vec_parts else np.zeros((0, dim), np.float32)
+            ids = np.empty(total, np.int64)
+            matrix = np.empty((total, dim), np.float32)
+            at = 0
+            for size, valid, count, rowids, vectors in parsed:
+                chunk_ids = np.frombuffer(rowids, np.int64)
+                chunk_vecs = np.frombuffer(vectors, np.float32).reshape(size, dim)
+                if count == size:
+                    ids[at : at + count] = chunk_ids
+                    matrix[at : at + count] = chunk_vecs
+                else:
+                    ids[at : at + count] = chunk_ids[valid]
+                    matrix[at : at + count] = chunk_vecs[valid]
+                at += count
             return ids, matrix
 
         def read(conn: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -237,8 +249,18 @@ class ChunkRepository:
 
         return await self.db.run_sync(read)
 
+    async def vector_stamp(self, space: Space) -> tuple[int, int]:
+        """(row count, max rowid) of a space, cheaply: vec0 keeps them in its ``_rowids`` table
+        (a count on the virtual table itself scans every vector)."""
+        table = f"{space.name}_rowids" if space.kind == "vec0" else space.name
+        try:
+            row = await self.db.fetchone(f"SELECT count(*) AS n, coalesce(max(rowid), 0) AS m FROM {table}")
+        except Exception:  # noqa: BLE001 - another vec0 layout: ask the virtual table
+            row = await self.db.fetchone(f"SELECT count(*) AS n, coalesce(max(rowid), 0) AS m FROM {space.name}")
+        return (int(row["n"]), int(row["m"])) if row else (0, 0)
+
     async def vector_count(self, space: Space) -> int:
-        return int(await self.db.fetchval(f"SELECT count(*) FROM {space.name}"))
+        return (await self.vector_stamp(space))[0]
 
     async def knn(self, space: Space, query: np.ndarray, k: int, *, restrict: Sequence[int] | None = None) -> list[tuple[int, float]]:
         """sqlite-vec exact kNN (cosine distance, best first): the durable, cold-cache path."""
