@@ -17,6 +17,7 @@ from astro_jupyter.agent.tools.registry import ToolRegistry
 from astro_jupyter.events import ToolResult
 from tests.agent.runtime_helpers import collect, make_config, make_runtime
 from tests.agent.tools.orch_ctx import make_ctx
+from tests.fakes.library_env import ads_fake, arxiv_fake, file_fake, paper_config, paper_services  # noqa: F401
 from tests.fakes.openai_server import Turn
 
 
@@ -143,3 +144,29 @@ async def test_closing_the_container_records_running_tasks_as_failed(astro_confi
         assert record.status == "failed" and record.error == "cancelled before it finished"
     finally:
         await services.close()
+
+
+@pytest.mark.asyncio
+async def test_real_download_then_parse_in_the_background(paper_services, file_fake) -> None:
+    """The two allowed tools, for real: download_paper against the loopback file server, then parse_paper."""
+    from astro_jupyter.agent.tools.astro.download import DownloadPaperTool
+    from astro_jupyter.agent.tools.astro.paper import tools as paper_tools
+    from tests.fakes.file_server import Route, make_pdf
+
+    pdf = make_pdf("Dwarf galaxies", pages=3, extra_text="satellite quenching " * 50)
+    file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=pdf)
+    registry = ToolRegistry([DownloadPaperTool(), *paper_tools(paper_services.config)])
+    ctx, _ = make_ctx(paper_services, run_state=SimpleNamespace(registry=registry))
+    queue = queue_for(paper_services)
+    started = await BgTaskRunTool().execute({"tool": "download_paper", "arguments": {"paper_id": "arxiv:2301.01234"}}, ctx)
+    assert not started.is_error, started.content
+    await queue.wait(started.metadata["task_id"], 20)
+    done = await paper_services.bg_tasks.get(started.metadata["task_id"])
+    assert done.status == "completed" and "Downloaded arxiv:2301.01234" in done.result, done.error
+    assert (paper_services.config.papers_dir / "arxiv_2301.01234.pdf").read_bytes() == pdf
+    parsed = await BgTaskRunTool().execute({"tool": "parse_paper", "arguments": {"paper_id": "arxiv:2301.01234"}}, ctx)
+    await queue.wait(parsed.metadata["task_id"], 60)
+    record = await paper_services.bg_tasks.get(parsed.metadata["task_id"])
+    assert record.status == "completed", record.error
+    notices = " ".join(m["content"] for m in await queue.drain(ctx.session_id))
+    assert "download_paper completed" in notices and "parse_paper completed" in notices
