@@ -69,3 +69,31 @@ def test_seed_flags_and_prompt_size_of_the_full_registry(astro_config) -> None:
     assert len(registry.resident_definitions()) == len(registry) - len(deferred)
     prompt = build_system_prompt(registry)
     assert all(f"- {name}:" in prompt for name in deferred)
+
+
+def test_orchestration_tools_follow_the_seed_tables(astro_config) -> None:
+    """Concurrency and interrupt behaviour from the seed's self-management / orchestration tables."""
+    from astro_jupyter.agent.tools.base import InterruptBehavior
+
+    registry = build_default_registry(astro_config, coordinator=True)
+    expected = {
+        "todo_write": (True, InterruptBehavior.CANCEL),
+        "compress_context": (True, InterruptBehavior.CANCEL),
+        "load_skill": (True, InterruptBehavior.CANCEL),
+        "save_memory": (False, InterruptBehavior.BLOCK),
+        "ask_user": (False, InterruptBehavior.BLOCK),
+        "search_history": (True, InterruptBehavior.CANCEL),
+        "subagent": (False, InterruptBehavior.BLOCK),
+        "bg_task_run": (False, InterruptBehavior.BLOCK),
+        "bg_task_check": (True, InterruptBehavior.CANCEL),
+        "spawn_teammate": (False, InterruptBehavior.BLOCK),
+        "send_teammate_message": (False, InterruptBehavior.BLOCK),
+        "team_broadcast": (False, InterruptBehavior.BLOCK),
+        "check_team_inbox": (False, InterruptBehavior.BLOCK),
+    }
+    for name, (safe, behaviour) in expected.items():
+        tool = registry.get(name)
+        assert tool is not None, name
+        assert (tool.is_concurrency_safe({}), tool.interrupt_behavior) == (safe, behaviour), name
+    assert {"delegate_task", "check_task", "task_stop", "synthesize"} <= set(registry.names())
+    assert "delegate_task" not in build_default_registry(astro_config).names()
