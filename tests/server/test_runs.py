@@ -255,6 +255,24 @@ async def test_stored_run_without_done_gets_one(api: Api, sse: Any, astro_servic
     assert status == 204
 
 
+async def test_follows_a_run_of_another_process_through_the_store(api: Api, sse: Any, astro_service: AstroService) -> None:
+    """A kernel's run (same SQLite file, other process) streams to the sidebar as its events land."""
+    await astro_service.start()
+    services = astro_service.services
+    session = await services.sessions.create(title="from a notebook")
+    await services.runs.create("run_kernel", session.id, prompt="hi")
+    await services.runs.append_events("run_kernel", [(1, {"type": "session", "session_id": session.id, "run_id": "run_kernel"})])
+    reader = asyncio.ensure_future(sse("run_kernel"))
+    await asyncio.sleep(0.6)
+    assert not reader.done()
+    await services.runs.append_events("run_kernel", [(2, {"type": "text_delta", "delta": "Hi.", "step": 1})])
+    await asyncio.sleep(0.4)
+    await services.runs.append_events("run_kernel", [(3, {"type": "done", "session_id": session.id, "run_id": "run_kernel", "reason": "finished"})])
+    await services.runs.finish("run_kernel", "finished")
+    events = await asyncio.wait_for(reader, 10)
+    assert [(s, e["type"]) for s, e in events] == [(1, "session"), (2, "text_delta"), (3, "done")]
+
+
 class TestPermissionAnswers:
     @pytest.fixture
     def astro_overrides(self, openai_server, sesame_server) -> dict[str, Any]:
