@@ -533,6 +533,16 @@ class AgentRuntime:
                 if not calls:
                     break
         except asyncio.CancelledError:
+            # stopped from outside (a coordinator timeout, task_stop, shutdown): watchers still see it end
+            stop = Subagent(
+                id=sub_id, phase="stop", task=task, parent_tool_call_id=parent_ctx.tool_call_id,
+                summary="The subagent was stopped before it finished.", is_error=True,
+            )
+            try:
+                await parent_emit(stop)
+            except Exception:  # noqa: BLE001 - the parent's stream may be gone already
+                pass
+            self.hooks.fire_and_forget("SubagentStop", {**hook_base, "summary": stop.summary, "is_error": True})
             raise
         except Exception as exc:  # noqa: BLE001 - the parent gets an error result, not a crash
             summary = f"The subagent failed: {exc}" if isinstance(exc, AstroError) else f"The subagent failed: {type(exc).__name__}: {exc}"

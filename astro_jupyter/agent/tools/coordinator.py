@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from ...config import AstroConfig
 
 
+def wait_budget(ctx: ToolContext, pool: Any) -> float:
+    """How long a tool may wait for workers: within the executor's own tool timeout."""
+    return max(1.0, min(pool.timeout + 5.0, float(ctx.config.tool_timeout_secs) * 0.9))
+
+
 class DelegateTaskTool(AgentTool):
     name = "delegate_task"
     description = (
@@ -77,7 +82,7 @@ class CheckTaskTool(AgentTool):
                 return ToolOutput.error(f"no delegated task {task_id!r} in this session")
             pool = existing_pool(ctx)
             if args.get("wait") and pool is not None:
-                await pool.wait([task_id], pool.timeout + 5.0)
+                await pool.wait([task_id], wait_budget(ctx, pool))
                 record = await repo.get(task_id) or record
             records = [record]
         else:
@@ -138,14 +143,14 @@ class SynthesizeTool(AgentTool):
         ids = [r.id for r in records]
         all_done = True
         if pool is not None:
-            all_done = await pool.wait(ids, pool.timeout + 5.0)
+            all_done = await pool.wait(ids, wait_budget(ctx, pool))
         records = [r for r in await repo.list(ctx.session_id) if r.id in set(ids)]
         counts: dict[str, int] = {}
         for r in records:
             counts[r.status] = counts.get(r.status, 0) + 1
         header = "Results of delegated tasks (" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ")"
         if not all_done:
-            header += " — some are still running"
+            header += " — some are still running; call synthesize again later for them"
         body = "\n\n".join(describe(r, preview=4000) for r in records)
         return ToolOutput(
             f"{header}:\n\n{body}\n\nWrite the combined answer from these results; mention failed tasks.",

@@ -112,6 +112,8 @@ async def test_task_stop_and_workers_stopped_with_the_run(tmp_path, openai_serve
     assert "[stopped] slow: will be stopped" in chk and "[running] orphan" in chk
     # the run ended while the orphan still ran: the Stop hook stopped it and recorded that
     assert rows["orphan"].status == "stopped" and rows["orphan"].error == "stopped before it finished"
+    stops = [e for e in events if isinstance(e, Subagent) and e.phase == "stop"]
+    assert any("stopped before it finished" in s.summary for s in stops)  # task_stop ended its subagent visibly
     assert all(r.finished_at for r in rows.values())
 
 
@@ -129,5 +131,7 @@ async def test_per_task_timeout_is_recorded(tmp_path, openai_server) -> None:
         await runtime.close()
         await services.close()
     assert row.status == "timeout" and row.error == "timed out after 0.3 s"
+    subs = [e for e in events if isinstance(e, Subagent)]
+    assert [s.phase for s in subs] == ["start", "stop"] and subs[1].is_error  # the card does not hang
     synth = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == "syn")
     assert "(1 timeout)" in synth.output and "timed out after 0.3 s" in synth.output
