@@ -330,6 +330,9 @@ class AstroConfig(Configurable):
     compaction_memory_bridge = Bool(
         True, help="Let a restricted subagent save durable memories from messages dropped by compaction."
     ).tag(config=True)
+    memory_jaccard_threshold = Float(
+        0.7, help="A new memory whose word set overlaps a stored one at least this much (Jaccard) is a duplicate."
+    ).tag(config=True)
 
     # -- server extension -------------------------------------------------------------------
     sse_keepalive_secs = Float(help="Seconds between SSE keep-alive comments (env ASTRO_SSE_KEEPALIVE).").tag(config=True)
