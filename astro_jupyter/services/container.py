@@ -99,7 +99,7 @@ class ServiceContainer:
         from ..store.memories import MemoryRepository
         from .memory import MemoryService
 
-        return MemoryService(MemoryRepository(self.db))
+        return MemoryService(MemoryRepository(self.db), threshold=self.config.memory_jaccard_threshold)
 
     @cached_property
     def bg_tasks(self) -> Any:
