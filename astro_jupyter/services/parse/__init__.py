@@ -124,6 +124,9 @@ class ParseService:
         fields: dict[str, Any] = {}
         if doc.title and not record.title:
             fields["title"] = doc.title
+        if doc.page_count:
+            # save_note checks page numbers against this; downloads may not have recorded it
+            fields["metadata"] = {**(record.metadata or {}), "pages": doc.page_count}
         await self.library.set_parsed(record.id, target, **fields)
         return ParseResult(
             record.id,

@@ -32,6 +32,7 @@ async def test_parse_generated_pdf(services: ServiceContainer) -> None:
     assert "| Galaxy | Distance | Mass |" in md
     record = await services.library.get(paper_id)
     assert record.state == "parsed" and record.markdown_path == out.metadata["markdown_path"]
+    assert record.metadata["pages"] == 2
     chunks = await services.chunks.for_paper(paper_id)
     assert len(chunks) == out.metadata["chunks"] + out.metadata["references_chunks"]
     assert out.metadata["embedded"] == out.metadata["chunks"] and out.metadata["embedding_backend"] == "lexical-v2"
