@@ -288,9 +288,14 @@ def shot(pg: Any, name: str) -> Path:
 
 def new_session(pg: Any) -> None:
     panel = pg.locator("#astro-jupyter-panel")
+    before = panel.locator(".jp-Astro-session-select").input_value()
     panel.locator(".jp-Astro-new").click()
     pg.wait_for_function(
-        "() => document.querySelector('#astro-jupyter-panel .jp-Astro-session-select').value !== ''"
+        """before => {
+            const v = document.querySelector('#astro-jupyter-panel .jp-Astro-session-select').value;
+            return v !== '' && v !== before && !document.querySelector('#astro-jupyter-panel').dataset.loading;
+        }""",
+        arg=before,
     )
 
 

@@ -131,9 +131,11 @@ export class AstroPanel extends Panel {
   openSession(id: string | null, messageId?: number | null): Promise<void> {
     const p = this.doOpenSession(id, messageId);
     this.pendingOpen = p;
+    this.node.dataset.loading = 'true';
     void p.finally(() => {
       if (this.pendingOpen === p) {
         this.pendingOpen = null;
+        delete this.node.dataset.loading;
       }
     });
     return p;
@@ -146,6 +148,7 @@ export class AstroPanel extends Panel {
     this.sessions.select(id);
     this.rememberSession(id);
     this.updateSessionControls();
+    this.coordinator.checked = id !== null && storage()?.getItem(COORD_KEY + id) === '1';
     if (!id) {
       this.timelineView.flush();
       return;
