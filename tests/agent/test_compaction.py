@@ -235,3 +235,32 @@ async def test_memory_bridge_saves_durable_facts_from_dropped_messages(tmp_path,
     finally:
         await runtime.close()
         await services.close()
+
+
+@pytest.mark.asyncio
+async def test_a_precompact_hook_can_veto_and_nothing_is_dropped(tmp_path, openai_server) -> None:
+    from astro_jupyter.agent.hooks import HookDecision
+
+    hooks = HookRegistry()
+
+    async def veto(event: Any, payload: dict[str, Any]) -> HookDecision:
+        return HookDecision.block("audit in progress")
+
+    hooks.register("PreCompact", veto)
+    config = make_config(
+        tmp_path, openai_server.url, context_soft_limit_tokens=200, compaction_keep_recent_messages=2,
+        compaction_memory_bridge=False,
+    )
+    services, runtime = await make_runtime(config, hooks=hooks)
+    try:
+        sid = await _seed(services)
+        openai_server.script(Turn.say("answer"))  # no summary request is made
+        handle = await runtime.start_run("go", session_id=sid)
+        events = [e for _, e in await collect(handle)]
+        rows = await services.messages.list(sid)
+    finally:
+        await runtime.close()
+        await services.close()
+    [comp] = [e for e in events if isinstance(e, Compaction)]
+    assert "blocked by a PreCompact hook: audit in progress" in comp.message
+    assert len(openai_server.chat_requests) == 1 and not any(r.compacted for r in rows)
