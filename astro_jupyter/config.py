@@ -171,6 +171,21 @@ class AstroConfig(Configurable):
         0.1, help="How long a run's events gather before one batch is written to agent_events (live watchers are not delayed)."
     ).tag(config=True)
 
+    # -- filesystem tools -----------------------------------------------------------------
+    bash_timeout_secs = Float(help="Default timeout of one run_bash command (env ASTRO_BASH_TIMEOUT).").tag(config=True)
+
+    @default("bash_timeout_secs")
+    def _bash_timeout_default(self) -> float:
+        return _env_float("ASTRO_BASH_TIMEOUT", 120.0)
+
+    bash_max_output_chars = Int(
+        30_000, help="run_bash keeps the head and tail of longer output, dropping the middle."
+    ).tag(config=True)
+
+    fs_max_file_bytes = Int(
+        20_000_000, help="read_file and grep_files skip files larger than this many bytes."
+    ).tag(config=True)
+
     max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
 
     # -- permissions ------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""``grep_files``: a Python regex over the text files of a directory (or one file).
+
+Binary files (a NUL byte in the first block) and files over ``fs_max_file_bytes`` are
+skipped and counted, so the model knows the search was not exhaustive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .glob import check_pattern, glob_to_regex, resolve_search_dir, walk_files
+from .read import MAX_LINE_CHARS, looks_binary
+from .security import PathNotAllowed, display_path, sandbox_roots
+
+DEFAULT_MAX_RESULTS = 100
+
+
+class GrepFilesTool(AgentTool):
+    name = "grep_files"
+    description = (
+        "Search file contents with a regular expression (Python syntax); prints path:line:text for each "
+        "matching line. Narrow with path (a directory or file) and glob (e.g. '*.md'); binary files are skipped."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression."},
+            "path": {"type": "string", "description": "Directory or file to search (default: the project root)."},
+            "glob": {"type": "string", "description": "Only files matching this glob, e.g. '*.py'."},
+            "max_results": {"type": "integer", "minimum": 1, "default": DEFAULT_MAX_RESULTS},
+            "ignore_case": {"type": "boolean", "default": False},
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+    interrupt_behavior = InterruptBehavior.CANCEL
+    is_readonly = True
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        return True
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        raw = args.get("pattern")
+        if not isinstance(raw, str) or raw == "":
+            return ToolOutput.error("grep_files: pattern must be a non-empty regular expression")
+        try:
+            regex = re.compile(raw, re.IGNORECASE if args.get("ignore_case") else 0)
+        except re.error as exc:
+            return ToolOutput.error(f"grep_files: invalid regular expression {raw!r}: {exc}")
+        try:
+            base = resolve_search_dir(args.get("path"), ctx)
+            file_glob = check_pattern(args["glob"], "glob") if args.get("glob") else None
+            max_results = max(1, int(args.get("max_results") or DEFAULT_MAX_RESULTS))
+        except (PathNotAllowed, ValueError, TypeError) as exc:
+            return ToolOutput.error(f"grep_files: {exc}")
+        if not base.exists():
+            return ToolOutput.error(f"grep_files: {display_path(base, ctx.config)} does not exist")
+        return await asyncio.to_thread(self._grep, regex, base, file_glob, max_results, ctx)
+
+    def _grep(self, regex: re.Pattern[str], base: Path, file_glob: str | None, max_results: int, ctx: ToolContext) -> ToolOutput:
+        roots = sandbox_roots(ctx.config)
+        files = [base] if base.is_file() else walk_files(base, roots, ctx.cancelled)
+        matcher = glob_to_regex(file_glob) if file_glob else None
+        matches: list[dict[str, Any]] = []
+        skipped_binary = skipped_large = searched = 0
+        more = False
+        for path in files:
+            if matcher is not None and base.is_dir() and not matcher.match(path.relative_to(base).as_posix()):
+                continue
+            try:
+                if path.stat().st_size > ctx.config.fs_max_file_bytes:
+                    skipped_large += 1
+                    continue
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if looks_binary(data[:8192]):
+                skipped_binary += 1
+                continue
+            searched += 1
+            shown = display_path(path, ctx.config)
+            for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+                if regex.search(line):
+                    if len(matches) >= max_results:
+                        more = True
+                        break
+                    matches.append({"path": shown, "line": lineno, "text": line[:MAX_LINE_CHARS]})
+            if more:
+                break
+        notes = []
+        if skipped_binary:
+            notes.append(f"{skipped_binary} binary file(s) skipped")
+        if skipped_large:
+            notes.append(f"{skipped_large} file(s) over {ctx.config.fs_max_file_bytes} bytes skipped")
+        if more:
+            notes.append(f"stopped at max_results={max_results}; narrow the pattern, path or glob")
+        meta = {
+            "pattern": regex.pattern,
+            "base": str(base),
+            "matches": matches,
+            "files_searched": searched,
+            "skipped_binary": skipped_binary,
+            "truncated": more,
+        }
+        if not matches:
+            body = f"No matches for {regex.pattern!r} in {display_path(base, ctx.config)} ({searched} file(s) searched)"
+        else:
+            body = "\n".join(f"{m['path']}:{m['line']}:{m['text']}" for m in matches)
+        if notes:
+            body += "\n(" + "; ".join(notes) + ")"
+        return ToolOutput(body, metadata=meta)

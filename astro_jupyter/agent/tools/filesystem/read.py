@@ -1,0 +1,136 @@
+"""``read_file``: line-numbered text, with an unchanged-file stub to save context.
+
+Re-reading a file the model already has (same real path, same mtime, same offset and
+limit) returns one line instead of the whole text again; the per-session
+``FileStateCache`` (``ctx.file_state``) remembers what was read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .security import PathNotAllowed, display_path, resolve_path
+
+DEFAULT_LIMIT = 2000
+MAX_LINE_CHARS = 2000
+UNCHANGED_STUB = "File unchanged since last read ({path}, lines {start}-{end}); the earlier read_file result is still current."
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL byte in the first block is the classic (git, grep) binary test."""
+    return b"\x00" in head
+
+
+def format_lines(lines: list[str], first_lineno: int) -> str:
+    """``cat -n`` style: right-aligned line number, a tab, the line (very long lines cut)."""
+    out = []
+    for i, line in enumerate(lines, start=first_lineno):
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f"... [line cut at {MAX_LINE_CHARS} characters]"
+        out.append(f"{i:>6}\t{line}")
+    return "\n".join(out)
+
+
+def _int_arg(args: dict[str, Any], name: str, default: int | None, minimum: int) -> int | None:
+    value = args.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value))
+        except ValueError:
+            raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be ≥ {minimum}, got {value}")
+    return value
+
+
+class ReadFileTool(AgentTool):
+    name = "read_file"
+    description = (
+        "Read a text file with line numbers. Use offset (1-based first line) and limit (number of lines) "
+        "for long files; re-reading an unchanged range returns a short 'unchanged' note. Paths are relative "
+        "to the project root or absolute inside the library, skills directory or project."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File to read."},
+            "offset": {"type": "integer", "minimum": 1, "description": "First line to show (1-based).", "default": 1},
+            "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show.", "default": DEFAULT_LIMIT},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    interrupt_behavior = InterruptBehavior.CANCEL
+    is_readonly = True
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        return True
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        try:
+            path = resolve_path(args.get("path", ""), ctx.config)
+            offset = _int_arg(args, "offset", 1, 1) or 1
+            limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1)
+        except (PathNotAllowed, ValueError) as exc:
+            return ToolOutput.error(f"read_file: {exc}")
+        return await asyncio.to_thread(self._read, path, offset, limit, ctx)
+
+    def _read(self, path: Path, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
+        shown = display_path(path, ctx.config)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return ToolOutput.error(f"read_file: {shown} does not exist", path=str(path))
+        except OSError as exc:
+            return ToolOutput.error(f"read_file: cannot stat {shown}: {exc.strerror or exc}", path=str(path))
+        if path.is_dir():
+            return ToolOutput.error(f"read_file: {shown} is a directory; use glob_files to list it", path=str(path))
+        if st.st_size > ctx.config.fs_max_file_bytes:
+            return ToolOutput.error(
+                f"read_file: {shown} is {st.st_size} bytes, over the {ctx.config.fs_max_file_bytes}-byte limit",
+                path=str(path),
+            )
+        key = str(path)
+        if ctx.file_state.unchanged(key, st.st_mtime_ns, offset, limit):
+            end = offset + limit - 1 if limit else "end"
+            return ToolOutput(
+                UNCHANGED_STUB.format(path=shown, start=offset, end=end),
+                metadata={"path": str(path), "unchanged": True, "offset": offset, "limit": limit},
+            )
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            return ToolOutput.error(f"read_file: cannot read {shown}: {exc.strerror or exc}", path=str(path))
+        if looks_binary(data[:8192]):
+            hint = " (a PDF: use parse_paper / get_paper_content)" if data[:5] == b"%PDF-" else ""
+            return ToolOutput.error(f"read_file: {shown} is a binary file{hint}", path=str(path))
+        text = data.decode("utf-8", errors="replace")
+        lines = text.splitlines()
+        total = len(lines)
+        if total and offset > total:
+            return ToolOutput.error(
+                f"read_file: offset {offset} is past the end of {shown} ({total} lines)", path=str(path), total_lines=total
+            )
+        chunk = lines[offset - 1 : (offset - 1 + limit) if limit else None]
+        end_line = offset + len(chunk) - 1
+        body = format_lines(chunk, offset) if chunk else "(empty file)"
+        more = total - end_line
+        if more > 0:
+            body += f"\n... {more} more lines; continue with offset={end_line + 1}"
+        ctx.file_state.remember(key, st.st_mtime_ns, offset, limit)
+        return ToolOutput(
+            body,
+            metadata={
+                "path": str(path),
+                "start_line": offset,
+                "end_line": end_line,
+                "total_lines": total,
+                "truncated": more > 0,
+                "unchanged": False,
+            },
+        )

@@ -1,0 +1,93 @@
+"""``file_write``: create or overwrite a file inside the sandbox, atomically.
+
+The text goes to a temporary file in the same directory and is renamed over the
+target, so a crash or cancel never leaves half a file (the tool is ``Block``: once
+started it finishes). The existing file's permission bits are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .security import PathNotAllowed, display_path, resolve_path
+
+
+def atomic_write_text(path: Path, content: str) -> int:
+    """Write ``content`` (UTF-8) to ``path`` via temp file + rename; return bytes written."""
+    data = content.encode("utf-8")
+    mode = None
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return len(data)
+
+
+class FileWriteTool(AgentTool):
+    name = "file_write"
+    description = (
+        "Create a file or replace its whole content (parent directories are created). "
+        "For small changes to an existing file prefer file_edit."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File to write (relative to the project root or absolute inside a root)."},
+            "content": {"type": "string", "description": "The complete new content."},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    }
+    interrupt_behavior = InterruptBehavior.BLOCK
+    is_readonly = False
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        return False
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        content = args.get("content")
+        if not isinstance(content, str):
+            return ToolOutput.error("file_write: content must be a string")
+        try:
+            path = resolve_path(args.get("path", ""), ctx.config)
+        except PathNotAllowed as exc:
+            return ToolOutput.error(f"file_write: {exc}")
+        return await asyncio.to_thread(self._write, path, content, ctx)
+
+    def _write(self, path: Path, content: str, ctx: ToolContext) -> ToolOutput:
+        shown = display_path(path, ctx.config)
+        if path.is_dir():
+            return ToolOutput.error(f"file_write: {shown} is a directory")
+        existed = path.exists()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written = atomic_write_text(path, content)
+        except OSError as exc:
+            return ToolOutput.error(f"file_write: cannot write {shown}: {exc.strerror or exc}", path=str(path))
+        ctx.file_state.forget(str(path))
+        lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+        verb = "Overwrote" if existed else "Created"
+        return ToolOutput(
+            f"{verb} {shown} ({written} bytes, {lines} lines)",
+            metadata={"path": str(path), "bytes": written, "lines": lines, "created": not existed},
+        )
