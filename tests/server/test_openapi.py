@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from tornado.routing import PathMatches, Rule
 from tornado.web import RequestHandler
 
@@ -67,3 +68,9 @@ async def test_document_matches_registered_handlers(api: Api, jp_serverapp: Any,
             assert op["summary"] and op["responses"], (path, verb)
     assert doc["components"]["schemas"]["Error"]["required"] == ["message", "reason"]
     assert doc["servers"] == [{"url": jp_base_url.rstrip("/")}]
+
+
+async def test_document_is_valid_openapi(api: Api) -> None:
+    validator = pytest.importorskip("openapi_spec_validator")
+    status, doc = await api("GET", "astro/api/openapi.json")
+    validator.validate(doc)  # raises with the offending path if the document is not OpenAPI 3
