@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from ...errors import ToolInputError
 from .chunking import chunk_sections
 from .document import ParsedDocument, Section, normalise_heading, read_sections
-from .pdf import ParseError, finish, iter_pages, open_pdf
+from .pdf import ParseError, finish, iter_pages, locked, open_pdf
 
 if TYPE_CHECKING:
     from ...config import AstroConfig
@@ -85,18 +85,18 @@ class ParseService:
             if progress is not None:
                 await progress(done=1, total=1, message="parsed HTML")
             return doc
-        pdf = await asyncio.to_thread(open_pdf, path)
+        pdf = await asyncio.to_thread(locked, open_pdf, path)
         try:
             total = pdf.page_count
             pages = []
             iterator = iter_pages(pdf)
             for number in range(1, total + 1):
-                page = await asyncio.to_thread(next, iterator)
+                page = await asyncio.to_thread(locked, next, iterator)
                 pages.append(page)
                 if progress is not None:
                     await progress(done=number, total=total, message=f"page {number}/{total}")
         finally:
-            pdf.close()
+            await asyncio.to_thread(locked, pdf.close)
         return await asyncio.to_thread(finish, pages)
 
     async def parse(self, identifier: str, progress: Progress | None = None) -> ParseResult:

@@ -10,6 +10,7 @@ unnumbered ones from their size. The references section is moved to its own part
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -17,6 +18,16 @@ from typing import Any, Callable, Iterator
 from ...errors import AstroError
 from .document import REFERENCES_TITLE, Block, ParsedDocument
 from .layout import Line, PageData, TextBlock, extract_page, reading_order, remove_running_lines
+
+
+# MuPDF is not thread-safe: every PyMuPDF call made off the event loop holds this lock, so
+# two parses running at once (two sessions) take turns page by page instead of corrupting state.
+PYMUPDF_LOCK = threading.Lock()
+
+
+def locked(fn: Callable[..., Any], *args: Any) -> Any:
+    with PYMUPDF_LOCK:
+        return fn(*args)
 
 
 class ParseError(AstroError):

@@ -108,3 +108,17 @@ async def test_html_paper(services: ServiceContainer) -> None:
     assert not out.is_error, out.content
     assert "from HTML" in out.content and "2.1 Gaia astrometry" in out.metadata["sections"]
     assert (await services.library.get("local:streams")).title == "Stellar Streams in the Galactic Halo"
+
+
+@pytest.mark.asyncio
+async def test_two_parses_at_once_take_turns(services: ServiceContainer, shared_pdfs: Path) -> None:
+    """Two sessions parsing at the same time (MuPDF is not thread-safe): both complete intact."""
+    import asyncio
+
+    a = await add_pdf(services, PDFS / "many_pages.pdf")
+    b = await add_pdf(services, shared_pdfs / "pasa.pdf")
+    out_a, out_b = await asyncio.gather(
+        services.parser.parse(a), services.parser.parse(b)
+    )
+    assert out_a.pages == 60 and out_b.pages == 15
+    assert "4.2 Crawler" in out_b.sections and "30 Topic number 30 of the course" in out_a.sections
