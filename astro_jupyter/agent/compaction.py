@@ -79,6 +79,7 @@ class CompactionStats:
     micro_cleared: int = 0
     breaker_reported: bool = False
     nothing_reported: bool = False
+    messages_after_last: int = -1  # prompt length right after the last compaction
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
@@ -199,6 +200,10 @@ class Compactor:
                 tokens = after
         if tokens <= soft:
             return
+        if 0 <= stats.messages_after_last and len(state.messages) - stats.messages_after_last < int(
+            self.config.compaction_keep_recent_messages
+        ):
+            return  # just compacted and still large: wait for new messages instead of re-summarising the summary
         if stats.breaker.is_open:
             if not stats.breaker_reported:
                 stats.breaker_reported = True
@@ -263,6 +268,7 @@ class Compactor:
         state.messages[:] = [*new_messages, *kept]
         marked = await self._persist(state, dropped, summary.strip())
         stats.compactions += 1
+        stats.messages_after_last = len(state.messages)
         after = estimate_tokens(state.messages)
         await hooks.run("PostCompact", {**base, "tokens_after": after, "dropped": len(dropped), "summary": summary})
         files = ", ".join(p for p, _ in restored) or "none"

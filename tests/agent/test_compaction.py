@@ -264,3 +264,27 @@ async def test_a_precompact_hook_can_veto_and_nothing_is_dropped(tmp_path, opena
     [comp] = [e for e in events if isinstance(e, Compaction)]
     assert "blocked by a PreCompact hook: audit in progress" in comp.message
     assert len(openai_server.chat_requests) == 1 and not any(r.compacted for r in rows)
+
+
+@pytest.mark.asyncio
+async def test_still_large_after_compaction_does_not_resummarise_every_step(tmp_path, openai_server) -> None:
+    config = make_config(
+        tmp_path, openai_server.url, context_soft_limit_tokens=150, micro_compact_ratio=5.0,
+        compaction_keep_recent_messages=4, compaction_memory_bridge=False,
+    )
+    services, runtime = await make_runtime(config, TodoWriteTool())
+    try:
+        sid = await _seed(services)
+        openai_server.script(
+            Turn.say("- summary"),  # step 1 compaction
+            Turn.call("todo_write", _todo(1)),  # step 1
+            Turn.say("final"),  # step 2: still over the (tiny) limit, but only 2 new messages: no new summary
+        )
+        handle = await runtime.start_run("go", session_id=sid)
+        events = [e for _, e in await collect(handle)]
+        assert (await handle.wait()).reason == "finished"
+    finally:
+        await runtime.close()
+        await services.close()
+    assert [e.layer for e in events if isinstance(e, Compaction)] == ["auto"]
+    assert len(openai_server.chat_requests) == 3
