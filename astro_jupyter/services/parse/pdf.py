@@ -173,6 +173,22 @@ def _title_continuation(pages: list[PageData], title: TextBlock) -> list[TextBlo
     return out
 
 
+_FOOTNOTE = re.compile(r"^(?:\d{1,2}|[∗*†‡§¶])\s?\S")
+
+
+def _footnotes_last(blocks: list[TextBlock], page: PageData, body: float) -> list[TextBlock]:
+    """Small-print notes at the foot of a page go after the page's text, so that a paragraph
+    continued from one column to the next is not interrupted by them."""
+    notes = [
+        b for b in blocks
+        if b.table is None
+        and b.y0 > page.height * 0.7
+        and all(ln.size <= body * 0.88 for ln in b.lines)
+        and _FOOTNOTE.match(b.text)
+    ]
+    return [b for b in blocks if b not in notes] + notes if notes else blocks
+
+
 def assemble(pages: list[PageData]) -> ParsedDocument:
     """Pages (already extracted) → headings, paragraphs, tables and captions in reading order."""
     remove_running_lines(pages)
@@ -182,7 +198,7 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
     blocks: list[Block] = []
     sizes: dict[int, float] = {}  # id(heading block) → font size, for the level pass
     for page in pages:
-        for block in reading_order(page):
+        for block in _footnotes_last(reading_order(page), page, body):
             if block.table is not None:
                 blocks.append(Block("table", block.table, page.number))
                 continue
