@@ -301,3 +301,19 @@ async def test_connection_dropped_mid_stream_is_a_clear_error(openai_server):
         await collect(client)
     assert openai_server.remaining == 1
     await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_fake_server_non_stream_answers_through_the_real_client(openai_server):
+    import openai
+
+    openai_server.script(Turn.call("query_target", {"name": "M 31"}, id="ns1", text="Looking.", reasoning="hm"), Turn.fail(503))
+    raw = openai.AsyncOpenAI(base_url=openai_server.url, api_key="k", max_retries=0)
+    resp = await raw.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
+    msg = resp.choices[0].message
+    assert msg.content == "Looking." and resp.choices[0].finish_reason == "tool_calls"
+    assert msg.tool_calls[0].id == "ns1" and json.loads(msg.tool_calls[0].function.arguments) == {"name": "M 31"}
+    assert (msg.model_extra or {}).get("reasoning_content") == "hm"
+    with pytest.raises(openai.InternalServerError):
+        await raw.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
+    await raw.close()
