@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from ..config import AstroConfig
@@ -443,9 +444,18 @@ class AstroService:
         return await self.bookmarklets.status(owner)
 
 
+_ENCODED: "weakref.WeakKeyDictionary[Any, dict[int, str]]" = weakref.WeakKeyDictionary()
+
+
 async def _live_events(handle: Any, after_seq: int) -> AsyncIterator[tuple[int, str]]:
+    """A live run's events as JSON, encoded once per event however many clients watch it."""
+    cache = _ENCODED.setdefault(handle, {})
     async for seq, event in handle.events(after_seq=after_seq):
-        yield int(seq), encode_wire(to_wire(event) if not isinstance(event, dict) else event)
+        seq = int(seq)
+        data = cache.get(seq)
+        if data is None:
+            data = cache[seq] = encode_wire(to_wire(event) if not isinstance(event, dict) else event)
+        yield seq, data
 
 
 def _import_llm_client() -> None:
