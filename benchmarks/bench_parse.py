@@ -1,7 +1,7 @@
 """PDF → Markdown: our parser vs pymupdf4llm ``to_markdown`` vs pypdf plain text, same PDFs.
 
 Run: ``python benchmarks/bench_parse.py [--repeat 5] [--no-pymupdf4llm]`` from the checkout.
-PDFs: ../shared/data/pdfs/*.pdf (when present) and tests/data/pdfs/{two_column,many_pages}.pdf.
+PDFs: ../shared/data/pdfs/*.pdf (when present) and tests/data/pdfs/{two_column,many_pages,aas_style}.pdf.
 
 Columns: pages/s (best of ``--repeat`` runs for the fast parsers, one run for pymupdf4llm)
 and outline recall — the share of the PDF's own outline (``doc.get_toc()``) entries found
@@ -33,7 +33,7 @@ def pdfs() -> list[Path]:
     shared = ROOT.parent / "shared" / "data" / "pdfs"
     found = sorted(shared.glob("*.pdf")) if shared.is_dir() else []
     generated = ROOT / "tests" / "data" / "pdfs"
-    return found + [generated / "two_column.pdf", generated / "many_pages.pdf"]
+    return found + [generated / n for n in ("two_column.pdf", "many_pages.pdf", "aas_style.pdf")]
 
 
 CLOCK = time.perf_counter

@@ -4,6 +4,8 @@
   a running header and page numbers, a ruled grid table and a booktabs table, a figure
   caption, non-ASCII text (accents, Greek, CJK), a references section and an outline.
 - ``many_pages.pdf``: 60 single-column pages with numbered sections and an outline.
+- ``aas_style.pdf``: the AASTeX look — Times, section titles in plain capitals
+  ("1. INTRODUCTION"), subsections in italics ("2.1. Imaging"), no bold, with an outline.
 - ``encrypted.pdf`` (user password), ``corrupt.pdf`` (a truncated header), ``image_only.pdf``
   (a scanned-looking page: one image, no text).
 
@@ -31,6 +33,7 @@ FACTS = {
     "twocol-nonascii": "Schrödinger and Ångström would enjoy α-Centauri observed from 東京 by a naïve observer.",
     "many-dust": "Interstellar dust grains polarise starlight because they are aligned by magnetic fields.",
     "many-pulsar": "Millisecond pulsars are spun up by accretion from a companion star in a binary system.",
+    "aas-intro": "Tidal tails of globular clusters stretch for tens of degrees across the outer Galactic halo.",
 }
 
 FILLER = (
@@ -43,12 +46,14 @@ FILLER = (
 class Writer:
     """Flows wrapped text into columns, page after page, recording the outline."""
 
-    def __init__(self, doc: pymupdf.Document, columns: int, header: str = "") -> None:
+    def __init__(self, doc: pymupdf.Document, columns: int, header: str = "", family: str = "helv") -> None:
         self.doc = doc
         self.columns = columns
         self.header = header
-        self.regular = pymupdf.Font("helv")
-        self.bold = pymupdf.Font("hebo")
+        times = family == "times"
+        self.regular = pymupdf.Font("tiro" if times else "helv")
+        self.bold = pymupdf.Font("tibo" if times else "hebo")
+        self.italic = pymupdf.Font("tiit" if times else "heit")
         self.cjk = pymupdf.Font("cjk")
         self.toc: list[list] = []
         self._widths: dict[tuple[str, int, float], float] = {}
@@ -136,11 +141,11 @@ class Writer:
             self.y += size * 1.3
         self.y += gap
 
-    def heading(self, text: str, level: int, size: float) -> None:
+    def heading(self, text: str, level: int, size: float, font: pymupdf.Font | None = None) -> None:
         self._advance(size * 4)
         self.y += 4
         self.toc.append([level, text.split(" ", 1)[1] if text[0].isdigit() else text, self.doc.page_count])
-        self.paragraph(text, font=self.bold, size=size, gap=4)
+        self.paragraph(text, font=font or self.bold, size=size, gap=4)
 
     def full_width_title(self, text: str, size: float) -> None:
         self._line(text, MARGIN, self.y + size, self.bold, size)
@@ -239,6 +244,33 @@ def many_pages(path: Path, pages: int = 60) -> None:
     doc.save(path, garbage=4, deflate=True)
 
 
+def aas_style(path: Path) -> None:
+    """AASTeX look: Times, section titles in plain capitals ("1. INTRODUCTION"), subsections in italics."""
+    doc = pymupdf.open()
+    w = Writer(doc, columns=1, header="Draft version December 2, 2026", family="times")
+    w.full_width_title("Tidal Tails of Globular Clusters in the Outer Halo", 14)
+    w.paragraph("Ada Lovelace and Émile Châtelet", size=10)
+    w.heading("ABSTRACT", 1, BODY, font=w.regular)
+    w.paragraph("We trace tidal tails around outer-halo globular clusters. " + FILLER)
+    w.heading("1. INTRODUCTION", 1, BODY, font=w.regular)
+    w.paragraph(FACTS["aas-intro"] + " " + FILLER * 3)
+    w.heading("2. OBSERVATIONS AND DATA REDUCTION", 1, BODY, font=w.regular)
+    w.heading("2.1. Imaging", 2, BODY, font=w.italic)
+    w.paragraph(FILLER * 4)
+    w.heading("2.2. Spectroscopy", 2, BODY, font=w.italic)
+    w.paragraph(FILLER * 4)
+    w.heading("3. RESULTS", 1, BODY, font=w.regular)
+    w.paragraph(FILLER * 5)
+    w.heading("4. CONCLUSIONS", 1, BODY, font=w.regular)
+    w.paragraph(FILLER * 2)
+    w.heading("REFERENCES", 1, BODY, font=w.regular)
+    for i in range(1, 6):
+        w.paragraph(f"Author, C. {2010 + i}, AJ, {140 + i}, {i * 7}", size=9, gap=2)
+    doc.set_toc(w.toc)
+    doc.subset_fonts()
+    doc.save(path, garbage=4, deflate=True)
+
+
 def encrypted(path: Path) -> None:
     doc = pymupdf.open()
     page = doc.new_page()
@@ -265,6 +297,7 @@ def main(outdir: Path = OUT) -> list[Path]:
     for name, fn in (
         ("two_column.pdf", two_column),
         ("many_pages.pdf", many_pages),
+        ("aas_style.pdf", aas_style),
         ("encrypted.pdf", encrypted),
         ("corrupt.pdf", corrupt),
         ("image_only.pdf", image_only),

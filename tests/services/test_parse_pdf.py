@@ -33,7 +33,7 @@ def test_outline_recall_on_pasa(shared_pdfs: Path) -> None:
     assert recall >= 0.9, missing
 
 
-@pytest.mark.parametrize("name", ["two_column.pdf", "many_pages.pdf"])
+@pytest.mark.parametrize("name", ["two_column.pdf", "many_pages.pdf", "aas_style.pdf"])
 def test_outline_recall_on_generated(name: str) -> None:
     recall, missing = outline_recall(PDFS / name)
     assert recall >= 0.9, missing
@@ -48,6 +48,16 @@ def test_heading_levels_follow_numbering(shared_pdfs: Path) -> None:
     assert "\n### A.1 Imitation learning data generation\n" in md
     # author names set in bold are not sections
     assert not re.search(r"^#+ Yichen He", md, re.M)
+
+
+def test_plain_capital_and_italic_headings_aastex_style() -> None:
+    md = parse_pdf(PDFS / "aas_style.pdf").to_markdown()
+    for heading in ("## ABSTRACT", "## 1. INTRODUCTION", "## 2. OBSERVATIONS AND DATA REDUCTION", "### 2.1. Imaging",
+                    "### 2.2. Spectroscopy", "## 3. RESULTS"):
+        assert f"\n{heading}\n" in md
+    sections = read_sections(md)
+    assert [s.name for s in sections if s.part == "references"] == ["REFERENCES"]
+    assert "Ada Lovelace and Émile Châtelet" in md and "## Ada" not in md
 
 
 def test_two_columns_read_left_then_right(two_column_md: str) -> None:

@@ -41,6 +41,7 @@ class Line:
     bold_prefix: str = ""  # a bold run-in heading at the start of an otherwise plain line
     chars: int = 0
     pieces: list[Piece] = field(default_factory=list)
+    italic: bool = False  # every character italic (AASTeX sets subsection titles so)
 
 
 @dataclass
@@ -101,6 +102,7 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
     texts: list[str] = []
     sizes: dict[float, int] = {}
     bold_chars = 0
+    italic_chars = 0
     chars = 0
     prefix_open = True
     prefix: list[str] = []
@@ -123,6 +125,8 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
             chars += n
             size = round(span["size"] * 2) / 2
             sizes[size] = sizes.get(size, 0) + n
+            if span["flags"] & 2 or "Ital" in span["font"] or "Obli" in span["font"]:
+                italic_chars += n
             key = (span["flags"] & 16, span["font"])
             bold = bold_cache.get(key)
             if bold is None:
@@ -143,9 +147,10 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
         bold_prefix = " ".join("".join(prefix).split())
         if len(bold_prefix) < 3 or not re.search(r"[A-Za-z]{2}", bold_prefix):
             bold_prefix = ""
+    italic = chars > 0 and italic_chars == chars
     if len(pieces) == 1:
         p = pieces[0]
-        return Line(p.x0, p.y0, p.x1, p.y1, text, size, all_bold, bold_prefix, chars, pieces)
+        return Line(p.x0, p.y0, p.x1, p.y1, text, size, all_bold, bold_prefix, chars, pieces, italic)
     return Line(
         min(p.x0 for p in pieces),
         min(p.y0 for p in pieces),
@@ -157,6 +162,7 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
         bold_prefix,
         chars,
         pieces,
+        italic,
     )
 
 

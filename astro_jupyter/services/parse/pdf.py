@@ -36,7 +36,13 @@ class ParseError(AstroError):
     reason = "parse"
 
 
-_NUMBERED = re.compile(r"^(?P<num>(?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,3})\.?\s+(?P<title>\S.*)$")
+_NUMBERED = re.compile(r"^(?P<num>(?:\d{1,2}|[IVX]{2,4}|[A-Z])(?:\.\d{1,2}){0,3})\.?\s+(?P<title>\S.*)$")
+# section names journals set in plain capitals (AASTeX: "ABSTRACT", "1. INTRODUCTION", "REFERENCES")
+_CAPS_SECTION = re.compile(
+    r"^(?:abstract|introduction|observations?|data|methods?|analysis|results|discussion|conclusions?|summary|"
+    r"acknowledge?ments?|references|bibliography|appendix)\b",
+    re.IGNORECASE,
+)
 _APPENDIX = re.compile(r"^appendix\b", re.IGNORECASE)
 _CAPTION = re.compile(r"^(?:figure|fig\.|table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
@@ -78,9 +84,24 @@ def body_size(pages: list[PageData]) -> float:
     return sizes.most_common(1)[0][0] if sizes else 10.0
 
 
+def _plain_heading(line: Line, text: str) -> bool:
+    """Headings set in the body font: numbered in capitals or italics ("1. INTRODUCTION",
+    "2.1. Imaging"), or a well-known section name in capitals ("REFERENCES")."""
+    if len(text) > 90 or text.endswith("."):
+        return False
+    letters = re.sub(r"[^A-Za-z]", "", text)
+    caps = len(letters) >= 4 and letters.isupper()
+    match = _NUMBERED.match(text)
+    if match:
+        return caps or (line.italic and match.group("title")[:1].isupper())
+    return caps and len(text.split()) <= 4 and bool(_CAPS_SECTION.match(text))
+
+
 def _looks_like_heading(line: Line, body: float) -> bool:
     text = line.text.strip()
-    if not (line.bold or line.size >= body + 1.0) or line.size < body - 0.6:
+    if line.size < body - 0.6:
+        return False
+    if not (line.bold or line.size >= body + 1.0) and not _plain_heading(line, text):
         return False
     if len(text) > 120 or len(text.split()) > 16 or len(re.findall(r"[A-Za-z]", text)) < 3:
         return False
@@ -146,7 +167,7 @@ def _paragraphs(block: TextBlock, body: float) -> list[str]:
     return paras
 
 
-_FRONT_END = re.compile(r"^(abstract|introduction|background|summary|contents)\b", re.IGNORECASE)
+_FRONT_END = re.compile(r"^(?:(?:\d+|I)\.?\s+)?(abstract|introduction|background|summary|contents)\b", re.IGNORECASE)
 
 
 def _title_block(pages: list[PageData], body: float) -> TextBlock | None:
