@@ -153,3 +153,24 @@ async def test_spawned_teammate_works_in_the_background_and_reports_to_the_lead(
     finally:
         await runtime.close()
         await services.close()
+
+
+def test_writers_in_other_processes_while_this_one_reads(tmp_path) -> None:
+    """The kernel and the server share a team directory: one-file messages need no cross-process lock."""
+    import subprocess
+    import sys
+
+    team = TeamInbox(tmp_path / "team")
+    team.register("eve", "x-ray")
+    code = (
+        "import sys; from pathlib import Path; from astro_jupyter.services.team import TeamInbox;"
+        "t = TeamInbox(Path(sys.argv[1]));"
+        "[t.send('eve', 'lead', f'p{sys.argv[2]}-{i}') for i in range(60)]"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "team"), str(n)]) for n in range(3)]
+    got: list[str] = []
+    while any(p.poll() is None for p in procs):
+        got += [m["content"] for m in team.read("eve").messages]
+    assert all(p.returncode == 0 for p in procs)
+    got += [m["content"] for m in team.read("eve").messages]
+    assert sorted(got) == sorted(f"p{n}-{i}" for n in range(3) for i in range(60))
