@@ -30,6 +30,7 @@ from ..events import TextDelta, ThinkingDelta, ToolResult
 from .bus import EventBus
 from .prompt import SUBAGENT_ROLE, build_system_prompt
 from .run import RunHandle, RunState, new_request_id
+from .runlocks import RunLocks, fcntl_missing
 
 if TYPE_CHECKING:
     from ..services.container import ServiceContainer
@@ -92,6 +93,7 @@ class AgentRuntime:
 
         self.turn_preparers.extend(default_turn_preparers(self))
         self._runs: dict[str, RunHandle] = {}
+        self.run_locks = RunLocks(self.config.home_path / ".run-locks")
         self._active_sessions: dict[str, RunHandle] = {}
         self._started = False
         self._closing = False
@@ -124,13 +126,25 @@ class AgentRuntime:
         return self.registry_for(False)
 
     async def start(self) -> None:
-        """Close runs a dead process left 'running' (idempotent, also done by the first run)."""
-        if not self._started:
-            self._started = True
-            try:
+        """Close runs a dead process left 'running' (idempotent, also done by the first run).
+
+        Runs another living process (the server, a kernel) is executing keep their status:
+        their run locks are held (see ``runlocks.py``).
+        """
+        if self._started:
+            return
+        self._started = True
+        try:
+            if fcntl_missing():
                 await self.services.runs.mark_interrupted()
-            except AstroError as exc:
-                log.warning("could not mark interrupted runs: %s", exc)
+                return
+            rows = await self.services.db.fetchall("SELECT id FROM agent_runs WHERE status = 'running'")
+            for row in rows:
+                run_id = str(row["id"])
+                if run_id not in self._runs and not self.run_locks.is_alive(run_id):
+                    await self.services.runs.finish(run_id, "error")
+        except AstroError as exc:
+            log.warning("could not mark interrupted runs: %s", exc)
 
     # -- runs ---------------------------------------------------------------------------------
     async def start_run(
@@ -181,10 +195,12 @@ class AgentRuntime:
         bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs)
         handle = RunHandle(state, bus, asyncio.Event())
         self._active_sessions[sid] = handle  # reserved before the next await: no double start
+        self.run_locks.acquire(run_id)  # before the row exists, so no other process sees it orphaned
         try:
             await self.services.runs.create(run_id, sid, owner=owner, prompt=prompt, model=model or self.llm.model)
         except BaseException:
             self._active_sessions.pop(sid, None)
+            self.run_locks.release(run_id)
             raise
         self._runs[run_id] = handle
         handle.task = asyncio.get_running_loop().create_task(self._run(handle, prompt, session.title), name=run_id)
@@ -448,6 +464,7 @@ class AgentRuntime:
             await self.services.runs.finish(state.run_id, reason)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not mark run %s %s: %s", state.run_id, reason, exc)
+        self.run_locks.release(state.run_id)
         done = Done(session_id=state.session_id, run_id=state.run_id, reason=reason)  # type: ignore[arg-type]
         bus.publish(done)
         handle.done_event = done

@@ -299,3 +299,28 @@ async def test_ask_user_without_answer_times_out_cleanly(tmp_path, openai_server
     finally:
         await runtime.close()
         await services.close()
+
+
+@pytest.mark.asyncio
+async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_server, sesame_server):
+    """Server and kernel share the DB: a starting runtime must not close the other's active run."""
+    openai_server.script(Turn.say("slow " * 60, chunk_size=5, delay=0.02), Turn.say("other"))
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
+    services_a, runtime_a = await make_runtime(cfg)
+    services_b, runtime_b = await make_runtime(cfg)
+    try:
+        session = await services_a.sessions.create(title="dead")
+        await services_a.runs.create("run_orphan", session.id, prompt="x")  # no lock: its process is gone
+        handle = await runtime_a.start_run("long answer")
+        await _first(handle, TextDelta)
+        await runtime_b.start()  # the second process starting up
+        assert (await services_b.runs.get(handle.run_id)).status == "running"
+        assert (await services_b.runs.get("run_orphan")).status == "error"
+        assert (await handle.wait()).reason == "finished"
+        assert (await services_b.runs.get(handle.run_id)).status == "finished"
+        assert not list((tmp_path / "home" / ".run-locks").glob("*.lock"))
+    finally:
+        await runtime_a.close()
+        await runtime_b.close()
+        await services_a.close()
+        await services_b.close()

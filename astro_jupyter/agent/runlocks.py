@@ -1,0 +1,83 @@
+"""Which 'running' runs still have a living process: one advisory file lock per active run.
+
+The server extension and every kernel open the same SQLite file, each with its own runtime.
+At startup a runtime must close the runs a *dead* process left 'running' (so the sidebar
+does not wait forever) without touching the runs another *living* process is executing.
+Each active run holds ``flock(LOCK_EX)`` on ``ASTRO_HOME/.run-locks/<run_id>.lock``; the
+kernel drops the lock when the process dies, even on ``kill -9``. A run whose lock can be
+taken is orphaned. Where ``fcntl`` does not exist every 'running' run counts as orphaned
+(the behaviour without locks).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+try:  # POSIX only
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+
+def fcntl_missing() -> bool:
+    return fcntl is None
+
+
+class RunLocks:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._held: dict[str, Any] = {}
+
+    def _path(self, run_id: str) -> Path:
+        safe = "".join(c for c in run_id if c.isalnum() or c in "-_")
+        return self.directory / f"{safe}.lock"
+
+    def acquire(self, run_id: str) -> None:
+        """Mark ``run_id`` as alive in this process (best effort: a failure only weakens the check)."""
+        if fcntl is None:
+            return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            handle = open(self._path(run_id), "a+")  # noqa: SIM115 - held open for the run's life
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._held[run_id] = handle
+        except OSError as exc:
+            log.warning("run lock for %s unavailable: %s", run_id, exc)
+
+    def release(self, run_id: str) -> None:
+        handle = self._held.pop(run_id, None)
+        if handle is None:
+            return
+        try:
+            os.unlink(self._path(run_id))
+        except OSError:
+            pass
+        handle.close()  # closing drops the flock
+
+    def is_alive(self, run_id: str) -> bool:
+        """True when some process (this one included) still holds the run's lock."""
+        if fcntl is None:
+            return False
+        if run_id in self._held:
+            return True
+        path = self._path(run_id)
+        if not path.exists():
+            return False
+        try:
+            with open(path, "a+") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        try:
+            path.unlink()  # the owner is gone: tidy up
+        except OSError:
+            pass
+        return False
