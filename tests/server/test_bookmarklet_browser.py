@@ -1,0 +1,74 @@
+"""The bookmarklet clicked in Chromium on pages of another origin: real CORS preflight, real fetch.
+
+A loopback "abstract page" server (another origin than Jupyter) serves an arXiv-like page;
+Chromium maps ``arxiv.org`` to it, so the script also reads the id from the URL path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.base import FakeHandler, FakeServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="chromium is not installed"),
+]
+
+
+class _AbstractPages(FakeHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        req = self.record()
+        if req.path.startswith("/abs/"):
+            meta = '<meta name="citation_arxiv_id" content="1111.0962">' if req.path.endswith("meta-only") else ""
+            body = f"<!doctype html><html><head><title>Abstract</title>{meta}</head><body><h1>A paper</h1></body></html>"
+            self.send_body(200, body.encode(), "text/html")
+        else:
+            self.send_body(404, b"not here", "text/plain")
+
+
+async def test_bookmarklet_in_chromium_on_foreign_pages(jp_fetch: Any, astro_service: Any) -> None:
+    async_api = pytest.importorskip("playwright.async_api")
+    page_html = (await jp_fetch("astro", "bookmarklet")).body.decode()
+    href = html.unescape(re.search(r'id="astro-bookmarklet" href="([^"]+)"', page_html).group(1))
+    with FakeServer(_AbstractPages) as pages:
+        async with async_api.async_playwright() as p:
+            browser = await p.chromium.launch(
+                executable_path=str(CHROMIUM),
+                args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                      "--disable-component-update", "--disable-sync",
+                      f"--host-resolver-rules=MAP arxiv.org 127.0.0.1:{pages.port}"],
+            )
+            try:
+                page = await browser.new_page()
+                alerts: list[str] = []
+
+                async def on_dialog(dialog: Any) -> None:
+                    alerts.append(dialog.message)
+                    await dialog.dismiss()
+
+                page.on("dialog", on_dialog)
+                for url in (f"{pages.url}/abs/paper-meta-only", "http://arxiv.org:80/abs/2301.01234v2"):
+                    await page.goto(url)
+                    await page.evaluate("(href) => { location.href = href; }", href)  # a click on the bookmark
+                    for _ in range(100):
+                        if len(alerts) == (1 if "meta-only" in url else 2):
+                            break
+                        await asyncio.sleep(0.1)
+            finally:
+                await browser.close()
+    assert alerts == [
+        "astro-jupyter: queued arxiv:1111.0962 for download",
+        "astro-jupyter: queued arxiv:2301.01234 for download",
+    ], alerts
+    items = await astro_service.intake.repo.list()
+    assert sorted(i.identifier for i in items) == ["arxiv:1111.0962", "arxiv:2301.01234"]
+    assert {i.page_url for i in items} == {f"{pages.url}/abs/paper-meta-only", "http://arxiv.org/abs/2301.01234v2"}
