@@ -37,17 +37,30 @@ class RunLocks:
         safe = "".join(c for c in run_id if c.isalnum() or c in "-_")
         return self.directory / f"{safe}.lock"
 
-    def acquire(self, run_id: str) -> None:
-        """Mark ``run_id`` as alive in this process (best effort: a failure only weakens the check)."""
-        if fcntl is None:
-            return
+    def acquire(self, run_id: str) -> bool:
+        """Hold the lock of ``run_id`` (a run, or ``ses-<id>`` for a session) in this process.
+
+        False only when another holder has it; other failures are logged and count as
+        success (a missing lock weakens the orphan check, it must not stop the agent).
+        """
+        if fcntl is None or run_id in self._held:
+            return run_id not in self._held
+        handle = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             handle = open(self._path(run_id), "a+")  # noqa: SIM115 - held open for the run's life
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            self._held[run_id] = handle
+        except BlockingIOError:
+            if handle is not None:
+                handle.close()
+            return False
         except OSError as exc:
+            if handle is not None:
+                handle.close()
             log.warning("run lock for %s unavailable: %s", run_id, exc)
+            return True
+        self._held[run_id] = handle
+        return True
 
     def release(self, run_id: str) -> None:
         handle = self._held.pop(run_id, None)

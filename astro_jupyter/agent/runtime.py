@@ -194,6 +194,8 @@ class AgentRuntime:
         )
         bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs)
         handle = RunHandle(state, bus, asyncio.Event())
+        if not self.run_locks.acquire(f"ses-{sid}"):  # the session is running in another process
+            raise RunConflict(f"session {sid} already has an active run in another process (server or kernel)")
         self._active_sessions[sid] = handle  # reserved before the next await: no double start
         self.run_locks.acquire(run_id)  # before the row exists, so no other process sees it orphaned
         try:
@@ -201,6 +203,7 @@ class AgentRuntime:
         except BaseException:
             self._active_sessions.pop(sid, None)
             self.run_locks.release(run_id)
+            self.run_locks.release(f"ses-{sid}")
             raise
         self._runs[run_id] = handle
         handle.task = asyncio.get_running_loop().create_task(self._run(handle, prompt, session.title), name=run_id)
@@ -465,6 +468,7 @@ class AgentRuntime:
         except Exception as exc:  # noqa: BLE001
             log.warning("could not mark run %s %s: %s", state.run_id, reason, exc)
         self.run_locks.release(state.run_id)
+        self.run_locks.release(f"ses-{state.session_id}")
         done = Done(session_id=state.session_id, run_id=state.run_id, reason=reason)  # type: ignore[arg-type]
         bus.publish(done)
         handle.done_event = done

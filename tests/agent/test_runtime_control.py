@@ -324,3 +324,28 @@ async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_se
         await runtime_b.close()
         await services_a.close()
         await services_b.close()
+
+
+@pytest.mark.asyncio
+async def test_session_running_in_another_runtime_is_a_conflict(tmp_path, openai_server, sesame_server):
+    from astro_jupyter.errors import RunConflict
+
+    openai_server.script(Turn.say("slow " * 40, chunk_size=5, delay=0.02), Turn.say("after"))
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
+    services_a, runtime_a = await make_runtime(cfg)
+    services_b, runtime_b = await make_runtime(cfg)
+    try:
+        handle = await runtime_a.start_run("long answer")
+        await _first(handle, TextDelta)
+        with pytest.raises(RunConflict, match="another process"):
+            await runtime_b.start_run("me too", session_id=handle.session_id)
+        await handle.wait()
+        later = await runtime_b.start_run("me too", session_id=handle.session_id)
+        assert (await later.wait()).reason == "finished"
+        roles = [m.role for m in await services_b.messages.list(handle.session_id)]
+        assert roles == ["user", "assistant", "user", "assistant"]
+    finally:
+        await runtime_a.close()
+        await runtime_b.close()
+        await services_a.close()
+        await services_b.close()
