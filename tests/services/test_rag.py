@@ -39,9 +39,10 @@ def test_fts_query_quotes_words_and_drops_operators() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=80))
 def test_fts_query_never_breaks_fts5(text: str) -> None:
-    import sqlite3
+    from astro_jupyter.store.db import select_driver
 
-    conn = sqlite3.connect(":memory:")
+    driver, _ = select_driver()  # the driver the store really uses (pysqlite3 here)
+    conn = driver.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
     conn.execute("INSERT INTO t VALUES ('dark matter halo NEAR the core')")
     match = fts_query(text)
