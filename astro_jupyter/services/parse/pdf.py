@@ -3,8 +3,11 @@
 Headings are found without the PDF outline (the outline is what the benchmark scores
 against): the body size is the most common font size by character count; a heading is a
 short line that is bold or larger than the body and reads like a title, optionally numbered
-("2.1 Method", "A Appendix"). Numbered headings get their level from the numbering depth,
-unnumbered ones from their size. The references section is moved to its own part.
+("2.1 Method", "A Appendix", "IV. RESULTS"); in the body font only when numbered in capitals
+or italics, or a known section name in capitals (the AASTeX look). Numbered headings get
+their level from the numbering depth, unnumbered ones the level numbered headings of their
+size have. Bold author lines before the abstract stay paragraphs; footnotes follow their
+page's text; the references section is moved to its own part.
 """
 
 from __future__ import annotations
