@@ -18,7 +18,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from ..config import AstroConfig
-from ..errors import AstroError, RunConflict, RunNotFound, SessionNotFound
+from ..errors import AstroError, ConfigError, RunConflict, RunNotFound, SessionNotFound
 from ..events import to_wire
 from ..services.container import ServiceContainer
 
@@ -84,6 +84,7 @@ class AstroService:
         self._started = False
         self._start_lock = asyncio.Lock()
         self._closed = False
+        self._services_closed = False
         self.intake: Any = None  # IntakeWorker, built in start()
         self._warm: asyncio.Task[None] | None = None
 
@@ -100,7 +101,11 @@ class AstroService:
             await self.services.start()
             from .intake import IntakeWorker
 
-            await self.runtime.start()  # runs a dead server left 'running' become 'error'
+            try:
+                runtime = self.runtime
+            except (ValueError, TypeError) as exc:  # e.g. a malformed permission rule or hook
+                raise ConfigError(f"the astro configuration is invalid: {exc}") from exc
+            await runtime.start()  # runs a dead server left 'running' become 'error'
             self.intake = IntakeWorker(self.services)
             await self.intake.start()
             if self.config.llm_configured:  # import openai off the loop: the first run need not stall
@@ -131,9 +136,10 @@ class AstroService:
             except Exception:  # noqa: BLE001 - shutdown must reach the database
                 log.exception("closing the agent runtime failed")
             self._runtime = None
-        if self._started:
+        if not self._services_closed:  # also after a failed start: the store may be open
+            self._services_closed = True
             await self.services.close()
-            self._started = False
+        self._started = False
 
     # -- sessions --------------------------------------------------------------------------
     async def session(self, owner: str, session_id: str) -> "SessionRecord":
@@ -397,7 +403,10 @@ class AstroService:
     async def models(self) -> dict[str, Any]:
         """Current model, the endpoint's list; an unreachable endpoint gives the configured ones + a warning."""
         if self._warm is not None:
-            await self._warm
+            try:
+                await self._warm
+            except Exception:  # noqa: BLE001 - list_models reports the real problem below
+                pass
         llm = self._llm()
         cfg = self.config
         configured = _unique([cfg.llm_model, cfg.llm_fallback_model, *cfg.llm_fallback_chain])

@@ -80,3 +80,14 @@ async def test_history_search_with_snippets(api: Api, astro_service) -> None:
     assert status == 400 and err["reason"] == "missing_query"
     status, err = await api("GET", "astro/api/search/history", params={"q": "x", "session_id": "ses_nope"})
     assert status == 404 and err["reason"] == "session_not_found"
+
+
+class TestInvalidConfiguration:
+    @pytest.fixture
+    def astro_overrides(self) -> dict:
+        return {"permission_rules": [{"action": "maybe", "tool": "run_bash"}]}
+
+    async def test_routes_explain_the_configuration_error(self, api: Api) -> None:
+        status, err = await api("GET", "astro/api/sessions")
+        assert status == 503 and err["reason"] == "config"
+        assert "action must be allow, deny or ask" in err["message"]
