@@ -106,6 +106,11 @@ async def test_no_cors_headers_except_on_the_intake(api: Api, jp_fetch: Any) -> 
     assert ok.headers["Access-Control-Allow-Origin"] == "*"
     assert "POST" in ok.headers["Access-Control-Allow-Methods"]
     assert "authorization" in ok.headers["Access-Control-Allow-Headers"].lower()
+    assert "Access-Control-Allow-Private-Network" not in ok.headers
+    # Chrome asks before a public page may reach a private address (Private Network Access)
+    pna = await jp_fetch("astro/api/bookmarklet/intake", method="OPTIONS", raise_error=False,
+                         headers={**pre, "Access-Control-Request-Private-Network": "true"})
+    assert pna.code == 204 and pna.headers["Access-Control-Allow-Private-Network"] == "true"
 
 
 async def test_login_cookie_is_httponly_and_samesite_strict(jp_fetch: Any) -> None:
