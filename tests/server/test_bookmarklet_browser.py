@@ -72,3 +72,35 @@ async def test_bookmarklet_in_chromium_on_foreign_pages(jp_fetch: Any, astro_ser
     items = await astro_service.intake.repo.list()
     assert sorted(i.identifier for i in items) == ["arxiv:1111.0962", "arxiv:2301.01234"]
     assert {i.page_url for i in items} == {f"{pages.url}/abs/paper-meta-only", "http://arxiv.org/abs/2301.01234v2"}
+
+
+async def test_bookmarklet_page_buttons_in_chromium(jp_serverapp: Any, jp_http_port: int, jp_base_url: str,
+                                                    api: Any) -> None:
+    async_api = pytest.importorskip("playwright.async_api")
+    token = jp_serverapp.identity_provider.token
+    url = f"http://127.0.0.1:{jp_http_port}{jp_base_url}astro/bookmarklet?token={token}"
+    async with async_api.async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = await browser.new_page()
+            await page.goto(url)
+            first = await page.get_attribute("#astro-bookmarklet", "href")
+            assert first and first.startswith("javascript:")
+            await page.click("#astro-rotate")  # a cookie-authenticated POST with the page's XSRF token
+            await page.wait_for_function(
+                "(old) => document.querySelector('#astro-bookmarklet').href !== old", arg=first, timeout=10_000
+            )
+            second = await page.get_attribute("#astro-bookmarklet", "href")
+            assert "New bookmarklet made" in await page.inner_text("#astro-state")
+            await page.click("#astro-revoke")
+            await page.wait_for_function("() => document.querySelector('#astro-state').textContent.startsWith('Revoked')")
+        finally:
+            await browser.close()
+    from urllib.parse import unquote
+
+    tokens = [re.search(r'T="([^"]+)"', unquote(h)).group(1) for h in (first, second)]
+    assert tokens[0] != tokens[1]
+    for t in tokens:  # rotated, then revoked: neither works
+        status, _ = await api("POST", "astro/api/bookmarklet/intake", body={"identifier": "2301.01234"},
+                              headers={"Authorization": f"Bearer {t}"})
+        assert status == 403
