@@ -273,6 +273,29 @@ async def test_follows_a_run_of_another_process_through_the_store(api: Api, sse:
     assert [(s, e["type"]) for s, e in events] == [(1, "session"), (2, "text_delta"), (3, "done")]
 
 
+async def test_stopping_the_extension_cancels_runs_and_closes_the_store(
+    api: Api, sse: Any, openai_server: Any, sesame_server: Any, astro_service: AstroService, jp_serverapp: Any
+) -> None:
+    from astro_jupyter.services.container import ServiceContainer
+
+    sesame_server.state["delay"] = 5.0
+    _script_tool_run(openai_server)
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    await sse(started["run_id"], until=lambda ev: ev[-1][1]["type"] == "tool_call")
+    (app,) = jp_serverapp.extension_manager.extension_apps["astro_jupyter"]
+    await asyncio.wait_for(app.stop_extension(), 10)
+    with pytest.raises(RuntimeError):
+        astro_service.services.db  # closed
+    services = ServiceContainer(astro_service.config)
+    await services.start()
+    try:
+        run = await services.runs.get(started["run_id"])
+        stored = await services.runs.events_after(started["run_id"])
+    finally:
+        await services.close()
+    assert run.status == "cancelled" and stored[-1][1]["type"] == "done" and stored[-1][1]["reason"] == "cancelled"
+
+
 class TestPermissionAnswers:
     @pytest.fixture
     def astro_overrides(self, openai_server, sesame_server) -> dict[str, Any]:
