@@ -43,7 +43,8 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 
 # Modules that register more subcommands with ``@command`` when imported.
-COMMAND_MODULES: tuple[str, ...] = ("astro_jupyter.cli_doctor", "astro_jupyter.cli_library", "astro_jupyter.cli_demo")
+COMMAND_MODULES: tuple[str, ...] = ("astro_jupyter.cli_doctor", "astro_jupyter.cli_library", "astro_jupyter.cli_demo",
+                                     "astro_jupyter.cli_export")
 
 
 def command(name: str, help: str, configure: Configure | None = None) -> Callable[[Handler], Handler]:

@@ -1,0 +1,32 @@
+"""``astro-jupyter export SESSION -o FILE``: a stored session as a research-log notebook."""
+
+from __future__ import annotations
+
+import argparse
+
+from .cli import EXIT_ERROR, EXIT_OK, command, err, open_services
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("session", help="session id (see `astro-jupyter sessions`)")
+    p.add_argument("-o", "--output", help="notebook to write (default: astro-SESSION.ipynb)")
+
+
+@command("export", "export a session as a Jupyter notebook research log", _export_args)
+async def cmd_export(args: argparse.Namespace) -> int:
+    from .errors import AstroError
+    from .export import write_notebook
+
+    services = await open_services()
+    try:
+        path = await write_notebook(services, args.session, args.output or f"astro-{args.session}.ipynb")
+    except AstroError as exc:
+        err(str(exc))
+        return EXIT_ERROR
+    except OSError as exc:
+        err(f"cannot write the notebook: {exc}")
+        return EXIT_ERROR
+    finally:
+        await services.close()
+    print(path)
+    return EXIT_OK

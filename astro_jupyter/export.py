@@ -1,0 +1,196 @@
+"""Research-log export: a stored session as a Jupyter notebook (nbformat v4).
+
+The log reads complete without running: a title cell, a ``%load_ext astro_jupyter``
+cell, then per run (turn) the prompt, each tool call as a ``%astro TOOL {json}`` code
+cell carrying its recorded output, subagent work under its own heading, and the answer.
+Re-running the notebook repeats the tool calls. Calls that only make sense inside an
+agent run (asking the user, loading tools, compaction, spawning subagents/workers) are
+recorded as Markdown instead of code, so a re-run never blocks on a question.
+
+Data comes from the store only: sessions, messages, runs and their stored events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import nbformat
+
+    from .services.container import ServiceContainer
+
+# Tools whose effect belongs to a live agent run; exported as Markdown, not re-runnable cells.
+AGENT_ONLY_TOOLS = frozenset({
+    "ask_user", "subagent", "compress_context", "load_tool", "load_skill", "todo_write", "bg_task_run",
+    "bg_task_check", "spawn_teammate", "send_teammate_message", "team_broadcast", "check_team_inbox",
+    "delegate_task", "check_task", "task_stop", "synthesize",
+})
+
+
+def tool_cell_source(name: str, arguments: Any) -> str:
+    args = arguments if isinstance(arguments, dict) else {}
+    return f"%astro {name} {json.dumps(args, ensure_ascii=False)}"
+
+
+def tool_outputs(name: str, arguments: Any, result: dict[str, Any] | None, count: int) -> list[Any]:
+    """The cell outputs a live ``%astro`` call shows: the result object's text and HTML."""
+    import nbformat.v4 as nbf
+
+    from .kernel.display import AstroResult
+
+    if result is None:
+        return [nbf.new_output("stream", name="stderr", text="(no result was recorded: the run was interrupted)\n")]
+    shown = AstroResult(name, arguments if isinstance(arguments, dict) else None, str(result.get("output", "")),
+                        bool(result.get("is_error")), dict(result.get("metadata") or {}),
+                        int(result.get("duration_ms") or 0))
+    data = {"text/plain": repr(shown), "text/html": shown._repr_html_()}
+    return [nbf.new_output("execute_result", data=data, execution_count=count)]
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in (text or "").splitlines()) or ">"
+
+
+def _answers_by_run(messages: list[Any]) -> dict[str, str]:
+    """The last assistant text of each run (what the user read as the answer)."""
+    answers: dict[str, str] = {}
+    for m in messages:
+        if m.role == "assistant" and (m.content or "").strip():
+            answers[m.run_id] = m.content
+    return answers
+
+
+def _calls_from_messages(messages: list[Any], run_id: str) -> list[dict[str, Any]]:
+    """Fallback when a run's events were not stored: tool calls + results from the messages."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.run_id == run_id}
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.run_id != run_id or m.role != "assistant" or not m.tool_calls:
+            continue
+        for tc in m.tool_calls:
+            fn = tc.get("function", {})
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except ValueError:
+                args = fn.get("arguments")
+            res = results.get(tc.get("id"))
+            out.append({"type": "tool_call", "id": tc.get("id"), "name": fn.get("name"), "arguments": args,
+                        "result": None if res is None else {"output": res.content, "is_error": bool(res.metadata.get("is_error")),
+                                                            "metadata": res.metadata, "duration_ms": 0}})
+    return out
+
+
+def _timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls (with their results attached) and subagent boundaries, in event order."""
+    results = {e.get("tool_call_id"): e for e in events if e.get("type") == "tool_result"}
+    items: list[dict[str, Any]] = []
+    for e in events:
+        if e.get("type") == "tool_call":
+            items.append({**e, "result": results.get(e.get("id"))})
+        elif e.get("type") in ("subagent", "ask_user", "error", "model_switch"):
+            items.append(e)
+    return items
+
+
+async def export_session(services: "ServiceContainer", session_id: str) -> "nbformat.NotebookNode":
+    """Build the research-log notebook of ``session_id`` (raises SessionNotFound)."""
+    import nbformat
+    import nbformat.v4 as nbf
+
+    from ._version import __version__
+
+    session = await services.sessions.get(session_id)
+    messages = await services.messages.list(session_id)
+    runs = await services.runs.list_for_session(session_id)
+    answers = _answers_by_run(messages)
+    model = session.model or next((r.model for r in runs if r.model), "")
+
+    nb = nbf.new_notebook()
+    title = session.title or "Untitled session"
+    nb.cells.append(nbf.new_markdown_cell(
+        f"# {title}\n\n"
+        f"- **Session:** `{session.id}`\n- **Model:** {model or 'default'}\n"
+        f"- **Started:** {session.created_at}\n- **Last activity:** {session.updated_at}\n"
+        f"- **Runs:** {len(runs)}\n\n"
+        f"*Research log exported by astro-jupyter {__version__}. Tool cells carry their recorded outputs; "
+        "re-running them repeats the calls.*"
+    ))
+    nb.cells.append(nbf.new_code_cell("%load_ext astro_jupyter"))
+    count = 1
+    run_meta: list[dict[str, Any]] = []
+    tool_total = 0
+    for turn, run in enumerate(runs, start=1):
+        events = [data for _, data in await services.runs.events_after(run.id, 0)]
+        items = _timeline(events) if events else _calls_from_messages(messages, run.id)
+        nb.cells.append(nbf.new_markdown_cell(f"## Turn {turn}\n\n**Prompt**\n\n{_quote(run.prompt)}"))
+        sub_heads: dict[str, str] = {}
+        calls = 0
+        for item in items:
+            kind = item.get("type")
+            if kind == "subagent":
+                if item.get("phase") == "start":
+                    sub_heads[item.get("id", "")] = item.get("task", "")
+                    nb.cells.append(nbf.new_markdown_cell(f"### Subagent `{item.get('id')}`\n\n**Task**\n\n{_quote(item.get('task', ''))}"))
+                else:
+                    nb.cells.append(nbf.new_markdown_cell(
+                        f"**Subagent `{item.get('id')}` summary**\n\n{item.get('summary') or '*(none)*'}"))
+            elif kind == "ask_user":
+                nb.cells.append(nbf.new_markdown_cell(f"**The agent asked:** {item.get('question', '')}"))
+            elif kind == "error":
+                nb.cells.append(nbf.new_markdown_cell(f"**Error** ({item.get('reason', '')}): {item.get('message', '')}"))
+            elif kind == "tool_call":
+                calls += 1
+                name, args, result = item.get("name") or "", item.get("arguments"), item.get("result")
+                if name in AGENT_ONLY_TOOLS:
+                    output = (result or {}).get("output", "(no result recorded)")
+                    nb.cells.append(nbf.new_markdown_cell(
+                        f"*Agent step* `{name}` `{json.dumps(args, ensure_ascii=False)[:300]}`\n\n```text\n{output}\n```"))
+                    continue
+                cell = nbf.new_code_cell(tool_cell_source(name, args), execution_count=count)
+                cell.outputs = tool_outputs(name, args, result, count)
+                cell.metadata["astro_jupyter"] = {
+                    "tool_call_id": item.get("id"), "subagent_id": item.get("subagent_id"),
+                    "duration_ms": (result or {}).get("duration_ms"), "is_error": (result or {}).get("is_error"),
+                }
+                nb.cells.append(cell)
+                count += 1
+        tool_total += calls
+        answer = answers.get(run.id, "")
+        status = "" if run.status in ("finished", "running") else f" *(run {run.status})*"
+        nb.cells.append(nbf.new_markdown_cell(f"**Answer**{status}\n\n{answer or '*(no answer was given)*'}"))
+        run_meta.append({"run_id": run.id, "status": run.status, "model": run.model, "started_at": run.started_at,
+                         "finished_at": run.finished_at, "tool_calls": calls})
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["astro_jupyter"] = {
+        "session_id": session.id, "title": session.title, "model": model, "created_at": session.created_at,
+        "updated_at": session.updated_at, "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "version": __version__, "runs": run_meta, "tool_calls": tool_total,
+    }
+    nbformat.validate(nb)
+    return nb
+
+
+async def write_notebook(services: "ServiceContainer", session_id: str, path: str | os.PathLike[str]) -> Path:
+    """Export and write atomically (temp file + rename); returns the written path."""
+    import nbformat
+
+    nb = await export_session(services, session_id)
+    target = Path(path)
+    if target.suffix != ".ipynb":
+        target = target.with_suffix(target.suffix + ".ipynb") if target.suffix else target.with_suffix(".ipynb")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            nbformat.write(nb, fh)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

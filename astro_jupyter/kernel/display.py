@@ -1,0 +1,175 @@
+"""Rich results for notebooks, plain text for terminals.
+
+Each object keeps the structured data (``.data``, ``.rows``) for code and renders itself
+twice: ``_repr_html_`` (a table for search hits, targets, tool lists) for notebook
+frontends, ``__repr__`` (aligned text) for terminal IPython. Kept free of ipywidgets so
+``%load_ext`` stays light.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+MAX_ROWS = 50
+MAX_COLS = 8
+MAX_CELL = 160
+_ROW_KEYS = ("results", "matches", "papers", "hits", "items", "notes", "chunks", "passages", "sessions")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        text = ", ".join(_cell(v) for v in value[:5]) + (" …" if len(value) > 5 else "")
+    elif isinstance(value, dict):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    else:
+        text = "" if value is None else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[str]:
+    cols: list[str] = []
+    for row in rows:
+        for key, value in row.items():
+            if key not in cols and not isinstance(value, dict):
+                cols.append(key)
+    return cols[:MAX_COLS]
+
+
+def html_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    cols = columns or _columns(rows)
+    head = "".join(f"<th style='text-align:left'>{html.escape(c)}</th>" for c in cols)
+    body = "".join(
+        "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(_cell(r.get(c)))}</td>" for c in cols) + "</tr>"
+        for r in rows[:MAX_ROWS]
+    )
+    more = f"<p>… {len(rows) - MAX_ROWS} more rows</p>" if len(rows) > MAX_ROWS else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+
+
+def text_table(rows: list[dict[str, Any]], columns: list[str] | None = None, width: int = 48) -> str:
+    cols = columns or _columns(rows)
+    cells = [[_cell(r.get(c))[:width] for c in cols] for r in rows[:MAX_ROWS]]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    if len(rows) > MAX_ROWS:
+        lines.append(f"… {len(rows) - MAX_ROWS} more rows")
+    return "\n".join(lines)
+
+
+def rows_of(metadata: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The list of records a result is about (search hits, grep matches...), if it has one."""
+    for key in _ROW_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            return value
+    return None
+
+
+@dataclass
+class TableResult:
+    """A list of records (tools, sessions, history hits) shown as a table."""
+
+    title: str
+    rows: list[dict[str, Any]]
+    columns: list[str] | None = None
+    empty: str = "(nothing)"
+
+    def _repr_html_(self) -> str:
+        if not self.rows:
+            return f"<p><b>{html.escape(self.title)}</b>: {html.escape(self.empty)}</p>"
+        return f"<p><b>{html.escape(self.title)}</b></p>" + html_table(self.rows, self.columns)
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return f"{self.title}: {self.empty}"
+        return f"{self.title}\n" + text_table(self.rows, self.columns)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Any:
+        return iter(self.rows)
+
+
+@dataclass
+class AstroResult:
+    """What ``r = %astro TOOL ...`` gives back: the tool's text and its structured result."""
+
+    tool: str
+    arguments: dict[str, Any] | None
+    content: str
+    is_error: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    duration_ms: int = 0
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The structured result (the tool's metadata: hits, coordinates, paths...)."""
+        return self.metadata
+
+    @property
+    def rows(self) -> list[dict[str, Any]] | None:
+        return rows_of(self.metadata)
+
+    def __str__(self) -> str:
+        return self.content
+
+    def __repr__(self) -> str:
+        status = "error" if self.is_error else "ok"
+        return f"[{self.tool} · {status} · {self.duration_ms} ms]\n{self.content}"
+
+    def _repr_html_(self) -> str:
+        colour = "#b00020" if self.is_error else "#2e7d32"
+        status = "error" if self.is_error else "ok"
+        head = (f"<p><code>{html.escape(self.tool)}</code> <span style='color:{colour}'>{status}</span>"
+                f" <small>{self.duration_ms} ms</small></p>")
+        rows = None if self.is_error else self.rows
+        if rows:
+            body = html_table(rows)
+        elif not self.is_error and self.metadata:  # one record (a target, a paper): field / value
+            fields = [{"field": k, "value": v} for k, v in self.metadata.items() if not isinstance(v, dict)]
+            body = html_table(fields, ["field", "value"])
+        else:
+            return head + f"<pre>{html.escape(self.content)}</pre>"
+        return head + body + f"<details><summary>text</summary><pre>{html.escape(self.content)}</pre></details>"
+
+
+@dataclass
+class AgentAnswer:
+    """The final answer of a ``%%astro`` run (or a subagent), with where it lives."""
+
+    text: str
+    session_id: str = ""
+    run_id: str = ""
+    reason: str = "finished"
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"{self.text}\n[{self.reason} · session {self.session_id} · {len(self.tool_calls)} tool call(s)]"
+
+    def _repr_markdown_(self) -> str:
+        footer = f"\n\n<small>{self.reason} · session <code>{self.session_id}</code></small>"
+        return (self.text or "*(no answer)*") + footer
+
+
+def tools_table(registry: Any) -> TableResult:
+    rows = [
+        {"name": t.name, "read-only": "yes" if t.is_readonly else "", "deferred": "yes" if t.defer_loading else "",
+         "summary": t.classifier_summary()}
+        for t in registry.sorted_tools()
+    ]
+    return TableResult(f"{len(rows)} tools", rows, ["name", "read-only", "deferred", "summary"])
+
+
+def records_table(title: str, records: Iterable[dict[str, Any]], columns: list[str], empty: str) -> TableResult:
+    return TableResult(title, [dict(r) for r in records], columns, empty)

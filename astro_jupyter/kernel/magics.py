@@ -1,0 +1,272 @@
+"""``%astro`` and ``%%astro``: every tool and the agent one line away in any IPython.
+
+``%load_ext astro_jupyter`` only registers the magics and builds an ``AstroConfig`` from
+the shell's config (so ``c.AstroConfig.x = ...`` in ``ipython_config.py`` works; env vars
+otherwise). The kernel's runtime — a loop thread with the store and the agent — starts
+on the first magic that needs it, so loading stays light. Sessions go to the same
+database as the sidebar's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+
+from .display import AgentAnswer, AstroResult, TableResult, records_table, tools_table
+from .parsing import ArgumentSyntaxError, parse_tool_arguments
+from .runtime import KernelRuntime, RunInterrupted
+
+HELP = """\
+%astro                              this help
+%astro tools                        the tools (name, read-only, deferred, summary)
+%astro TOOL key=value ...           run one tool, e.g. %astro query_target name="M 31"
+%astro TOOL {"json": "object"}      ... or with a JSON object; {var} takes a value from your namespace
+r = %astro TOOL ...                 r.content (text), r.data (structured), r.is_error
+%astro subagent "TASK" [--max-steps N]
+%astro history "QUERY" [--session S]
+%astro sessions
+%astro model [NAME]                 show or set the model of %%astro runs in this kernel
+%astro export [SESSION] [-o PATH.ipynb]
+%%astro [--session S] [--new] [--model M] [--max-steps N] [--coordinator]
+<prompt>                            ask the agent; the timeline streams below the cell.
+Interrupt the kernel (■ / Ctrl-C) to stop a run; the session stays consistent."""
+
+NOT_CONFIGURED = (
+    "No LLM endpoint is configured. Set OPENAI_BASE_URL (and OPENAI_API_KEY if it needs one) before "
+    "starting the kernel, or put c.AstroConfig.openai_base_url = '...' (and openai_api_key) in ipython_config.py."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _parser(prog: str) -> _Parser:
+    return _Parser(prog=prog, add_help=False)
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"cannot read the arguments: {exc}") from None
+
+
+@magics_class
+class AstroMagics(Magics):
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        from ..config import AstroConfig
+
+        self.config_obj = AstroConfig(parent=shell)
+        self.rt = KernelRuntime(self.config_obj)
+
+    # -- dispatch ------------------------------------------------------------------------------------
+    @no_var_expand
+    @line_cell_magic
+    def astro(self, line: str, cell: str | None = None) -> Any:
+        """Run astro-jupyter tools and the agent (see ``%astro help``)."""
+        if cell is not None:
+            return self._agent(line, cell)
+        command, _, rest = line.strip().partition(" ")
+        if command in ("", "help", "-h", "--help"):
+            print(HELP)
+            return None
+        handler = {
+            "tools": self._tools, "sessions": self._sessions, "history": self._history, "model": self._model,
+            "export": self._export, "subagent": self._subagent,
+        }.get(command)
+        if handler is not None:
+            return handler(rest)
+        return self._tool(command, rest)
+
+    # -- %astro TOOL ---------------------------------------------------------------------------------
+    def _tool(self, name: str, rest: str) -> AstroResult | None:
+        try:
+            args = parse_tool_arguments(rest, self.shell.user_ns)
+        except ArgumentSyntaxError as exc:
+            raise UsageError(f"%astro {name}: {exc}") from None
+        try:
+            run = self.rt.run_tool(name, args, ask_permission=self._ask_permission)
+        except RunInterrupted:
+            print(f"Interrupted: {name} was cancelled; the kernel is ready.")
+            return None
+        return AstroResult(run.tool, run.arguments, run.content, run.is_error, run.metadata, run.duration_ms)
+
+    @staticmethod
+    def _ask_permission(request: Any) -> str:
+        from .widgets import ask_text
+
+        return ask_text(request, input)
+
+    def _tools(self, rest: str) -> TableResult:
+        return tools_table(self.rt.registry_sync())
+
+    def _sessions(self, rest: str) -> TableResult:
+        async def load() -> list[dict[str, Any]]:
+            services = await self.rt.services()
+            return [s.to_dict() for s in await services.sessions.list()]
+
+        rows = self.rt.call(load)
+        return records_table(f"{len(rows)} sessions", rows, ["id", "title", "model", "source", "updated_at"],
+                             "no sessions yet (start one with %%astro)")
+
+    def _history(self, rest: str) -> TableResult:
+        p = _parser("%astro history")
+        p.add_argument("query", nargs="+")
+        p.add_argument("--session")
+        p.add_argument("--limit", type=int, default=20)
+        ns = p.parse_args(_split(rest))
+        query = " ".join(ns.query)
+
+        async def search() -> list[dict[str, Any]]:
+            services = await self.rt.services()
+            return await services.history.search(query, session_id=ns.session, limit=ns.limit)
+
+        hits = self.rt.call(search)
+        return records_table(f"history: {query}", hits, ["session_id", "session_title", "role", "snippet", "created_at"],
+                             "no matches")
+
+    def _model(self, rest: str) -> str:
+        name = rest.strip()
+        if name:
+            self.rt.model = name
+            print(f"%%astro runs in this kernel now use model {name!r}")
+            return name
+        current = self.rt.model or self.config_obj.llm_model
+        print(f"model: {current}" + ("" if self.rt.model else " (the configured default, LLM_MODEL)"))
+        return current
+
+    def _export(self, rest: str) -> Path | None:
+        p = _parser("%astro export")
+        p.add_argument("session", nargs="?")
+        p.add_argument("-o", "--output")
+        ns = p.parse_args(_split(rest))
+        session_id = ns.session or self.rt.session_id
+        if not session_id:
+            raise UsageError("%astro export: no session yet in this kernel; give a session id (see %astro sessions)")
+        from ..export import write_notebook
+
+        path = Path(ns.output or f"astro-{session_id}.ipynb")
+
+        async def export() -> Path:
+            return await write_notebook(await self.rt.services(), session_id, path)
+
+        try:
+            written = self.rt.call(export)
+        except Exception as exc:  # noqa: BLE001 - SessionNotFound and I/O errors shown plainly
+            raise UsageError(f"%astro export: {exc}") from None
+        print(f"research log written to {written}")
+        return written
+
+    def _subagent(self, rest: str) -> AgentAnswer | None:
+        p = _parser("%astro subagent")
+        p.add_argument("task", nargs="+")
+        p.add_argument("--max-steps", type=int)
+        ns = p.parse_args(_split(rest))
+        self._require_llm()
+        args: dict[str, Any] = {"task": " ".join(ns.task)}
+        if ns.max_steps is not None:
+            args["max_steps"] = ns.max_steps
+        try:
+            run = self.rt.run_tool("subagent", args)
+        except RunInterrupted:
+            print("Interrupted: the subagent was cancelled; the kernel is ready.")
+            return None
+        from .widgets import TextTimeline
+
+        timeline = TextTimeline()
+        for event in run.events:
+            if event.type not in ("tool_call", "tool_result") or event.subagent_id:
+                timeline.show(event)
+        return AgentAnswer(run.content, reason="error" if run.is_error else "finished",
+                           errors=[run.content] if run.is_error else [])
+
+    # -- %%astro ---------------------------------------------------------------------------------------
+    def _require_llm(self) -> None:
+        if not self.config_obj.llm_configured:
+            raise UsageError(NOT_CONFIGURED)
+
+    def _agent(self, line: str, cell: str) -> AgentAnswer | None:
+        p = _parser("%%astro")
+        p.add_argument("--session")
+        p.add_argument("--new", action="store_true")
+        p.add_argument("--model")
+        p.add_argument("--max-steps", type=int)
+        p.add_argument("--coordinator", action="store_true")
+        p.add_argument("--text", action="store_true", help="plain-text timeline even in a notebook")
+        ns = p.parse_args(_split(line))
+        prompt = cell.strip()
+        if not prompt:
+            raise UsageError("%%astro: the cell is empty; write your question below the %%astro line")
+        self._require_llm()
+        session_id = None if ns.new else (ns.session or self.rt.session_id)
+        from ..errors import AstroError
+
+        try:
+            handle = self.rt.start_run(
+                prompt, session_id=session_id, model=ns.model or self.rt.model, max_steps=ns.max_steps,
+                coordinator=ns.coordinator, source="kernel",
+            )
+        except AstroError as exc:
+            raise UsageError(f"%%astro: {exc}") from None
+        except RunInterrupted:
+            print("Interrupted before the run started.")
+            return None
+        self.rt.session_id = handle.session_id
+        return self._follow(handle, text=ns.text)
+
+    def _follow(self, handle: Any, *, text: bool) -> AgentAnswer:
+        from .widgets import make_timeline
+
+        timeline = make_timeline(self.shell, force_text=text)
+        calls: list[dict[str, Any]] = []
+        errors: list[str] = []
+        try:
+            for event in self.rt.stream_events(handle):
+                timeline.show(event)
+                if event.type == "tool_result":
+                    calls.append({"name": event.name, "is_error": event.is_error, "subagent": event.subagent_id})
+                elif event.type == "error":
+                    errors.append(event.message)
+                elif event.type in ("ask_user", "permission_request") and not event.subagent_id:
+                    self.rt.answer(handle, event.request_id, timeline.ask(event))
+            done = self.rt.wait_run(handle)
+        except (KeyboardInterrupt, RunInterrupted):
+            self.rt.cancel_run(handle)
+            try:
+                self.rt.wait_run(handle)
+            except RunInterrupted:
+                pass
+            timeline.finish("cancelled", handle.session_id)
+            print(f"Interrupted: the run was cancelled. Session {handle.session_id} is saved; "
+                  "continue it with another %%astro cell.")
+            return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, "cancelled", calls, errors)
+        timeline.finish(done.reason, handle.session_id)
+        return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, done.reason, calls, errors)
+
+
+_loaded: dict[int, AstroMagics] = {}
+
+
+def load_ipython_extension(ip: Any) -> None:
+    """Register the magics (idempotent: a second ``%load_ext`` keeps the running runtime)."""
+    if id(ip) in _loaded:
+        return
+    magics = AstroMagics(ip)
+    ip.register_magics(magics)
+    _loaded[id(ip)] = magics
+
+
+def unload_ipython_extension(ip: Any) -> None:
+    magics = _loaded.pop(id(ip), None)
+    if magics is not None:
+        magics.rt.close()
+        ip.magics_manager.magics["line"].pop("astro", None)
+        ip.magics_manager.magics["cell"].pop("astro", None)
