@@ -296,6 +296,27 @@ async def test_stopping_the_extension_cancels_runs_and_closes_the_store(
     assert run.status == "cancelled" and stored[-1][1]["type"] == "done" and stored[-1][1]["reason"] == "cancelled"
 
 
+async def test_export_a_run_session_as_notebook(api: Api, sse: Any, openai_server: Any, jp_fetch: Any) -> None:
+    import importlib.util
+
+    import nbformat
+
+    if importlib.util.find_spec("astro_jupyter.export") is None:
+        pytest.skip("astro_jupyter/export.py is not installed")
+    _script_tool_run(openai_server)
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    await sse(started["run_id"])
+    response = await jp_fetch("astro", "api", "sessions", started["session_id"], "export")
+    assert response.code == 200
+    assert response.headers["Content-Type"].startswith("application/x-ipynb+json")
+    assert 'filename="Where-is-M-87.ipynb"' in response.headers["Content-Disposition"]
+    notebook = nbformat.reads(response.body.decode(), as_version=4)
+    nbformat.validate(notebook)
+    sources = "\n".join(c.source for c in notebook.cells)
+    assert "Where is M 87?" in sources and "%astro query_target" in sources
+    assert "M 87 is at RA 187.7059 deg" in sources
+
+
 class TestPermissionAnswers:
     @pytest.fixture
     def astro_overrides(self, openai_server, sesame_server) -> dict[str, Any]:
