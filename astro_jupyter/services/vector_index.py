@@ -32,6 +32,7 @@ class _Matrix:
     rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), np.float32))
     size: int = 0
     _pos: dict[int, int] | None = None
+    readers: int = 0  # searches running in worker threads (changed on the event loop only)
 
     @classmethod
     def build(cls, dim: int, ids: np.ndarray, rows: np.ndarray) -> "_Matrix":
@@ -70,6 +71,10 @@ class _Matrix:
             self.size += 1
 
     def remove(self, ids: Sequence[int]) -> None:
+        if self.readers and any(int(i) in self.pos for i in ids):
+            # a search is reading these arrays in a worker thread: copy before writing
+            self.ids = self.ids.copy()
+            self.rows = self.rows.copy()
         for chunk_id in ids:
             at = self.pos.pop(int(chunk_id), None)
             if at is None:
@@ -82,22 +87,28 @@ class _Matrix:
                 self.pos[moved] = at
             self.size -= 1
 
-    def search(self, query: np.ndarray, k: int, restrict: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    def snapshot(self, restrict: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, ids) to search, taken on the event loop so a worker never sees a half-done write."""
         if restrict is not None:
             where = np.fromiter((self.pos[i] for i in restrict if i in self.pos), dtype=np.int64)
-            if where.size == 0:
-                return []
-            scores = self.rows[where] @ query
-            ids = self.ids[where]
-        else:
-            scores = self.rows[: self.size] @ query
-            ids = self.ids[: self.size]
-        if scores.size == 0:
-            return []
-        k = min(k, scores.size)
-        top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(ids[i]), float(scores[i])) for i in top]
+            return self.rows[where], self.ids[where]
+        n = self.size
+        return self.rows[:n], self.ids[:n].copy()
+
+    def search(self, query: np.ndarray, k: int, restrict: Sequence[int] | None = None) -> list[tuple[int, float]]:
+        rows, ids = self.snapshot(restrict)
+        return top_k(rows, ids, query, k)
+
+
+def top_k(rows: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Exact top-k by dot product (cosine on normalised rows), best first."""
+    if rows.shape[0] == 0:
+        return []
+    scores = rows @ query
+    k = min(k, scores.size)
+    top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(ids[i]), float(scores[i])) for i in top]
 
 
 class VectorIndex:
@@ -163,6 +174,11 @@ class VectorIndex:
                 return matrix.search(query, k, restrict)
             # a large product (≈ 10 ms at 100k × 384) runs in a worker: NumPy releases the GIL,
             # the server's event loop keeps streaming meanwhile
-            return await asyncio.to_thread(matrix.search, query, k, restrict)
+            rows, ids = matrix.snapshot(restrict)
+            matrix.readers += 1
+            try:
+                return await asyncio.to_thread(top_k, rows, ids, query, k)
+            finally:
+                matrix.readers -= 1
         # too large to hold in memory: sqlite-vec exact scan (distance = 1 - cosine)
         return [(i, 1.0 - d) for i, d in await self.repo.knn(space, query, k, restrict=restrict)]

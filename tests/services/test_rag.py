@@ -208,3 +208,37 @@ async def test_vec0_fallback_when_too_large_to_cache(library: ServiceContainer) 
     want = await library.rag.index.search(space, q, 2)
     assert [i for i, _ in got] == [i for i, _ in want]
     assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
+
+
+@pytest.mark.asyncio
+async def test_deletes_during_a_threaded_search_do_not_corrupt_it(library: ServiceContainer, monkeypatch) -> None:
+    """A search over a large matrix runs in a worker; a delete meanwhile must copy, not overwrite."""
+    import asyncio
+    import threading
+
+    import astro_jupyter.services.vector_index as vi
+
+    monkeypatch.setattr(vi, "INLINE_MAX", 0)  # force the worker-thread path on this small library
+    rag = library.rag
+    space = await rag.space()
+    q = (await rag.embedder.embed(["pulsar timing gravitational waves"]))[0]
+    expected = await rag.index.search(space, q, 3)
+    matrix = rag.index._spaces[space.name]
+    rows_before = matrix.rows
+    started, go = threading.Event(), threading.Event()
+    real_top_k = vi.top_k
+
+    def paused_top_k(*args):  # runs in the worker: hold it between snapshot and product
+        started.set()
+        go.wait(5)
+        return real_top_k(*args)
+
+    monkeypatch.setattr(vi, "top_k", paused_top_k)
+    search = asyncio.create_task(rag.index.search(space, q, 3))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+    rag.index.remove([expected[-1][0]])  # a delete while the worker holds the snapshot
+    go.set()
+    assert await search == expected  # the in-flight search saw the old rows, intact
+    assert matrix.rows is not rows_before  # copied on write
+    monkeypatch.setattr(vi, "top_k", real_top_k)
+    assert expected[-1][0] not in [i for i, _ in await rag.index.search(space, q, 5)]
