@@ -33,7 +33,11 @@ def permission_answer(reply: str) -> str:
     )
 
 
-def ask_text(event: Any, input_fn: InputFn) -> str:
+def _input(prompt: str) -> str:
+    return input(prompt)  # looked up at call time: IPython/ipykernel replace builtins.input
+
+
+def ask_text(event: Any, input_fn: InputFn = _input) -> str:
     """One question on stdin; permission prompts map y/always, anything else denies."""
     if event.type == "permission_request":
         reply = input_fn(f"Allow {event.name}? {event.message} [y/N/always] ")
@@ -45,7 +49,7 @@ def ask_text(event: Any, input_fn: InputFn) -> str:
 class TextTimeline:
     """Terminal IPython (or no ipywidgets): the timeline as printed lines."""
 
-    def __init__(self, out: TextIO | None = None, input_fn: InputFn = input) -> None:
+    def __init__(self, out: TextIO | None = None, input_fn: InputFn = _input) -> None:
         self.out = out or sys.stdout
         self.input_fn = input_fn
         self.mid_line = False
@@ -101,7 +105,7 @@ class TextTimeline:
 class WidgetTimeline:
     """Notebook kernels: an ipywidgets view updated in place as events arrive."""
 
-    def __init__(self, display_fn: Callable[[Any], Any], input_fn: InputFn = input) -> None:
+    def __init__(self, display_fn: Callable[[Any], Any], input_fn: InputFn = _input) -> None:
         import ipywidgets as w
 
         self.w = w

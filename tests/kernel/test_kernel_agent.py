@@ -1,0 +1,109 @@
+"""``%%astro``: the agent in a cell against the scripted LLM — timeline, answer object, interrupt."""
+
+from __future__ import annotations
+
+import threading
+import _thread
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.fakes.openai_server import Turn
+
+
+def test_cell_runs_tools_and_returns_the_answer(load, llm_env, project: Path, capsys) -> None:
+    (project / "obs.txt").write_text("M 31 observed at 21:00\n")
+    llm_env.script(
+        Turn.call("read_file", {"path": "obs.txt"}, text="Let me look. "),
+        Turn.say("The log says M 31 was observed at 21:00."),
+    )
+    ip = load()
+    answer = ip.run_cell_magic("astro", "", "When was M 31 observed?")
+    out = capsys.readouterr().out
+    assert "Let me look." in out
+    assert "→ read_file" in out and "← read_file" in out
+    assert answer.text == "The log says M 31 was observed at 21:00."
+    assert answer.reason == "finished" and answer.tool_calls == [{"name": "read_file", "is_error": False, "subagent": None}]
+    assert "M 31 was observed" in answer._repr_markdown_()
+    # the tool result went back to the model
+    second = llm_env.chat_requests[1]["messages"]
+    assert any(m.get("role") == "tool" and "observed at 21:00" in m.get("content", "") for m in second)
+    # the session is in the shared store, searchable, continued by the next cell
+    sessions = ip.run_line_magic("astro", "sessions")
+    assert [row["id"] for row in sessions.rows] == [answer.session_id]
+    hits = ip.run_line_magic("astro", 'history "observed"')
+    assert any(h["session_id"] == answer.session_id for h in hits.rows)
+    llm_env.script(Turn.say("Yes, same session."))
+    follow = ip.run_cell_magic("astro", "", "Same session?")
+    assert follow.session_id == answer.session_id
+    assert any("observed at 21:00" in str(m.get("content")) for m in llm_env.chat_requests[-1]["messages"])
+    fresh_turn = Turn.say("New one.")
+    llm_env.script(fresh_turn)
+    fresh = ip.run_cell_magic("astro", "--new", "Start over")
+    assert fresh.session_id != answer.session_id
+    # export from the magic
+    path = ip.run_line_magic("astro", f"export {answer.session_id} -o log.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["astro_jupyter"]["session_id"] == answer.session_id
+
+
+def test_model_switch_and_flags_reach_the_llm(load, llm_env) -> None:
+    llm_env.script(Turn.say("ok"))
+    ip = load()
+    ip.run_line_magic("astro", "model tiny-model")
+    ip.run_cell_magic("astro", "--max-steps 1", "hello")
+    assert llm_env.chat_requests[-1]["model"] == "tiny-model"
+    llm_env.script(Turn.say("ok"))
+    ip.run_cell_magic("astro", "--new --model big-model", "hello again")
+    assert llm_env.chat_requests[-1]["model"] == "big-model"
+
+
+def test_bad_cell_arguments(load, llm_env) -> None:
+    from IPython.core.error import UsageError
+
+    ip = load()
+    with pytest.raises(UsageError, match="unrecognized arguments"):
+        ip.run_cell_magic("astro", "--bogus", "hi")
+    with pytest.raises(UsageError, match="empty"):
+        ip.run_cell_magic("astro", "", "   ")
+    with pytest.raises(UsageError, match="no session"):
+        ip.run_cell_magic("astro", "--session sess_does_not_exist", "hi")
+
+
+def test_ask_user_is_answered_with_input(load, llm_env, monkeypatch, capsys) -> None:
+    llm_env.script(
+        Turn.call("ask_user", {"question": "Which band?", "options": ["optical", "radio"]}),
+        Turn.say("Radio it is."),
+    )
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt="": asked.append(prompt) or "radio")
+    ip = load()
+    answer = ip.run_cell_magic("astro", "", "Plan an observation")
+    assert asked and "Which band?" in asked[0] and "optical / radio" in asked[0]
+    assert answer.text == "Radio it is."
+    tool_msgs = [m for m in llm_env.chat_requests[1]["messages"] if m.get("role") == "tool"]
+    assert "radio" in tool_msgs[0]["content"]
+
+
+def test_interrupt_cancels_the_run_cleanly(load, llm_env, project: Path, capsys) -> None:
+    llm_env.script(Turn.say("This answer streams very slowly " * 20, delay=0.2))
+    ip = load()
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    started = time.monotonic()
+    answer = ip.run_cell_magic("astro", "", "Tell me a long story")
+    assert time.monotonic() - started < 10
+    assert answer.reason == "cancelled"
+    out = capsys.readouterr().out
+    assert "Interrupted: the run was cancelled" in out and answer.session_id in out
+    # the kernel is usable and the session consistent: the next cell continues it
+    (project / "f.txt").write_text("fine\n")
+    assert "fine" in ip.run_line_magic("astro", "read_file path=f.txt").content
+    llm_env.script(Turn.say("Back again."))
+    again = ip.run_cell_magic("astro", "", "Are you there?")
+    assert again.reason == "finished" and again.text == "Back again." and again.session_id == answer.session_id
+    roles = [m["role"] for m in llm_env.chat_requests[-1]["messages"]]
+    assert roles[0] == "system" and roles.count("user") == 2 and roles[-1] == "user"
