@@ -194,11 +194,11 @@ class AstroService:
     async def search_history(
         self, owner: str, query: str, *, session_id: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]:
-        from ..store.history import HistorySearch, snippet_to_html
+        from ..store.history import snippet_to_html
 
         if session_id:
             await self.session(owner, session_id)
-        hits = await HistorySearch(self.services.db).search(query, session_id=session_id, limit=200)
+        hits = await self.services.history.search(query, session_id=session_id, limit=200)
         visible: dict[str, bool] = {}
         out: list[dict[str, Any]] = []
         for hit in hits:
