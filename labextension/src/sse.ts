@@ -64,9 +64,12 @@ export class SSEParser {
       text = text.slice(1);
     }
     this.pendingCR = false;
+    // Only the new text can hold a line end: a 1 MB `data:` line arriving in many chunks is
+    // scanned once, not once per chunk.
+    let i = this.buffer.length;
     this.buffer += text;
     let start = 0;
-    for (let i = 0; i < this.buffer.length; i++) {
+    for (; i < this.buffer.length; i++) {
       const c = this.buffer.charCodeAt(i);
       if (c !== 10 && c !== 13) {
         continue;

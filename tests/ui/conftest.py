@@ -243,9 +243,13 @@ def page(browser: Any, lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = context.new_page()
     errors: list[str] = []
+    console: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    pg.on("requestfailed", lambda r: console.append(f"requestfailed: {r.method} {r.url} {r.failure}"))
+    pg.on("response", lambda r: console.append(f"http {r.status}: {r.request.method} {r.url}") if r.status >= 400 else None)
     pg.set_default_timeout(20_000)
-    pg.goto(f"{lab.url}/lab?token={lab.token}")
+    pg.goto(f"{lab.url}/lab?reset&token={lab.token}")  # default layout, whatever the last test left open
     open_panel(pg)
     pg.astro_errors = errors  # type: ignore[attr-defined]
     try:
@@ -254,6 +258,7 @@ def page(browser: Any, lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         failed = getattr(request.node, "rep_call", None)
         if failed is not None and failed.failed:
+            print("\n--- browser console ---\n" + "\n".join(console[-60:]) + "\n--- page errors ---\n" + "\n".join(errors))
             with_suffix = ARTIFACTS / f"{request.node.name}-FAILED.png"
             try:
                 pg.screenshot(path=str(with_suffix))

@@ -16,6 +16,9 @@ export class TimelineView extends Widget {
   private dirty = new Set<TimelineItem>();
   private frame: number | null = null;
   private needsReset = false;
+  private stuck = true;
+  private lastTop = 0;
+  private resizeObserver: ResizeObserver | null = null;
   private list: HTMLElement;
   private empty: HTMLElement;
 
@@ -33,6 +36,26 @@ export class TimelineView extends Widget {
     this.list.className = 'jp-Astro-timeline-list';
     this.node.append(this.empty, this.list);
     model.changed.connect(this.onChange, this);
+    // Follow the bottom while the user is there: a scroll by the user decides, and content that
+    // grows later (Markdown renders asynchronously) keeps the view pinned.
+    this.node.addEventListener('scroll', () => {
+      const top = this.node.scrollTop;
+      const atBottom = this.node.scrollHeight - top - this.node.clientHeight < STICK_PX;
+      if (atBottom) {
+        this.stuck = true;
+      } else if (top < this.lastTop - 1) {
+        this.stuck = false; // the user scrolled up (our own scrolls only ever go down)
+      }
+      this.lastTop = top;
+    });
+    if (typeof ResizeObserver !== 'undefined') {
+      this.resizeObserver = new ResizeObserver(() => {
+        if (this.stuck) {
+          this.node.scrollTop = this.node.scrollHeight;
+        }
+      });
+      this.resizeObserver.observe(this.list);
+    }
   }
 
   /** Apply pending changes now (tests and scroll-to-message need the DOM up to date). */
@@ -41,7 +64,7 @@ export class TimelineView extends Widget {
       cancelAnimationFrame(this.frame);
       this.frame = null;
     }
-    const stick = this.node.scrollHeight - this.node.scrollTop - this.node.clientHeight < STICK_PX;
+    const stick = this.stuck;
     if (this.needsReset) {
       this.needsReset = false;
       this.added = [];
@@ -84,6 +107,7 @@ export class TimelineView extends Widget {
       }
       parent = parent.parentElement;
     }
+    this.stuck = false;
     el.scrollIntoView({ block: 'center' });
     el.classList.add('jp-Astro-highlight');
     window.setTimeout(() => el.classList.remove('jp-Astro-highlight'), 2500);
@@ -92,6 +116,7 @@ export class TimelineView extends Widget {
 
   scrollToBottom(): void {
     this.flush();
+    this.stuck = true;
     this.node.scrollTop = this.node.scrollHeight;
   }
 
@@ -102,6 +127,7 @@ export class TimelineView extends Widget {
     if (this.frame !== null) {
       cancelAnimationFrame(this.frame);
     }
+    this.resizeObserver?.disconnect();
     this.disposeViews();
     this.model.changed.disconnect(this.onChange, this);
     super.dispose();
