@@ -84,6 +84,7 @@ class BookmarkletPageHandler(ExtensionHandlerMixin, JupyterHandler):
             xsrf=self.xsrf_token.decode("ascii"),
             href=bookmarklet_href(intake_url_for(self), token) if token else None,
             status=status,
+            recent=await self.service.recent_intake(owner),
         ))
 
 
@@ -156,7 +157,22 @@ def _js(value: str) -> str:
     return json.dumps(value).replace("</", "<\\/")
 
 
-def render_page(*, intake_url: str, token_url: str, xsrf: str, href: str | None, status: dict[str, Any] | None) -> str:
+def _recent_table(recent: list[dict[str, Any]]) -> str:
+    if not recent:
+        return "<p>Nothing queued yet.</p>"
+    esc = html.escape
+    rows = "".join(
+        f"<tr><td>{esc(str(r['created_at']))}</td><td><code>{esc(r['identifier'])}</code></td>"
+        f"<td>{esc(r['status'])}</td><td>{esc(r['error'] or (r['paper_id'] or ''))}</td></tr>"
+        for r in recent
+    )
+    return f"<table id=\"astro-recent\"><tr><th>when</th><th>paper</th><th>status</th><th>result</th></tr>{rows}</table>"
+
+
+def render_page(
+    *, intake_url: str, token_url: str, xsrf: str, href: str | None, status: dict[str, Any] | None,
+    recent: list[dict[str, Any]] | None = None,
+) -> str:
     esc = html.escape
     if href:
         link = f'<p><a id="astro-bookmarklet" href="{esc(href)}">Add to astro-jupyter</a></p>'
@@ -182,6 +198,8 @@ is sent to this Jupyter server ({esc(intake_url)}) and queued for download and p
 The bookmarklet can do nothing else.</p>
 <p><button id="astro-rotate">Make a new bookmarklet</button>
 <button id="astro-revoke">Revoke</button></p>
+<h2>Recently queued</h2>
+{_recent_table(recent or [])}
 <script>
 (function(){{
 var xsrf={_js(xsrf)}, url={_js(token_url)};

@@ -452,6 +452,10 @@ class AstroService:
     async def bookmarklet_status(self, owner: str) -> dict[str, Any] | None:
         return await self.bookmarklets.status(owner)
 
+    async def recent_intake(self, owner: str, limit: int = 10) -> list[dict[str, Any]]:
+        """What the owner's bookmarklet queued lately and how each item ended (shown on its page)."""
+        return [item.to_dict() for item in await self.bookmarklets.list(owner, limit=limit)]
+
 
 _ENCODED: "weakref.WeakKeyDictionary[Any, dict[int, str]]" = weakref.WeakKeyDictionary()
 

@@ -95,6 +95,8 @@ async def test_page_token_intake_and_background_download(api: Api, jp_fetch: Any
     # a second visit cannot show the stored (hashed) token, and offers a new one instead
     again = await _page(jp_fetch)
     assert token not in again and "cannot be shown again" in again
+    recent = again[again.index('id="astro-recent"'):]
+    assert "arxiv:2301.01234" in recent and "doi:10.3847/1538-4357/ac1234" in recent
 
 
 async def test_wrong_rotated_and_revoked_tokens_are_refused(api: Api, jp_fetch: Any) -> None:
