@@ -1,0 +1,142 @@
+"""Research-log export: structure, validity, the CLI, and a top-to-bottom re-run with nbclient."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+import pytest_asyncio
+
+from astro_jupyter.config import AstroConfig
+from astro_jupyter.services.container import ServiceContainer
+from tests.fakes.openai_server import Turn
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: Any, sesame_server: Any) -> dict[str, Any]:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "obs.txt").write_text("M 31 observed at 21:00\nseeing 0.8 arcsec\n")
+    (project / "frames").mkdir()
+    (project / "frames" / "m31_r.fits.txt").write_text("header\n")
+    for name, value in {
+        "ASTRO_PROJECT_ROOT": str(project), "ASTRO_SESAME_URL": sesame_server.url,
+        "OPENAI_BASE_URL": openai_server.url, "OPENAI_API_KEY": "sk-test", "LLM_MODEL": "scripted-model",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return {"project": project, "llm": openai_server, "sesame": sesame_server}
+
+
+@pytest_asyncio.fixture
+async def recorded(env: dict[str, Any]) -> Any:
+    """A two-turn session: direct tool calls in turn 1, a subagent in turn 2."""
+    from astro_jupyter.agent.runtime import AgentRuntime
+
+    llm = env["llm"]
+    llm.script(
+        Turn.calls_(("read_file", {"path": "obs.txt"}), ("query_target", {"name": "M 31"}), text="Checking. "),
+        Turn.say("M 31 (RA 10.68°) was observed at 21:00 with 0.8\" seeing."),
+        Turn.call("subagent", {"task": "List the frames of M 31", "max_steps": 3}),
+        Turn.call("glob_files", {"pattern": "*.txt", "path": "frames"}),
+        Turn.say("One frame: frames/m31_r.fits.txt"),
+        Turn.say("The subagent found one frame, m31_r."),
+    )
+    services = await ServiceContainer(AstroConfig()).start()
+    runtime = AgentRuntime(services)
+    try:
+        first = await runtime.start_run("When and where was M 31 observed?", source="kernel")
+        await first.wait()
+        second = await runtime.start_run("Which frames do we have?", session_id=first.session_id, source="kernel")
+        await second.wait()
+        yield services, first.session_id
+    finally:
+        await runtime.close()
+        await services.close()
+
+
+def _code(nb: Any) -> list[Any]:
+    """The tool-call cells (every code cell after the %load_ext one)."""
+    return [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%astro ")]
+
+
+def _result_text(cell: Any) -> str:
+    [out] = [o for o in cell.outputs if o.output_type == "execute_result"]
+    return out.data["text/plain"].split("\n", 1)[1]  # drop the "[tool · ok · N ms]" header
+
+
+@pytest.mark.asyncio
+async def test_export_structure(recorded: Any) -> None:
+    from astro_jupyter.export import export_session
+
+    services, sid = recorded
+    nb = await export_session(services, sid)
+    nbformat.validate(nb)
+    assert nb.nbformat == 4
+    title = nb.cells[0]
+    assert title.cell_type == "markdown" and sid in title.source and "scripted-model" in title.source
+    assert title.source.startswith("# When and where was M 31 observed?")
+    assert nb.cells[1].source == "%load_ext astro_jupyter"
+    sources = [c.source for c in nb.cells]
+    turn1 = next(i for i, s in enumerate(sources) if s.startswith("## Turn 1"))
+    assert "> When and where was M 31 observed?" in sources[turn1]
+    codes = _code(nb)
+    assert [c.source for c in codes] == [
+        '%astro read_file {"path": "obs.txt"}',
+        '%astro query_target {"name": "M 31"}',
+        '%astro glob_files {"pattern": "*.txt", "path": "frames"}',
+    ]
+    assert "seeing 0.8 arcsec" in _result_text(codes[0])
+    assert "<table>" in codes[1].outputs[0].data["text/html"]
+    assert codes[2].metadata["astro_jupyter"]["subagent_id"]
+    answers = [s for s in sources if s.startswith("**Answer**")]
+    assert answers == ["**Answer**\n\nM 31 (RA 10.68°) was observed at 21:00 with 0.8\" seeing.",
+                       "**Answer**\n\nThe subagent found one frame, m31_r."]
+    sub = next(i for i, s in enumerate(sources) if s.startswith("### Subagent"))
+    assert "List the frames of M 31" in sources[sub]
+    assert sources.index(codes[2].source) > sub  # the subagent's call sits under its heading
+    assert any(s.startswith("**Subagent") and "One frame" in s for s in sources)
+    meta = nb.metadata["astro_jupyter"]
+    assert meta["session_id"] == sid and meta["model"] == "scripted-model" and meta["tool_calls"] == 4
+    assert [r["status"] for r in meta["runs"]] == ["finished", "finished"] and meta["version"]
+
+
+@pytest.mark.asyncio
+async def test_cli_export_and_unknown_session(recorded: Any, tmp_path: Path, capsys) -> None:
+    from astro_jupyter.cli import main
+
+    services, sid = recorded
+    target = tmp_path / "out" / "log.ipynb"
+    assert await asyncio.to_thread(main, ["export", sid, "-o", str(target)]) == 0
+    nb = nbformat.read(target, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["astro_jupyter"]["session_id"] == sid
+    assert await asyncio.to_thread(main, ["export", "sess_nope", "-o", str(tmp_path / "x.ipynb")]) == 1
+    assert "sess_nope" in capsys.readouterr().err
+    assert not (tmp_path / "x.ipynb").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_exported_log_reruns_with_the_same_results(recorded: Any, env: dict[str, Any], tmp_path: Path) -> None:
+    from nbclient import NotebookClient
+
+    from astro_jupyter.export import export_session
+
+    services, sid = recorded
+    nb = await export_session(services, sid)
+    recorded_texts = [_result_text(c) for c in _code(nb)]
+    async def kernel_calls() -> list[str]:
+        rows = await services.audit.list(limit=500)
+        return sorted(r["tool_name"] for r in rows if r.get("run_id") == "kernel" and r.get("event") == "tool_use")
+
+    assert await kernel_calls() == []
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(env["project"])}})
+    await asyncio.to_thread(client.execute)
+    rerun_texts = [_result_text(c) for c in _code(nb)]
+    assert rerun_texts == recorded_texts
+    # the calls really ran again, in the notebook's kernel, through the executor (audit log rows)
+    assert await kernel_calls() == ["glob_files", "query_target", "read_file"]
