@@ -1,21 +1,28 @@
 """CDS Sesame name resolution: an object name → position, type, main identifier, aliases.
 
-The client sends ``GET {sesame_url}/-oxp/SNV?{name}`` (XML output, Simbad then NED then
-VizieR, first database that knows the name wins) and parses the documented XML shape::
+The client sends ``GET {sesame_url}/-oxp/~SNV?{name}`` and parses the documented XML shape::
 
-    <Sesame><Target option="SNV"><name>M 31</name>
+    <Sesame><Target option="~SNV"><name>M 31</name>
       <Resolver name="S=Simbad ..."><otype/><jpos/><jradeg/><jdedeg/><MType/><oname/><alias/>...</Resolver>
+      <Resolver name="N=NED ...">...</Resolver>
     </Target></Sesame>
+
+Without the ``~`` Sesame stops at the first database that knows the name; with it every
+listed database answers with its own ``<Resolver>`` block. Databases disagree on names
+(Simbad's "M 31" is NED's "MESSIER 031"), so ``resolve`` asks them all and keeps the first
+database's position, type and main identifier (Simbad, then NED, then VizieR) while the
+aliases are merged from every database, de-duplicated, in answer order (``merge_records``).
 
 An unknown name answers 200 with only ``<INFO>*** Nothing found ***</INFO>`` elements:
 that becomes ``NotFoundError``. Resolved answers are cached in the ``sesame_cache`` table
-(positions of named objects do not move on a human time scale), so a repeated question
-costs one SQLite read. ``parse_sesame_xml`` is separate so an all-databases merge (``-oxp/A``)
-can reuse it.
+under a key that names the query form (``~SNV:m 31``), so a single-database answer never
+stands in for a merged one; positions of named objects do not move on a human time scale,
+so a repeated question costs one SQLite read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _DB_NAMES = {"S": "Simbad", "N": "NED", "V": "VizieR", "A": "all"}
+ALL_DATABASES = "~SNV"  # every database answers; the merge keeps Simbad's position first
 
 
 @dataclass
@@ -50,6 +58,7 @@ class TargetRecord:
     source_db: str = ""
     morph_type: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    databases: list[str] = field(default_factory=list)  # every database that knew the object
     cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,11 +124,37 @@ def parse_sesame_xml(text: str, name: str) -> list[TargetRecord]:
                 otype=_clean(resolver.findtext("otype")),
                 aliases=[_clean(a.text) for a in resolver.findall("alias") if _clean(a.text)],
                 source_db=_DB_NAMES.get(code, code),
+                databases=[_DB_NAMES.get(code, code)],
                 morph_type=_clean(resolver.findtext("MType")),
                 extra=extra,
             )
         )
     return records
+
+
+def merge_records(records: list[TargetRecord]) -> TargetRecord:
+    """The first record's position, type and ids; aliases of all records, de-duplicated in order.
+
+    Two spellings are the same alias when they differ only in whitespace or case
+    ("LEDA  2557" = "LEDA 2557"); another database's main identifier ("MESSIER 031")
+    counts as an alias; the first record's own main identifier is never listed as one.
+    """
+    if not records:
+        raise ValueError("merge_records needs at least one record")
+    first = records[0]
+    seen = {first.main_id.lower()}
+    aliases: list[str] = []
+    databases: list[str] = []
+    for rec in records:
+        for db_name in rec.databases or [rec.source_db]:
+            if db_name and db_name not in databases:
+                databases.append(db_name)
+        for alias in [rec.main_id, *rec.aliases]:
+            alias = _clean(alias)
+            if alias and alias.lower() not in seen:
+                seen.add(alias.lower())
+                aliases.append(alias)
+    return dataclasses.replace(first, aliases=aliases, databases=databases, extra=dict(first.extra))
 
 
 class SesameClient:
@@ -128,14 +163,15 @@ class SesameClient:
         self.config = config
         self.db = db
 
-    def url_for(self, name: str, databases: str = "SNV") -> str:
+    def url_for(self, name: str, databases: str = ALL_DATABASES) -> str:
+        """``databases``: Sesame's option letters, ``~`` first to ask every listed database."""
         return f"{self.config.sesame_url.rstrip('/')}/-oxp/{databases}?{quote(name, safe='')}"
 
     @staticmethod
-    def cache_key(name: str, databases: str = "SNV") -> str:
+    def cache_key(name: str, databases: str = ALL_DATABASES) -> str:
         return f"{databases}:{_clean(name).lower()}"
 
-    async def fetch_xml(self, name: str, databases: str = "SNV") -> str:
+    async def fetch_xml(self, name: str, databases: str = ALL_DATABASES) -> str:
         """The raw XML answer; transport failures become our own errors with the URL in them."""
         import httpx2
 
@@ -152,12 +188,16 @@ class SesameClient:
             raise ServiceError(f"Sesame answered HTTP {resp.status_code} for {name!r}; try again later")
         return resp.text
 
-    async def resolve(self, name: str, *, use_cache: bool = True) -> TargetRecord:
-        """The first database's answer for ``name``; ``NotFoundError`` when no database knows it."""
+    async def resolve(self, name: str, *, use_cache: bool = True, databases: str = ALL_DATABASES) -> TargetRecord:
+        """The first database's answer for ``name`` with every answering database's aliases.
+
+        ``databases="SNV"`` (no ``~``) asks only until the first database answers: cheaper,
+        aliases of that database only. ``NotFoundError`` when no database knows the name.
+        """
         name = _clean(name)
         if not name:
             raise NotFoundError("an empty name cannot be resolved")
-        key = self.cache_key(name)
+        key = self.cache_key(name, databases)
         if use_cache and self.db is not None:
             try:
                 cached = await self._cache_get(key)
@@ -166,11 +206,11 @@ class SesameClient:
                 cached = None
             if cached is not None:
                 return cached
-        text = await self.fetch_xml(name)
+        text = await self.fetch_xml(name, databases)
         records = parse_sesame_xml(text, name)
         if not records:
             raise NotFoundError(f"Sesame (Simbad, NED, VizieR) found no object named {name!r}")
-        record = records[0]
+        record = merge_records(records)
         if self.db is not None:
             try:
                 await self._cache_put(key, record)
@@ -205,12 +245,17 @@ class SesameClient:
 
         await self.db.run_sync(write)  # type: ignore[union-attr]
 
-    async def prime_cache(self, name: str, xml_text: str) -> TargetRecord:
-        """Store a recorded Sesame answer as if it had been fetched (offline demo, fixtures)."""
+    async def prime_cache(self, name: str, xml_text: str, *, databases: str = ALL_DATABASES) -> TargetRecord:
+        """Store a recorded Sesame answer as if it had been fetched (offline demo, fixtures).
+
+        Stored under the key ``resolve`` reads by default, merged the same way, so a primed
+        name answers exactly as a fetched one would.
+        """
         records = parse_sesame_xml(xml_text, _clean(name))
         if not records:
             raise NotFoundError(f"the recorded Sesame answer for {name!r} has no position")
         if self.db is None:
             raise ServiceError("priming the Sesame cache needs the database")
-        await self._cache_put(self.cache_key(name), records[0])
-        return records[0]
+        record = merge_records(records)
+        await self._cache_put(self.cache_key(name, databases), record)
+        return record

@@ -114,3 +114,69 @@ async def test_read_only_cache_does_not_stop_a_lookup(container):
         assert rec.main_id == "M 31" and not rec.cached
     finally:
         await container.db.execute("PRAGMA query_only = OFF")
+
+
+@pytest.mark.asyncio
+async def test_aliases_merged_from_every_database(container, sesame_server):
+    rec = await container.sesame.resolve("M 31")
+    assert sesame_server.options_asked == ["~SNV"]
+    # Simbad answered first: its position, type and main identifier are kept, not NED's or VizieR's
+    assert rec.main_id == "M 31" and rec.source_db == "Simbad" and rec.otype == "AGN"
+    assert (rec.ra_deg, rec.dec_deg) == (pytest.approx(10.684708, abs=1e-6), pytest.approx(41.26875, abs=1e-6))
+    assert (rec.ra_sexa, rec.dec_sexa) == ("00:42:44.33", "+41:16:07.5")
+    assert rec.databases == ["Simbad", "NED", "VizieR"]
+    # NED's own name and aliases appear after Simbad's, each once
+    for ned_only in ("MESSIER 031", "NGC 0224", "UGC 00454", "Andromeda Galaxy", "IRAS 00400+4059"):
+        assert ned_only in rec.aliases
+    assert rec.aliases.index("2C 56") < rec.aliases.index("MESSIER 031") < rec.aliases.index("[RC3] NGC 224")
+    keys = [a.lower() for a in rec.aliases]
+    assert len(keys) == len(set(keys))
+    assert rec.aliases.count("2MASX J00424433+4116074") == 1  # in both Simbad's and NED's lists
+    assert "LEDA  2557" not in rec.aliases and rec.aliases.count("LEDA 2557") == 1  # whitespace variant
+    assert "NGC 224" in rec.aliases and "M 31" not in rec.aliases  # VizieR's name duplicates Simbad's alias
+
+
+@pytest.mark.asyncio
+async def test_first_database_only_form(container, sesame_server):
+    rec = await container.sesame.resolve("M 31", databases="SNV")
+    assert sesame_server.options_asked == ["SNV"]
+    assert rec.databases == ["Simbad"] and "MESSIER 031" not in rec.aliases
+    # the cache key names the query form: the merged question is asked again, not answered from SNV's row
+    merged = await container.sesame.resolve("M 31")
+    assert not merged.cached and "MESSIER 031" in merged.aliases
+    assert sesame_server.options_asked == ["SNV", "~SNV"]
+    again = await container.sesame.resolve("m 31", databases="SNV")
+    assert again.cached and "MESSIER 031" not in again.aliases
+    assert container.sesame.cache_key("M 31") != container.sesame.cache_key("M 31", "SNV")
+
+
+@pytest.mark.asyncio
+async def test_unknown_name_is_not_found_in_both_forms(container, sesame_server):
+    for form in ("~SNV", "SNV"):
+        with pytest.raises(NotFoundError, match="no object named 'Xyzzy 12345'"):
+            await container.sesame.resolve("Xyzzy 12345", databases=form)
+    assert sesame_server.options_asked == ["~SNV", "SNV"]
+
+
+@pytest.mark.asyncio
+async def test_merged_record_survives_the_cache(container, sesame_server):
+    first = await container.sesame.resolve("Andromeda")
+    second = await container.sesame.resolve("andromeda")
+    assert second.cached and second.aliases == first.aliases and second.databases == first.databases
+
+
+@pytest.mark.asyncio
+async def test_prime_cache_answers_like_a_fetch(container, sesame_server):
+    primed = await container.sesame.prime_cache("M 31", (DATA / "m31.xml").read_text())
+    rec = await container.sesame.resolve("M 31")
+    assert rec.cached and sesame_server.names_asked == []
+    assert rec.aliases == primed.aliases and "MESSIER 031" in rec.aliases and rec.source_db == "Simbad"
+
+
+def test_fake_first_database_form_drops_later_blocks():
+    from tests.fakes.sesame_server import select_resolvers
+
+    text = (DATA / "m31.xml").read_text()
+    assert [r.source_db for r in parse_sesame_xml(select_resolvers(text, "SNV", every=False), "M 31")] == ["Simbad"]
+    assert [r.source_db for r in parse_sesame_xml(select_resolvers(text, "SNV", every=True), "M 31")] == ["Simbad", "NED", "VizieR"]
+    assert [r.source_db for r in parse_sesame_xml(select_resolvers(text, "NV", every=False), "M 31")] == ["NED"]
