@@ -40,8 +40,19 @@ class Line:
     bold: bool  # every character bold
     bold_prefix: str = ""  # a bold run-in heading at the start of an otherwise plain line
     chars: int = 0
-    pieces: list[Piece] = field(default_factory=list)
+    raw: list[dict[str, Any]] = field(default_factory=list)  # PyMuPDF's lines, for table cells
     italic: bool = False  # every character italic (AASTeX sets subsection titles so)
+
+    @property
+    def pieces(self) -> list[Piece]:
+        """The PyMuPDF line fragments with their boxes; built only on table pages."""
+        out = []
+        for raw in self.raw:
+            text = "".join(span["text"] for span in raw["spans"]).strip()
+            if text:
+                x0, y0, x1, y1 = raw["bbox"]
+                out.append(Piece(x0, y0, x1, y1, text))
+        return out
 
 
 @dataclass
@@ -106,16 +117,14 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
     chars = 0
     prefix_open = True
     prefix: list[str] = []
-    pieces: list[Piece] = []
+    kept: list[dict[str, Any]] = []
     bold_cache = _bold_cache
     for raw in group:
         spans = raw["spans"]
         piece_text = spans[0]["text"] if len(spans) == 1 else "".join([span["text"] for span in spans])
-        stripped = piece_text.strip()
-        if not stripped:
+        if piece_text.isspace() or not piece_text:
             continue
-        x0, y0, x1, y1 = raw["bbox"]
-        pieces.append(Piece(x0, y0, x1, y1, stripped))
+        kept.append(raw)
         texts.append(piece_text)
         for span in spans:
             text = span["text"]
@@ -125,10 +134,11 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
             chars += n
             size = round(span["size"] * 2) / 2
             sizes[size] = sizes.get(size, 0) + n
-            if span["flags"] & 2 or "Ital" in span["font"] or "Obli" in span["font"]:
+            font = span["font"]
+            flags = span["flags"]
+            if flags & 2 or "Ital" in font or "Obli" in font:
                 italic_chars += n
-            key = (span["flags"] & 16, span["font"])
-            bold = bold_cache.get(key)
+            bold = bold_cache.get((flags & 16, font))
             if bold is None:
                 bold = _is_bold(span)
             if bold:
@@ -137,7 +147,7 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
                     prefix.append(text)
             else:
                 prefix_open = False
-    if not pieces:
+    if not kept:
         return None
     text = " ".join((texts[0] if len(texts) == 1 else " ".join(texts)).split())
     size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
@@ -148,22 +158,13 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
         if len(bold_prefix) < 3 or not re.search(r"[A-Za-z]{2}", bold_prefix):
             bold_prefix = ""
     italic = chars > 0 and italic_chars == chars
-    if len(pieces) == 1:
-        p = pieces[0]
-        return Line(p.x0, p.y0, p.x1, p.y1, text, size, all_bold, bold_prefix, chars, pieces, italic)
-    return Line(
-        min(p.x0 for p in pieces),
-        min(p.y0 for p in pieces),
-        max(p.x1 for p in pieces),
-        max(p.y1 for p in pieces),
-        text,
-        size,
-        all_bold,
-        bold_prefix,
-        chars,
-        pieces,
-        italic,
-    )
+    if len(kept) == 1:
+        x0, y0, x1, y1 = kept[0]["bbox"]
+    else:
+        boxes = [r["bbox"] for r in kept]
+        x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+        x1, y1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
+    return Line(x0, y0, x1, y1, text, size, all_bold, bold_prefix, chars, kept, italic)
 
 
 def extract_page(page: Any, number: int) -> PageData:
