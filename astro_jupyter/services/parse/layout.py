@@ -171,7 +171,8 @@ def extract_page(page: Any, number: int) -> PageData:
     """One page's text blocks (horizontal text only) and its horizontal rules."""
     import pymupdf
 
-    flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES) | pymupdf.TEXT_MEDIABOX_CLIP
+    # no images (not used), ligatures expanded ("ﬁ" → "fi": words stay searchable), clipped to the page
+    flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
     data = page.get_text("dict", flags=flags)
     blocks: list[TextBlock] = []
     for raw_block in data["blocks"]:
