@@ -121,21 +121,22 @@ class ChunkRepository:
             return int(await self.db.fetchval("SELECT count(*) FROM paper_chunks"))
         return int(await self.db.fetchval("SELECT count(*) FROM paper_chunks WHERE paper_id = ?", (paper_id,)))
 
-    async def ids_for_papers(self, paper_ids: Sequence[str], *, part: str = "body") -> list[int]:
+    async def ids_for_papers(self, paper_ids: Sequence[str]) -> list[int]:
+        """Searchable chunk ids of these papers: front matter and body, never the references."""
         marks = ",".join("?" * len(paper_ids))
         rows = await self.db.fetchall(
-            f"SELECT id FROM paper_chunks WHERE paper_id IN ({marks}) AND part = ?", [*paper_ids, part]
+            f"SELECT id FROM paper_chunks WHERE paper_id IN ({marks}) AND part != 'references'", list(paper_ids)
         )
         return [int(r["id"]) for r in rows]
 
-    async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None, part: str = "body") -> list[tuple[int, float]]:
-        """BM25 ranking (best first) for an already-sanitised FTS5 expression."""
+    async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """BM25 ranking (best first) of front-matter and body chunks for a sanitised FTS5 expression."""
         sql = (
             "SELECT c.id, bm25(paper_chunks_fts) AS score FROM paper_chunks_fts"
             " JOIN paper_chunks c ON c.id = paper_chunks_fts.rowid"
-            " WHERE paper_chunks_fts MATCH ? AND c.part = ?"
+            " WHERE paper_chunks_fts MATCH ? AND c.part != 'references'"
         )
-        params: list[Any] = [match, part]
+        params: list[Any] = [match]
         if paper_ids:
             sql += f" AND c.paper_id IN ({','.join('?' * len(paper_ids))})"
             params.extend(paper_ids)

@@ -140,3 +140,15 @@ async def add_pdf_and_parse_allowing_embed_error(c: ServiceContainer) -> str:
     assert not out.is_error and "Embedding failed" in out.content and "rag_search will retry" in out.content
     assert out.metadata["embedded"] == 0 and await c.chunks.count(pid) > 0
     return pid
+
+
+@pytest.mark.asyncio
+async def test_front_matter_before_the_first_heading_is_searchable(services: ServiceContainer, shared_pdfs: Path) -> None:
+    """paper.pdf has its abstract before the first heading ("Introduction"): it must be found."""
+    pid = await add_and_parse(services, shared_pdfs / "paper.pdf")
+    front = [c for c in await services.chunks.for_paper(pid) if c.part == "front"]
+    assert front and any("explainable artificial intelligence" in c.text.lower() for c in front)
+    out = await run_tool(services, "rag_search", {"query": "explainable artificial intelligence XAI perspective", "k": 10})
+    assert any(h["chunk_id"] in {c.id for c in front} for h in out.metadata["hits"])
+    fts_only = await services.rag.search("explainable artificial intelligence", 10, mode="fts", paper_ids=[pid])
+    assert any(h.chunk.part == "front" for h in fts_only)
