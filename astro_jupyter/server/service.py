@@ -133,6 +133,11 @@ class AstroService:
         if self._runtime is not None:
             try:
                 await self._runtime.close()
+                # runtime.close() waits for active runs; a run that just sent ``done`` may still be
+                # writing its last events, and those must land before the store closes
+                tasks = [h.task for h in list(getattr(self._runtime, "_runs", {}).values()) if h.task is not None]
+                if tasks:
+                    await asyncio.wait(tasks, timeout=30)
             except Exception:  # noqa: BLE001 - shutdown must reach the database
                 log.exception("closing the agent runtime failed")
             self._runtime = None
@@ -177,6 +182,19 @@ class AstroService:
     async def session_messages(self, owner: str, session_id: str) -> list[dict[str, Any]]:
         await self.session(owner, session_id)
         return [m.to_dict() for m in await self.services.messages.list(session_id)]
+
+    async def settle_session(self, session_id: str) -> None:
+        """Wait until the events of this session's finished runs are all in the store.
+
+        A run's ``done`` reaches watchers before the event bus has written its last batch, so
+        a client that exports right after ``done`` could otherwise read a store without them.
+        """
+        if self._runtime is None:
+            return
+        for record in await self.services.runs.list_for_session(session_id):
+            handle = self._runtime.get_run(record.id)
+            if handle is not None and handle.finished:
+                await handle.bus.aclose()
 
     def _session_dict(self, record: "SessionRecord") -> dict[str, Any]:
         out = record.to_dict()

@@ -85,6 +85,7 @@ class SessionExportHandler(AstroHandler):
             raise NotAvailable("export is not available yet")
         import nbformat
 
+        await self.service.settle_session(session_id)
         notebook = await export_session(self.service.services, session_id)
         name = _filename(session.title or session_id)
         self.set_header("Content-Disposition", f'attachment; filename="{name}.ipynb"')
