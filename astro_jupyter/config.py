@@ -171,6 +171,14 @@ class AstroConfig(Configurable):
         0.1, help="How long a run's events gather before one batch is written to agent_events (live watchers are not delayed)."
     ).tag(config=True)
 
+    db_busy_timeout_ms = Int(
+        help="How long a write waits for another process's lock on astro.db before failing (env ASTRO_DB_BUSY_TIMEOUT_MS)."
+    ).tag(config=True)
+
+    @default("db_busy_timeout_ms")
+    def _db_busy_timeout_default(self) -> int:
+        return _env_int("ASTRO_DB_BUSY_TIMEOUT_MS", 10_000)
+
     # -- filesystem tools -----------------------------------------------------------------
     bash_timeout_secs = Float(help="Default timeout of one run_bash command (env ASTRO_BASH_TIMEOUT).").tag(config=True)
 

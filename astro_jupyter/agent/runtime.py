@@ -85,7 +85,8 @@ class AgentRuntime:
         self.config = services.config
         self._registry = registry
         self._coordinator_registry: "ToolRegistry | None" = None
-        self.hooks = hooks if hooks is not None else HookRegistry.from_config(self.config)
+        # services= adds the audit hook: prompts, session start/end and Stop reach agent_audit_log
+        self.hooks = hooks if hooks is not None else HookRegistry.from_config(self.config, services=services)
         self._llm = llm
         self.permissions = PermissionChecker.from_config(self.config)
         self.turn_preparers: list[TurnPreparer] = []
@@ -97,6 +98,7 @@ class AgentRuntime:
         self._active_sessions: dict[str, RunHandle] = {}
         self._started = False
         self._closing = False
+        self._unsettled: dict[str, str] = {}  # run id → final status a locked store refused to take
 
     # -- wiring -----------------------------------------------------------------------------
     @property
@@ -171,6 +173,7 @@ class AgentRuntime:
         if max_steps is not None and max_steps < 1:
             raise ToolInputError("max_steps must be at least 1")
         await self.start()
+        await self._settle_runs()
         if session_id:
             session = await self.services.sessions.find(session_id)
             if session is None:
@@ -210,6 +213,16 @@ class AgentRuntime:
         self._forget_old_runs()
         return handle
 
+    async def _settle_runs(self) -> None:
+        """Store the final status of runs whose ``finish`` write failed (the store was locked)."""
+        for run_id, reason in list(self._unsettled.items()):
+            try:
+                await self.services.runs.finish(run_id, reason)
+            except AstroError as exc:
+                log.warning("run %s still cannot be marked %s: %s", run_id, reason, exc)
+                return
+            self._unsettled.pop(run_id, None)
+
     def get_run(self, run_id: str) -> RunHandle | None:
         return self._runs.get(run_id)
 
@@ -237,6 +250,7 @@ class AgentRuntime:
                 task.cancel()
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
+        await self._settle_runs()
         await self.hooks.drain(timeout=5.0)
 
     # -- the loop -----------------------------------------------------------------------------
@@ -465,8 +479,9 @@ class AgentRuntime:
             log.warning("could not update session %s: %s", state.session_id, exc)
         try:
             await self.services.runs.finish(state.run_id, reason)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - e.g. another process holds the lock: retried by the next run
             log.warning("could not mark run %s %s: %s", state.run_id, reason, exc)
+            self._unsettled[state.run_id] = reason
         self.run_locks.release(state.run_id)
         self.run_locks.release(f"ses-{state.session_id}")
         done = Done(session_id=state.session_id, run_id=state.run_id, reason=reason)  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ class ServiceContainer:
         if self._db is None:
             from ..store.db import Database
 
-            self._db = await Database.open(self.config.db_path)
+            self._db = await Database.open(self.config.db_path, busy_timeout_ms=self.config.db_busy_timeout_ms)
         return self
 
     @property
