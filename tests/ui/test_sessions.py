@@ -162,7 +162,11 @@ def test_export_opens_the_notebook(page, script, lab):
     page.locator(f"{PANEL} .jp-Astro-button", has_text="Export").click()
     tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Export-me")
     tab.wait_for()
-    page.locator(".jp-Notebook").first.wait_for()
-    assert "Exportable answer" in page.locator(".jp-NotebookPanel:visible").inner_text()
-    assert (lab.root / "Export-me.ipynb").exists()
+    saved = json.loads((lab.root / "Export-me.ipynb").read_text())
+    assert saved["nbformat"] == 4
+    assert any("Exportable answer" in "".join(c["source"]) for c in saved["cells"])
+    page.locator(".jp-NotebookPanel:visible .jp-Cell").first.wait_for()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Cell')].some(c => c.textContent.includes('Exportable answer'))"
+    )
     shot(page, "export-notebook")
