@@ -15,25 +15,12 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import astroSvg from '../style/astro.svg';
 import { AstroAPI } from './handler';
+import { relativeToRoot } from './paths';
 import { AstroPanel } from './widgets/panel';
 
 export const astroIcon = new LabIcon({ name: 'astro-jupyter:astro', svgstr: astroSvg });
 
 export const COMMAND_OPEN = 'astro:open';
-
-/** A path the contents API can open: relative to the server root, or null if outside it. */
-export function relativeToRoot(path: string, root: string): string | null {
-  const norm = (p: string) => p.replace(/\\/g, '/').replace(/\/+$/, '');
-  const p = norm(path);
-  if (!p.startsWith('/') && !/^[A-Za-z]:\//.test(p)) {
-    return p; // already relative
-  }
-  const r = norm(root);
-  if (r && (p === r || p.startsWith(r + '/'))) {
-    return p.slice(r.length + 1);
-  }
-  return null;
-}
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'astro-jupyter:plugin',

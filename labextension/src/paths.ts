@@ -1,0 +1,19 @@
+/** Paths: where a file named by the server can be opened from in JupyterLab. */
+
+/**
+ * `path` relative to the Jupyter server root `root` (what the contents API and the document
+ * manager take), the path itself when it is already relative, or null when it lies outside
+ * the root and so cannot be opened from the browser.
+ */
+export function relativeToRoot(path: string, root: string): string | null {
+  const norm = (p: string) => p.replace(/\\/g, '/').replace(/\/+$/, '');
+  const p = norm(path);
+  if (!p.startsWith('/') && !/^[A-Za-z]:\//.test(p)) {
+    return p.replace(/^\.\//, '');
+  }
+  const r = norm(root);
+  if (r && (p === r || p.startsWith(r + '/'))) {
+    return p.slice(r.length + 1);
+  }
+  return null;
+}
