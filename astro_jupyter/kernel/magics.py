@@ -225,7 +225,7 @@ class AstroMagics(Magics):
     def _follow(self, handle: Any, *, text: bool) -> AgentAnswer:
         from .widgets import make_timeline
 
-        timeline = make_timeline(self.shell, force_text=text)
+        timeline = make_timeline(self.shell, force_text=text, on_stop=lambda: self.rt.cancel_run(handle))
         calls: list[dict[str, Any]] = []
         errors: list[str] = []
         try:

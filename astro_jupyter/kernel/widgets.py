@@ -2,11 +2,16 @@
 
 Both renderers take the run's events one at a time on the kernel thread (``show``) and
 answer questions (``ask``). The widget renderer streams the answer text, a card per tool
-call (arguments, progress bar, result), subagent sections and question cards; the text
-renderer prints the same timeline line by line. Questions are answered through
-``input()``: in a notebook kernel that is the frontend's stdin box, which — unlike widget
-buttons — still reaches a kernel that is busy running the cell. To stop a run, interrupt
-the kernel (■ / Ctrl-C): the run is cancelled cleanly.
+call (arguments, progress bar, result), subagent sections, a Stop button, and question
+cards with buttons / a text box; the text renderer prints the same timeline line by line
+and asks with ``input()``.
+
+A cell that waits for its run keeps the kernel's main shell busy, so widget clicks would
+queue until the cell ends. ipykernel ≥ 7 has *subshells*: we create one (once per kernel)
+and route our widgets' comm messages to it (``comm._reply_subshell_for``), so Stop and
+answer buttons reach the kernel while the cell runs. Without subshell support there is no
+Stop button (interrupt the kernel instead) and questions use ``input()``, which the
+frontend shows as a text box even while the cell runs.
 """
 
 from __future__ import annotations
@@ -14,11 +19,44 @@ from __future__ import annotations
 import html
 import json
 import sys
+import threading
 import time
 from typing import Any, Callable, TextIO
 
 InputFn = Callable[[str], str]
+Router = Callable[[Any], None]
 _TEXT_REFRESH_SECS = 0.1
+_subshells: dict[int, str] = {}
+
+
+def comm_router(shell: Any) -> Router | None:
+    """A function routing a widget's frontend messages to our subshell, or None if unsupported."""
+    kernel = getattr(shell, "kernel", None)
+    thread = getattr(kernel, "shell_channel_thread", None)
+    if kernel is None or thread is None or not getattr(kernel, "_supports_kernel_subshells", False):
+        return None
+    sid = _subshells.get(id(kernel))
+    if sid is None:
+        made: list[str] = []
+        ready = threading.Event()
+
+        def create() -> None:
+            try:
+                made.append(thread.manager._create_subshell())
+            finally:
+                ready.set()
+
+        thread.io_loop.add_callback(create)
+        if not ready.wait(5) or not made:
+            return None
+        sid = _subshells[id(kernel)] = made[0]
+
+    def route(widget: Any) -> None:
+        comm = getattr(widget, "comm", None)
+        if comm is not None:
+            comm._reply_subshell_for = lambda data, default: sid
+
+    return route
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -105,20 +143,45 @@ class TextTimeline:
 class WidgetTimeline:
     """Notebook kernels: an ipywidgets view updated in place as events arrive."""
 
-    def __init__(self, display_fn: Callable[[Any], Any], input_fn: InputFn = _input) -> None:
+    def __init__(self, display_fn: Callable[[Any], Any], input_fn: InputFn = _input, *,
+                 route: Router | None = None, on_stop: Callable[[], None] | None = None) -> None:
         import ipywidgets as w
 
         self.w = w
         self.input_fn = input_fn
+        self.route = route
+        self.on_stop = on_stop
+        self.stopped = threading.Event()
+        self._answered = threading.Event()
         self.status = w.HTML("<b>astro</b> · running — interrupt the kernel (■) to stop")
         self.text = w.HTML("")
         self.cards = w.VBox([])
-        self.box = w.VBox([self.status, self.cards, self.text])
+        header: list[Any] = [self.status]
+        self.stop_button: Any = None
+        if route is not None and on_stop is not None:
+            self.status.value = "<b>astro</b> · running"
+            self.stop_button = w.Button(description="Stop", icon="stop", button_style="danger",
+                                        layout=w.Layout(width="auto"))
+            self.stop_button.on_click(lambda _b: self.stop())
+            header.append(self.stop_button)
+        self.box = w.VBox([w.HBox(header), self.cards, self.text])
         self._text = ""
         self._last_flush = 0.0
         self._tools: dict[str, Any] = {}
         self._subagents: dict[str, Any] = {}
         display_fn(self.box)
+        if self.stop_button is not None and route is not None:
+            route(self.stop_button)
+
+    def stop(self) -> None:
+        """The Stop button (arrives on the subshell thread): cancel the run, release a waiting question."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        self._answered.set()
+        if self.on_stop is not None:
+            self.on_stop()
+        self.status.value = "<b>astro</b> · stopping…"
 
     # -- pieces -------------------------------------------------------------------------------------
     def _container(self, subagent_id: str | None) -> Any:
@@ -191,20 +254,64 @@ class WidgetTimeline:
             self._append(self.cards, self.w.HTML(f"<span style='color:#b00020'>error: {html.escape(event.message)}</span>"))
 
     def ask(self, event: Any) -> str:
-        return ask_text(event, self.input_fn)
+        """Buttons (and a text box for free answers) when routed; ``input()`` otherwise."""
+        if self.route is None:
+            return ask_text(event, self.input_fn)
+        w = self.w
+        chosen: list[str] = []
+        self._answered.clear()
+
+        def pick(value: str) -> Callable[[Any], None]:
+            def handler(_b: Any) -> None:
+                if not chosen:
+                    chosen.append(value)
+                    self._answered.set()
+            return handler
+
+        if event.type == "permission_request":
+            labels = [("Allow", "allow"), ("Always allow", "always"), ("Deny", "deny")]
+            buttons = [w.Button(description=label, layout=w.Layout(width="auto")) for label, _ in labels]
+            for button, (_, value) in zip(buttons, labels):
+                button.on_click(pick(value))
+            controls: list[Any] = buttons
+            text_box = None
+        else:
+            buttons = [w.Button(description=o, layout=w.Layout(width="auto")) for o in event.options]
+            for button, option in zip(buttons, event.options):
+                button.on_click(pick(option))
+            text_box = w.Text(placeholder="your answer", layout=w.Layout(width="50%"))
+            send = w.Button(description="Send", button_style="primary", layout=w.Layout(width="auto"))
+            send.on_click(lambda _b: pick(text_box.value)(_b))
+            buttons.append(send)
+            controls = [*buttons[:-1], text_box, send]
+        row = w.HBox(controls)
+        self._append(self.cards, row)
+        for widget in controls:
+            self.route(widget)
+        while not self._answered.wait(0.05):  # a kernel interrupt lands here as KeyboardInterrupt
+            pass
+        for button in buttons:
+            button.disabled = True
+        if text_box is not None:
+            text_box.disabled = True
+        answer = chosen[0] if chosen else ("deny" if event.type == "permission_request" else "")
+        self._append(self.cards, w.HTML(f"<small>answered: {html.escape(answer)}</small>"))
+        return answer
 
     def finish(self, reason: str, session_id: str) -> None:
+        if self.stop_button is not None:
+            self.stop_button.disabled = True
         self._flush_text(force=True)
         self.status.value = f"<b>astro</b> · {html.escape(reason)} · session <code>{html.escape(session_id)}</code>"
 
 
-def make_timeline(shell: Any, *, force_text: bool = False) -> Any:
+def make_timeline(shell: Any, *, force_text: bool = False, on_stop: Callable[[], None] | None = None) -> Any:
     """Widgets when the shell is a notebook kernel and ipywidgets imports; text otherwise."""
     if not force_text and getattr(shell, "kernel", None) is not None:
         try:
             from IPython.display import display
 
-            return WidgetTimeline(display)
+            return WidgetTimeline(display, route=comm_router(shell), on_stop=on_stop)
         except ImportError:
             pass
     return TextTimeline()

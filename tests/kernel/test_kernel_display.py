@@ -1,0 +1,70 @@
+"""The renderers on their own: widget timeline state, text timeline lines, result objects."""
+
+from __future__ import annotations
+
+import io
+
+from astro_jupyter.events import Done, Subagent, TextDelta, ToolCall, ToolProgress, ToolResult
+from astro_jupyter.kernel.display import AgentAnswer, AstroResult
+from astro_jupyter.kernel.widgets import TextTimeline, WidgetTimeline
+
+EVENTS = [
+    TextDelta(delta="Looking up ", step=1),
+    TextDelta(delta="<M 31>.", step=1),
+    ToolCall(id="c1", name="download_paper", arguments={"paper_id": "2301.01234"}, step=1),
+    ToolProgress(id="c1", progress={"done": 3, "total": 10, "message": "bytes"}),
+    ToolResult(tool_call_id="c1", name="download_paper", output="saved papers/2301.01234.pdf", step=1, duration_ms=42),
+    Subagent(id="sub_1", phase="start", task="check the frames"),
+    ToolCall(id="c2", name="glob_files", arguments={"pattern": "*.fits"}, step=1, subagent_id="sub_1"),
+    ToolResult(tool_call_id="c2", name="glob_files", output="no files", is_error=True, step=1, subagent_id="sub_1"),
+    Subagent(id="sub_1", phase="stop", summary="nothing found"),
+]
+
+
+def test_widget_timeline_builds_cards_progress_and_subagents() -> None:
+    shown: list[object] = []
+    tl = WidgetTimeline(shown.append)
+    assert shown == [tl.box] and tl.stop_button is None  # no subshell routing outside a kernel
+    for event in EVENTS[:4]:
+        tl.show(event)
+    card, bar, _, _ = tl._tools["c1"]
+    assert "⏳" in card.value and "download_paper" in card.value
+    assert (bar.value, bar.max, bar.layout.display) == (3, 10, "")
+    for event in EVENTS[4:]:
+        tl.show(event)
+    assert "✓" in card.value and "42 ms" in card.value and bar.layout.display == "none"
+    section = tl._subagents["sub_1"]
+    sub_card = tl._tools["c2"][0]
+    assert "✗" in sub_card.value
+    assert any("nothing found" in getattr(w, "value", "") for w in section.children)
+    tl.finish("finished", "sess_1")
+    assert "&lt;M 31&gt;." in tl.text.value  # streamed text, escaped
+    assert "finished" in tl.status.value and "sess_1" in tl.status.value
+
+
+def test_text_timeline_lines() -> None:
+    out = io.StringIO()
+    tl = TextTimeline(out)
+    for event in EVENTS:
+        tl.show(event)
+    tl.finish("finished", "sess_1")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Looking up <M 31>."
+    assert lines[1].startswith("→ download_paper(")
+    assert lines[2] == "  … 3/10 bytes"
+    assert lines[3] == "← download_paper (42 ms): saved papers/2301.01234.pdf"
+    assert "    → glob_files" in out.getvalue() and "    ✗ glob_files" in out.getvalue()
+    assert lines[-1] == "[finished · session sess_1]"
+
+
+def test_result_objects_render_tables_and_text() -> None:
+    hits = AstroResult("search_papers", {"query": "hot Jupiter"}, "2 papers", False,
+                       {"query": "hot Jupiter", "results": [{"title": "A <b>", "year": 2021}, {"title": "B", "year": 2020}]}, 12)
+    html = hits._repr_html_()
+    assert html.count("<tr>") == 3 and "A &lt;b&gt;" in html and "<th style='text-align:left'>year</th>" in html
+    assert repr(hits).startswith("[search_papers · ok · 12 ms]\n2 papers")
+    assert hits.rows == hits.data["results"]
+    failed = AstroResult("read_file", {}, "read_file: x does not exist", True, {"path": "x"})
+    assert "error" in failed._repr_html_() and "<table>" not in failed._repr_html_()
+    answer = AgentAnswer("M 31 is at 10.68°", "sess_1", "run_1", "finished", [{"name": "query_target"}])
+    assert str(answer) == "M 31 is at 10.68°" and "1 tool call(s)" in repr(answer)

@@ -1,0 +1,122 @@
+"""``%%astro`` in a real ipykernel: the widget timeline, the Stop button and answer buttons.
+
+A real kernel is started with jupyter_client (env pointing at the scripted LLM), the cell
+is executed, and the test plays the frontend: it reads the widgets' ``comm_open``
+messages from IOPub and sends button clicks as ``comm_msg`` on the shell channel while the
+cell is still running — the case that needs the subshell routing.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.openai_server import Turn
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def kernel(llm_env: Any, project: Path) -> Any:
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=60, cwd=str(project))
+    try:
+        reply = kc.execute_interactive("%load_ext astro_jupyter", timeout=60)
+        assert reply["content"]["status"] == "ok"
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _run_until(kc: Any, msg_id: str, on_message: Any, timeout: float = 60.0) -> dict[str, Any]:
+    """Feed IOPub messages of ``msg_id`` to ``on_message`` until the execute_reply arrives."""
+    deadline = time.monotonic() + timeout
+    outputs: dict[str, Any] = {"text": "", "buttons": {}, "html": []}
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except Exception:  # noqa: BLE001 - queue.Empty
+            msg = None
+        if msg is not None:
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                outputs["text"] += content["text"]
+            elif kind == "comm_open":
+                state = content.get("data", {}).get("state", {})
+                if state.get("_model_name") == "ButtonModel":
+                    outputs["buttons"][state.get("description")] = content["comm_id"]
+                    on_message(kc, outputs)
+            elif kind == "execute_result":
+                outputs["result"] = content["data"]
+        try:
+            reply = kc.get_shell_msg(timeout=0.01)
+        except Exception:  # noqa: BLE001
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            outputs["reply"] = reply["content"]
+            # drain what IOPub still holds for this cell
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                try:
+                    late = kc.get_iopub_msg(timeout=0.1)
+                except Exception:  # noqa: BLE001
+                    break
+                if late["msg_type"] == "stream":
+                    outputs["text"] += late["content"]["text"]
+                elif late["msg_type"] == "execute_result":
+                    outputs["result"] = late["content"]["data"]
+            return outputs
+    raise AssertionError(f"cell did not finish in {timeout}s: {outputs}")
+
+
+def click(kc: Any, comm_id: str) -> None:
+    msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}})
+    kc.shell_channel.send(msg)
+
+
+def test_stop_button_cancels_a_running_cell(kernel: Any, llm_env: Any) -> None:
+    llm_env.script(Turn.say("A very slow story. " * 40, delay=0.15))
+    clicked: list[float] = []
+
+    def on_message(kc: Any, outputs: dict[str, Any]) -> None:
+        if "Stop" in outputs["buttons"] and not clicked:
+            time.sleep(0.5)
+            click(kc, outputs["buttons"]["Stop"])
+            clicked.append(time.monotonic())
+
+    started = time.monotonic()
+    msg_id = kernel.execute("%%astro\nTell me a story")
+    out = _run_until(kernel, msg_id, on_message)
+    assert clicked, "no Stop button was displayed"
+    assert out["reply"]["status"] == "ok"
+    assert time.monotonic() - started < 15  # the full stream would take ~ 60 s
+    assert "Interrupted" not in out["text"]
+    assert "cancelled" in out["result"]["text/plain"]
+    # the kernel is still usable
+    reply = kernel.execute_interactive("x = %astro tools\nprint(len(x))", timeout=60)
+    assert reply["content"]["status"] == "ok"
+
+
+def test_ask_user_buttons_answer_while_the_cell_runs(kernel: Any, llm_env: Any) -> None:
+    llm_env.script(
+        Turn.call("ask_user", {"question": "Which band?", "options": ["optical", "radio"]}),
+        Turn.say("Radio it is."),
+    )
+
+    def on_message(kc: Any, outputs: dict[str, Any]) -> None:
+        if "radio" in outputs["buttons"] and not outputs.get("answered"):
+            outputs["answered"] = True
+            click(kc, outputs["buttons"]["radio"])
+
+    msg_id = kernel.execute("%%astro\nPlan an observation")
+    out = _run_until(kernel, msg_id, on_message)
+    assert out.get("answered"), f"no answer buttons appeared: {out['buttons']}"
+    assert out["reply"]["status"] == "ok"
+    assert "Radio it is." in out["result"]["text/plain"]
+    tool_msgs = [m for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
+    assert "radio" in tool_msgs[0]["content"]
