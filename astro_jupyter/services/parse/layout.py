@@ -81,15 +81,19 @@ class PageData:
     verticals: list[tuple[float, float, float]] = field(default_factory=list)  # vertical rules (x, y0, y1)
 
 
-_bold_cache: dict[tuple[int, str], bool] = {}
+_style_cache: dict[tuple[int, str], int] = {}
 
 
-def _is_bold(span: dict[str, Any]) -> bool:
-    key = (span["flags"] & 16, span["font"])
-    cached = _bold_cache.get(key)
-    if cached is None:
-        cached = _bold_cache[key] = bool(key[0]) or bool(_BOLD_FONT.search(key[1]))
-    return cached
+def _style(span: dict[str, Any]) -> int:
+    """Bit 1: bold, bit 2: italic — from the span flags or the font name, cached per font."""
+    key = (span["flags"] & 18, span["font"])
+    style = _style_cache.get(key)
+    if style is None:
+        font = key[1]
+        bold = bool(key[0] & 16) or bool(_BOLD_FONT.search(font))
+        italic = bool(key[0] & 2) or "Ital" in font or "Obli" in font
+        style = _style_cache[key] = int(bold) | (2 if italic else 0)
+    return style
 
 
 def _merge_same_baseline(raw_lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -118,7 +122,7 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
     prefix_open = True
     prefix: list[str] = []
     kept: list[dict[str, Any]] = []
-    bold_cache = _bold_cache
+    style_cache = _style_cache
     for raw in group:
         spans = raw["spans"]
         piece_text = spans[0]["text"] if len(spans) == 1 else "".join([span["text"] for span in spans])
@@ -134,14 +138,12 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
             chars += n
             size = round(span["size"] * 2) / 2
             sizes[size] = sizes.get(size, 0) + n
-            font = span["font"]
-            flags = span["flags"]
-            if flags & 2 or "Ital" in font or "Obli" in font:
+            style = style_cache.get((span["flags"] & 18, span["font"]))
+            if style is None:
+                style = _style(span)
+            if style & 2:
                 italic_chars += n
-            bold = bold_cache.get((flags & 16, font))
-            if bold is None:
-                bold = _is_bold(span)
-            if bold:
+            if style & 1:
                 bold_chars += n
                 if prefix_open:
                     prefix.append(text)
