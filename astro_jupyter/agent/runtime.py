@@ -140,9 +140,7 @@ class AgentRuntime:
             if fcntl_missing():
                 await self.services.runs.mark_interrupted()
                 return
-            rows = await self.services.db.fetchall("SELECT id FROM agent_runs WHERE status = 'running'")
-            for row in rows:
-                run_id = str(row["id"])
+            for run_id in await self.services.runs.list_running():
                 if run_id not in self._runs and not self.run_locks.is_alive(run_id):
                     await self.services.runs.finish(run_id, "error")
         except AstroError as exc:

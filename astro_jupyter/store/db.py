@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, AsyncIterator, Iterable, Sequence
+from urllib.parse import quote
 
 import aiosqlite
 
@@ -136,6 +137,72 @@ def _mapped() -> Any:
 Row = dict[str, Any]
 
 
+# -- the functions ``Database._hop`` runs on the connection thread (conn is the raw driver connection)
+def _rows(cursor: Any, rows: list[Any]) -> list[Row]:
+    if not rows:
+        return []
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, tuple(row))) for row in rows]
+
+
+def _sync_execute(conn: Any, sql: str, params: Any) -> int:
+    cursor = conn.execute(sql, params)
+    try:
+        return int(cursor.lastrowid or 0)
+    finally:
+        cursor.close()
+
+
+def _sync_rowcount(conn: Any, sql: str, params: Any) -> int:
+    cursor = conn.execute(sql, params)
+    try:
+        return int(cursor.rowcount)
+    finally:
+        cursor.close()
+
+
+def _sync_executemany(conn: Any, sql: str, rows: list[Sequence[Any]]) -> None:
+    conn.executemany(sql, rows).close()
+
+
+def _sync_fetchall(conn: Any, sql: str, params: Any) -> list[Row]:
+    cursor = conn.execute(sql, params)
+    try:
+        return _rows(cursor, cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _sync_fetchone(conn: Any, sql: str, params: Any) -> Row | None:
+    cursor = conn.execute(sql, params)
+    try:
+        row = cursor.fetchone()
+        return None if row is None else _rows(cursor, [row])[0]
+    finally:
+        cursor.close()
+
+
+def _sync_fetchval(conn: Any, sql: str, params: Any) -> Any:
+    cursor = conn.execute(sql, params)
+    try:
+        row = cursor.fetchone()
+        return None if row is None else tuple(row)[0]
+    finally:
+        cursor.close()
+
+
+def _sync_in_transaction(conn: Any, fn: Any, *args: Any) -> Any:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn, *args)
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
 class Database:
     """An open store. Writes that belong together go through ``transaction()``."""
 
@@ -146,14 +213,20 @@ class Database:
         self._write_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, migrate: bool = True) -> "Database":
+    async def open(
+        cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, migrate: bool = True, read_only: bool = False
+    ) -> "Database":
+        """``read_only``: SQLite's ``mode=ro`` (writes fail with ``StoreReadOnlyError``, even as root)."""
         path = Path(path)
-        if str(path) != ":memory:":
+        if str(path) != ":memory:" and not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         driver, info = select_driver()
+        target = f"file:{quote(str(path.resolve()))}?mode=ro" if read_only else str(path)
 
         def connector() -> Any:
-            conn = driver.connect(str(path), timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
+            conn = driver.connect(
+                target, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False, uri=read_only
+            )
             conn.row_factory = driver.Row
             if info.vec_available:
                 import sqlite_vec
@@ -173,7 +246,7 @@ class Database:
         with _mapped():
             conn = await aiosqlite.Connection(connector, 64)
         db = cls(conn, path, info)
-        if migrate:
+        if migrate and not read_only:
             from .migrations import apply_migrations
 
             await apply_migrations(db)
@@ -183,67 +256,57 @@ class Database:
         with _mapped():
             await self._conn.close()
 
+    # Every call below is ONE hop to the connection's thread: statement, fetch and cursor
+    # close run together there (``_hop``). aiosqlite's cursor API costs a hop per step
+    # (execute, fetch, close), and a turn makes a dozen of these calls.
+    async def _hop(self, fn: Any, *args: Any) -> Any:
+        with _mapped():
+            return await self._conn._execute(fn, self._conn._conn, *args)  # noqa: SLF001
+
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one statement; returns lastrowid (inserts) so callers need no cursor."""
-        with _mapped():
-            cursor = await self._conn.execute(sql, params)
-            rowid = cursor.lastrowid or 0
-            await cursor.close()
-            return int(rowid)
+        return int(await self._hop(_sync_execute, sql, params))
 
     async def execute_rowcount(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
-        with _mapped():
-            cursor = await self._conn.execute(sql, params)
-            count = cursor.rowcount
-            await cursor.close()
-            return int(count)
+        return int(await self._hop(_sync_rowcount, sql, params))
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with _mapped():
-            await self._conn.executemany(sql, rows)
+        await self._hop(_sync_executemany, sql, list(rows))
 
     async def executescript(self, script: str) -> None:
         with _mapped():
             await self._conn.executescript(script)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
-        with _mapped():
-            cursor = await self._conn.execute(sql, params)
-            rows = await cursor.fetchall()
-            await cursor.close()
-        return [dict(zip(row.keys(), tuple(row))) for row in rows]
+        return await self._hop(_sync_fetchall, sql, params)
 
     async def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
-        with _mapped():
-            cursor = await self._conn.execute(sql, params)
-            row = await cursor.fetchone()
-            await cursor.close()
-        return None if row is None else dict(zip(row.keys(), tuple(row)))
+        return await self._hop(_sync_fetchone, sql, params)
 
     async def fetchval(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        with _mapped():
-            cursor = await self._conn.execute(sql, params)
-            row = await cursor.fetchone()
-            await cursor.close()
-        return None if row is None else tuple(row)[0]
+        return await self._hop(_sync_fetchval, sql, params)
+
+    async def write_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """``executemany`` in its own BEGIN IMMEDIATE ... COMMIT, all in one hop (all or nothing)."""
+        rows = list(rows)
+        if not rows:
+            return
+        async with self._write_lock:
+            await self._hop(_sync_in_transaction, _sync_executemany, sql, rows)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator["Database"]:
         """BEGIN IMMEDIATE ... COMMIT; rolled back on any error. Serialised within this process."""
         async with self._write_lock:
-            with _mapped():
-                await self._conn.execute("BEGIN IMMEDIATE")
+            await self.execute("BEGIN IMMEDIATE")
             try:
                 yield self
-            except BaseException:
+                await self.execute("COMMIT")
+            except BaseException:  # the body or COMMIT failed: never leave the transaction open
                 with contextlib.suppress(Exception):
-                    await self._conn.execute("ROLLBACK")
+                    await self.execute("ROLLBACK")
                 raise
-            else:
-                with _mapped():
-                    await self._conn.execute("COMMIT")
 
     async def run_sync(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(raw_connection, *args)`` on the connection's own thread (bulk vector work)."""
-        with _mapped():
-            return await self._conn._execute(fn, self._conn._conn, *args)  # noqa: SLF001
+        return await self._hop(fn, *args)

@@ -84,10 +84,12 @@ class MessageRepository:
         return await self.db.execute(_INSERT, _row_values(session_id, run_id, message, metadata))
 
     async def append_many(self, session_id: str, messages: list[dict[str, Any]], *, run_id: str = "") -> None:
-        """All or nothing: a turn's assistant message and its tool results land together."""
-        async with self.db.transaction():
-            for message in messages:
-                await self.db.execute(_INSERT, _row_values(session_id, run_id, message, None))
+        """All or nothing: a turn's assistant message and its tool results land together.
+
+        One transaction and one trip to the database thread (``write_many``): this runs
+        once per agent turn.
+        """
+        await self.db.write_many(_INSERT, [_row_values(session_id, run_id, m, None) for m in messages])
 
     async def list(self, session_id: str, *, include_compacted: bool = True) -> list[MessageRecord]:
         sql = "SELECT * FROM agent_messages WHERE session_id = ?"

@@ -55,6 +55,11 @@ class RunRepository:
         rows = await self.db.fetchall("SELECT * FROM agent_runs WHERE session_id = ? ORDER BY started_at", (session_id,))
         return [RunRecord.from_row(r) for r in rows]
 
+    async def list_running(self) -> list[str]:
+        """Ids of runs stored as 'running' (live in some process, or left by a dead one)."""
+        rows = await self.db.fetchall("SELECT id FROM agent_runs WHERE status = 'running' ORDER BY started_at")
+        return [str(r["id"]) for r in rows]
+
     async def mark_interrupted(self) -> int:
         """Runs left 'running' by a process that died are closed as errors at startup."""
         return await self.db.execute_rowcount(
@@ -65,10 +70,7 @@ class RunRepository:
     async def append_events(self, run_id: str, events: Iterable[tuple[int, dict[str, Any]]]) -> None:
         """Batch insert of (seq, wire-dict); one transaction per batch keeps up with fast streams."""
         rows = [(run_id, seq, data["type"], json.dumps(data, ensure_ascii=False, default=str)) for seq, data in events]
-        if not rows:
-            return
-        async with self.db.transaction():
-            await self.db.executemany("INSERT OR IGNORE INTO agent_events (run_id, seq, type, data) VALUES (?, ?, ?, ?)", rows)
+        await self.db.write_many("INSERT OR IGNORE INTO agent_events (run_id, seq, type, data) VALUES (?, ?, ?, ?)", rows)
 
     async def events_after(self, run_id: str, after_seq: int = 0, limit: int = 10_000) -> list[tuple[int, dict[str, Any]]]:
         rows = await self.db.fetchall(

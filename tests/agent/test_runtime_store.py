@@ -122,3 +122,30 @@ async def test_locked_database_ends_the_run_with_a_clear_error_and_loses_nothing
             holder.release()
         await runtime.close()
         await services.close()
+
+
+@pytest.mark.asyncio
+async def test_read_only_database_refuses_a_run_clearly_and_recovers(tmp_path, openai_server, sesame_server):
+    """A store that cannot be written (``query_only``: SQLite's read-only switch, effective even as root)."""
+    from astro_jupyter.errors import StoreReadOnlyError
+
+    openai_server.script(Turn.say("First."), Turn.say("After."))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        first = await runtime.start_run("hello")
+        await first.wait()
+        await services.db.execute("PRAGMA query_only = ON")
+        with pytest.raises(StoreReadOnlyError, match="the database cannot be written"):
+            await runtime.start_run("refused", session_id=first.session_id)
+        with pytest.raises(StoreReadOnlyError):
+            await runtime.start_run("refused too")
+        assert runtime.active_runs() == [] and openai_server.chat_requests[1:] == []
+        await services.db.execute("PRAGMA query_only = OFF")
+        second = await runtime.start_run("again", session_id=first.session_id)  # the session lock was released
+        assert (await second.wait()).reason == "finished"
+        history = await services.messages.chat_history(first.session_id)
+        assert [m["content"] for m in history] == ["hello", "First.", "again", "After."]
+        assert len(await services.sessions.list()) == 1
+    finally:
+        await runtime.close()
+        await services.close()
