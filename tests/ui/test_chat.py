@@ -153,3 +153,19 @@ def test_subagent_nested_and_todos(page, script):
     sub.locator(":scope > summary").click()
     assert inner.is_visible()
     shot(page, "subagent-nested")
+
+
+def test_first_prompt_without_a_session_creates_one(page, script, lab):
+    script.script(Turn.say("A session was made for this."))
+    panel = page.locator(PANEL)
+    assert panel.locator(".jp-Astro-session-select").input_value() == ""
+    send(page, "Unsolicited first question")
+    wait_done(page)
+    sid = panel.locator(".jp-Astro-session-select").input_value()
+    assert sid.startswith("ses")
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL} .jp-Astro-session-select option:checked').textContent.startsWith('Unsolicited first question')"
+    )
+    messages = lab.api("GET", f"astro/api/sessions/{sid}/messages")["messages"]
+    assert [m["role"] for m in messages][:1] == ["user"]
+    assert messages[0]["content"] == "Unsolicited first question"

@@ -3,6 +3,7 @@
  * frame, so a burst of hundreds of events costs one layout; the view sticks to the bottom
  * while the user is there and leaves the scroll position alone when they scrolled up.
  */
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ISubagentItem, TimelineChange, TimelineItem, TimelineModel } from '../timeline';
@@ -118,6 +119,14 @@ export class TimelineView extends Widget {
     this.flush();
     this.stuck = true;
     this.node.scrollTop = this.node.scrollHeight;
+  }
+
+  /** Shown again (the sidebar was collapsed): catch up with the bottom if we were following it. */
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    if (this.stuck) {
+      this.scrollToBottom();
+    }
   }
 
   dispose(): void {
