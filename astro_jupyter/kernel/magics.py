@@ -93,11 +93,19 @@ class AstroMagics(Magics):
         except ArgumentSyntaxError as exc:
             raise UsageError(f"%astro {name}: {exc}") from None
         try:
-            run = self.rt.run_tool(name, args, ask_permission=self._ask_permission)
+            run = self.rt.run_tool(name, args, ask_permission=self._ask_permission, on_event=self._progress)
         except RunInterrupted:
             print(f"Interrupted: {name} was cancelled; the kernel is ready.")
             return None
         return AstroResult(run.tool, run.arguments, run.content, run.is_error, run.metadata, run.duration_ms)
+
+    @staticmethod
+    def _progress(event: Any) -> None:
+        """Long tools (downloads, parsing) report progress while the cell waits."""
+        if event.type == "tool_progress" and not event.subagent_id:
+            p = event.progress
+            count = f" {p.get('done')}/{p.get('total')}" if p.get("done") is not None and p.get("total") else ""
+            print(f"…{count} {p.get('message', '')}".rstrip(), flush=True)
 
     @staticmethod
     def _ask_permission(request: Any) -> str:
@@ -174,18 +182,20 @@ class AstroMagics(Magics):
         args: dict[str, Any] = {"task": " ".join(ns.task)}
         if ns.max_steps is not None:
             args["max_steps"] = ns.max_steps
+        from .widgets import make_timeline
+
+        timeline = make_timeline(self.shell)
         try:
-            run = self.rt.run_tool("subagent", args)
+            run = self.rt.run_tool("subagent", args, on_event=lambda e: (e.subagent_id or e.type == "subagent") and timeline.show(e))
         except RunInterrupted:
+            timeline.finish("cancelled", "")
             print("Interrupted: the subagent was cancelled; the kernel is ready.")
             return None
-        from .widgets import TextTimeline
-
-        timeline = TextTimeline()
-        for event in run.events:
-            if event.type not in ("tool_call", "tool_result") or event.subagent_id:
-                timeline.show(event)
-        return AgentAnswer(run.content, reason="error" if run.is_error else "finished",
+        reason = "error" if run.is_error else "finished"
+        timeline.finish(reason, "")
+        return AgentAnswer(run.content, self.rt.session_id or "", reason=reason,
+                           tool_calls=[{"name": e.name, "is_error": e.is_error, "subagent": e.subagent_id}
+                                       for e in run.events if e.type == "tool_result" and e.subagent_id],
                            errors=[run.content] if run.is_error else [])
 
     # -- %%astro ---------------------------------------------------------------------------------------

@@ -62,7 +62,8 @@ class KernelRuntime:
         self._executor: Any = None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._questions: "queue.Queue[tuple[Callable[[Any], str], Any, concurrent.futures.Future[str]]]" = queue.Queue()
+        # work for the waiting kernel thread: (fn, arg, future) questions, or (fn, event, None) to show
+        self._questions: "queue.Queue[tuple[Callable[[Any], Any], Any, concurrent.futures.Future[str] | None]]" = queue.Queue()
 
     # -- the loop thread -------------------------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -106,9 +107,12 @@ class KernelRuntime:
     def _wait(self, future: "concurrent.futures.Future[T]") -> T:
         while True:
             try:
-                return future.result(timeout=_POLL_SECS)
+                result = future.result(timeout=_POLL_SECS)
             except concurrent.futures.TimeoutError:
                 self.serve_questions()
+                continue
+            self.serve_questions()  # events emitted just before the end
+            return result
 
     @staticmethod
     def _drain(future: "concurrent.futures.Future[Any]", timeout: float = 60.0) -> None:
@@ -148,7 +152,8 @@ class KernelRuntime:
 
     # -- one tool, directly ---------------------------------------------------------------------------
     async def _run_tool(self, name: str, arguments_json: str, cancelled: asyncio.Event,
-                        ask_permission: Callable[[Any], Awaitable[str]] | None) -> ToolRun:
+                        ask_permission: Callable[[Any], Awaitable[str]] | None,
+                        on_event: Callable[[Any], None] | None = None) -> ToolRun:
         from ..agent.executor import ToolCallRequest, ToolExecutor
         from ..agent.tools.base import ToolContext
         from ..agent.tools.file_state import FileStateCache
@@ -160,6 +165,8 @@ class KernelRuntime:
 
         async def emit(event: Any) -> None:
             events.append(event)
+            if on_event is not None:
+                self._questions.put((on_event, event, None))  # shown live by the waiting kernel thread
 
         ctx = ToolContext(
             config=self.config, services=runtime.services, session_id=self.session_id or "",
@@ -172,7 +179,8 @@ class KernelRuntime:
                        dict(done.output.metadata), done.duration_ms, events)
 
     def run_tool(self, name: str, arguments: dict[str, Any] | str,
-                 ask_permission: Callable[[Any], str] | None = None) -> ToolRun:
+                 ask_permission: Callable[[Any], str] | None = None,
+                 on_event: Callable[[Any], None] | None = None) -> ToolRun:
         """Run one tool through the executor (validation, permissions, hooks, audit)."""
         arguments_json = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
         cancelled_box: list[asyncio.Event] = []
@@ -184,11 +192,11 @@ class KernelRuntime:
             if ask_permission is not None:
                 async def asker(request: Any) -> str:  # answered on the kernel thread
                     return await asyncio.wrap_future(self._ask_on_kernel(ask_permission, request))
-            return await self._run_tool(name, arguments_json, cancelled, asker)
+            return await self._run_tool(name, arguments_json, cancelled, asker, on_event)
 
         return self.call(start, on_interrupt=lambda: cancelled_box and cancelled_box[0].set())
 
-    def _ask_on_kernel(self, fn: Callable[[Any], str], request: Any) -> "concurrent.futures.Future[str]":
+    def _ask_on_kernel(self, fn: Callable[[Any], Any], request: Any) -> "concurrent.futures.Future[str]":
         """Questions raised on the loop are answered by the waiting kernel thread (input() lives there)."""
         future: concurrent.futures.Future[str] = concurrent.futures.Future()
         self._questions.put((fn, request, future))
@@ -201,6 +209,9 @@ class KernelRuntime:
                 fn, request, future = self._questions.get_nowait()
             except queue.Empty:
                 return
+            if future is None:  # an event to show, not a question
+                fn(request)
+                continue
             try:
                 future.set_result(fn(request))
             except BaseException as exc:  # noqa: BLE001 - includes KeyboardInterrupt at the prompt

@@ -137,7 +137,7 @@ class TextTimeline:
         return ask_text(event, self.input_fn)
 
     def finish(self, reason: str, session_id: str) -> None:
-        self._line(f"[{reason} · session {session_id}]")
+        self._line(f"[{reason} · session {session_id}]" if session_id else f"[{reason}]")
 
 
 class WidgetTimeline:
@@ -302,7 +302,8 @@ class WidgetTimeline:
         if self.stop_button is not None:
             self.stop_button.disabled = True
         self._flush_text(force=True)
-        self.status.value = f"<b>astro</b> · {html.escape(reason)} · session <code>{html.escape(session_id)}</code>"
+        where = f" · session <code>{html.escape(session_id)}</code>" if session_id else ""
+        self.status.value = f"<b>astro</b> · {html.escape(reason)}{where}"
 
 
 def make_timeline(shell: Any, *, force_text: bool = False, on_stop: Callable[[], None] | None = None) -> Any:

@@ -107,3 +107,48 @@ def test_interrupt_cancels_the_run_cleanly(load, llm_env, project: Path, capsys)
     assert again.reason == "finished" and again.text == "Back again." and again.session_id == answer.session_id
     roles = [m["role"] for m in llm_env.chat_requests[-1]["messages"]]
     assert roles[0] == "system" and roles.count("user") == 2 and roles[-1] == "user"
+
+
+def test_subagent_line_magic_streams_and_returns_the_summary(load, llm_env, project: Path, capsys) -> None:
+    (project / "frames").mkdir()
+    (project / "frames" / "m31_r.txt").write_text("x\n")
+    llm_env.script(
+        Turn.call("glob_files", {"pattern": "*.txt", "path": "frames"}),
+        Turn.say("Found one frame: frames/m31_r.txt"),
+    )
+    ip = load()
+    ip.run_cell('r = %astro subagent "List the frames of M 31" --max-steps 2')
+    r = ip.user_ns["r"]
+    assert r.text.endswith("Found one frame: frames/m31_r.txt") and r.reason == "finished"
+    assert [c["name"] for c in r.tool_calls] == ["glob_files"]
+    out = capsys.readouterr().out
+    assert "[subagent" in out and "    → glob_files" in out and "    ← glob_files" in out
+    first = llm_env.chat_requests[0]["messages"]
+    assert first[-1] == {"role": "user", "content": "List the frames of M 31"}
+
+
+def test_permission_prompt_in_a_cell(load, llm_env, project: Path, monkeypatch, capsys) -> None:
+    llm_env.script(Turn.call("run_bash", {"command": "echo from-bash > made.txt"}), Turn.say("Done."))
+    prompts: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt="": prompts.append(prompt) or "y")
+    ip = load()
+    answer = ip.run_cell_magic("astro", "", "make a file")
+    assert prompts and "Allow run_bash?" in prompts[0] and "echo from-bash" in prompts[0]
+    assert (project / "made.txt").read_text() == "from-bash\n"
+    assert answer.text == "Done."
+    llm_env.script(Turn.call("run_bash", {"command": "echo again > again.txt"}), Turn.say("Refused."))
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    ip.run_cell_magic("astro", "", "again")
+    assert not (project / "again.txt").exists()
+    tool_msgs = [m for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
+    assert "Permission denied" in tool_msgs[-1]["content"]
+
+
+def test_export_magic_needs_a_session(load) -> None:
+    from IPython.core.error import UsageError
+
+    ip = load()
+    with pytest.raises(UsageError, match="no session yet"):
+        ip.run_line_magic("astro", "export")
+    with pytest.raises(UsageError, match="sess_missing"):
+        ip.run_line_magic("astro", "export sess_missing -o x.ipynb")
