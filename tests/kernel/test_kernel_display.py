@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from astro_jupyter.events import Done, Subagent, TextDelta, ToolCall, ToolProgress, ToolResult
+from astro_jupyter.events import Subagent, TextDelta, ToolCall, ToolProgress, ToolResult
 from astro_jupyter.kernel.display import AgentAnswer, AstroResult
 from astro_jupyter.kernel.widgets import TextTimeline, WidgetTimeline
 

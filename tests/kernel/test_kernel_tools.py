@@ -125,3 +125,20 @@ def test_missing_llm_configuration_is_explained(load) -> None:
     assert "c.AstroConfig.openai_base_url" in str(info.value)
     with pytest.raises(UsageError, match="OPENAI_BASE_URL"):
         ip.run_line_magic("astro", 'subagent "look up M 31"')
+
+
+def test_config_from_ipython_config(load, tmp_path: Path) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    home = tmp_path / "configured_home"
+    shell.config.AstroConfig.llm_model = "model-from-ipython-config"
+    shell.config.AstroConfig.home = str(home)
+    try:
+        ip = load()
+        assert ip.run_line_magic("astro", "model") == "model-from-ipython-config"
+        ip.run_line_magic("astro", "sessions")
+        assert (home / "astro.db").exists()  # the store opened where the config said
+    finally:
+        del shell.config.AstroConfig["llm_model"]
+        del shell.config.AstroConfig["home"]
