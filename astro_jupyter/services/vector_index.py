@@ -90,7 +90,8 @@ class _Matrix:
     def snapshot(self, restrict: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(rows, ids) to search, taken on the event loop so a worker never sees a half-done write."""
         if restrict is not None:
-            where = np.fromiter((self.pos[i] for i in restrict if i in self.pos), dtype=np.int64)
+            pos = self.pos
+            where = np.fromiter((pos[i] for i in restrict if i in pos), dtype=np.int64)
             return self.rows[where], self.ids[where]
         n = self.size
         return self.rows[:n], self.ids[:n].copy()

@@ -130,17 +130,21 @@ class ChunkRepository:
         return [int(r["id"]) for r in rows]
 
     async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
-        """BM25 ranking (best first) of front-matter and body chunks for a sanitised FTS5 expression."""
+        """BM25 ranking (best first) of front-matter and body chunks for a sanitised FTS5 expression.
+
+        The full-text match runs first (a materialised CTE): joined naively, SQLite may walk a
+        paper's chunks by index and re-run the MATCH for each one (seconds on a large library).
+        """
         sql = (
-            "SELECT c.id, bm25(paper_chunks_fts) AS score FROM paper_chunks_fts"
-            " JOIN paper_chunks c ON c.id = paper_chunks_fts.rowid"
-            " WHERE paper_chunks_fts MATCH ? AND c.part != 'references'"
+            "WITH f AS MATERIALIZED (SELECT rowid AS id, bm25(paper_chunks_fts) AS score"
+            " FROM paper_chunks_fts WHERE paper_chunks_fts MATCH ?)"
+            " SELECT f.id, f.score FROM f JOIN paper_chunks c ON c.id = f.id WHERE c.part != 'references'"
         )
         params: list[Any] = [match]
         if paper_ids:
             sql += f" AND c.paper_id IN ({','.join('?' * len(paper_ids))})"
             params.extend(paper_ids)
-        sql += " ORDER BY score LIMIT ?"
+        sql += " ORDER BY f.score LIMIT ?"
         params.append(int(limit))
         return [(int(r["id"]), float(r["score"])) for r in await self.db.fetchall(sql, params)]
 
