@@ -139,3 +139,19 @@ async def test_exported_log_reruns_with_the_same_results(recorded: Any, env: dic
     assert rerun_texts == recorded_texts
     # the calls really ran again, in the notebook's kernel, through the executor (audit log rows)
     assert await kernel_calls() == ["glob_files", "query_target", "read_file"]
+
+
+@pytest.mark.asyncio
+async def test_export_falls_back_to_messages_without_stored_events(recorded: Any) -> None:
+    from astro_jupyter.export import export_session
+
+    services, sid = recorded
+    with_events = await export_session(services, sid)
+    await services.db.execute("DELETE FROM agent_events")
+    without = await export_session(services, sid)
+    nbformat.validate(without)
+    top_level = [c for c in _code(with_events) if not c.metadata["astro_jupyter"]["subagent_id"]]
+    # the messages hold the parent's calls and results; a subagent's inner calls live only in events
+    assert [c.source for c in _code(without)] == [c.source for c in top_level]
+    assert [_result_text(c) for c in _code(without)] == [_result_text(c) for c in top_level]
+    assert any(c.cell_type == "markdown" and "`subagent`" in c.source and "One frame" in c.source for c in without.cells)
