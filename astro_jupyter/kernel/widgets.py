@@ -43,10 +43,15 @@ def comm_router(shell: Any) -> Router | None:
         def create() -> None:
             try:
                 made.append(thread.manager._create_subshell())
+            except Exception:  # noqa: BLE001 - see above
+                pass
             finally:
                 ready.set()
 
-        thread.io_loop.add_callback(create)
+        try:
+            thread.io_loop.add_callback(create)
+        except Exception:  # noqa: BLE001 - private ipykernel API: fall back to input() and kernel interrupt
+            return None
         if not ready.wait(5) or not made:
             return None
         sid = _subshells[id(kernel)] = made[0]
