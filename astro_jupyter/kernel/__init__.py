@@ -1,0 +1,1 @@
+"""The IPython side: ``%astro`` magics, the kernel runtime, rich results and live timelines."""

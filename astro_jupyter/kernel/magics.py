@@ -82,9 +82,11 @@ class AstroMagics(Magics):
             "tools": self._tools, "sessions": self._sessions, "history": self._history, "model": self._model,
             "export": self._export, "subagent": self._subagent,
         }.get(command)
-        if handler is not None:
-            return handler(rest)
-        return self._tool(command, rest)
+        try:
+            return handler(rest) if handler is not None else self._tool(command, rest)
+        except RunInterrupted:
+            print(f"Interrupted: %astro {command} was cancelled; the kernel is ready.")
+            return None
 
     # -- %astro TOOL ---------------------------------------------------------------------------------
     def _tool(self, name: str, rest: str) -> AstroResult | None:
