@@ -24,6 +24,7 @@ def kernel(llm_env: Any, project: Path) -> Any:
     from jupyter_client.manager import start_new_kernel
 
     km, kc = start_new_kernel(kernel_name="python3", startup_timeout=60, cwd=str(project))
+    kc.km = km  # for interrupt_kernel()
     try:
         reply = kc.execute_interactive("%load_ext astro_jupyter", timeout=60)
         assert reply["content"]["status"] == "ok"
@@ -74,6 +75,15 @@ def _run_until(kc: Any, msg_id: str, on_message: Any, timeout: float = 60.0) -> 
     raise AssertionError(f"cell did not finish in {timeout}s: {outputs}")
 
 
+def wait_for_llm_request(llm: Any, count: int, timeout: float = 30.0) -> None:
+    """Act only once the run is really streaming (the first run imports openai in the kernel)."""
+    deadline = time.monotonic() + timeout
+    while len(llm.chat_requests) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(llm.chat_requests) >= count, "the run never reached the LLM"
+    time.sleep(0.5)
+
+
 def click(kc: Any, comm_id: str) -> None:
     msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}})
     kc.shell_channel.send(msg)
@@ -85,7 +95,7 @@ def test_stop_button_cancels_a_running_cell(kernel: Any, llm_env: Any) -> None:
 
     def on_message(kc: Any, outputs: dict[str, Any]) -> None:
         if "Stop" in outputs["buttons"] and not clicked:
-            time.sleep(0.5)
+            wait_for_llm_request(llm_env, 1)
             click(kc, outputs["buttons"]["Stop"])
             clicked.append(time.monotonic())
 
@@ -94,7 +104,8 @@ def test_stop_button_cancels_a_running_cell(kernel: Any, llm_env: Any) -> None:
     out = _run_until(kernel, msg_id, on_message)
     assert clicked, "no Stop button was displayed"
     assert out["reply"]["status"] == "ok"
-    assert time.monotonic() - started < 15  # the full stream would take ~ 60 s
+    assert time.monotonic() - started < 15  # the full stream would take ~ 30 s
+    assert llm_env.remaining == 0  # the slow answer was being streamed when Stop was clicked
     assert "Interrupted" not in out["text"]
     assert "cancelled" in out["result"]["text/plain"]
     # the kernel is still usable
@@ -120,3 +131,40 @@ def test_ask_user_buttons_answer_while_the_cell_runs(kernel: Any, llm_env: Any) 
     assert "Radio it is." in out["result"]["text/plain"]
     tool_msgs = [m for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
     assert "radio" in tool_msgs[0]["content"]
+
+
+def test_permission_buttons(kernel: Any, llm_env: Any, project: Path) -> None:
+    llm_env.script(Turn.call("run_bash", {"command": "echo ok > allowed.txt"}), Turn.say("Wrote it."))
+
+    def on_message(kc: Any, outputs: dict[str, Any]) -> None:
+        if "Allow" in outputs["buttons"] and not outputs.get("answered"):
+            outputs["answered"] = True
+            click(kc, outputs["buttons"]["Allow"])
+
+    out = _run_until(kernel, kernel.execute("%%astro\nmake a file"), on_message)
+    assert out.get("answered") and set(out["buttons"]) >= {"Allow", "Always allow", "Deny"}
+    assert (project / "allowed.txt").read_text() == "ok\n"
+    assert "Wrote it." in out["result"]["text/plain"]
+
+
+def test_kernel_interrupt_cancels_cleanly(kernel: Any, llm_env: Any) -> None:
+    llm_env.script(Turn.say("A very slow story. " * 40, delay=0.15))
+    sent: list[bool] = []
+
+    def on_message(kc: Any, outputs: dict[str, Any]) -> None:
+        if "Stop" in outputs["buttons"] and not sent:
+            wait_for_llm_request(llm_env, 1)
+            kc.km.interrupt_kernel()
+            sent.append(True)
+
+    started = time.monotonic()
+    out = _run_until(kernel, kernel.execute("%%astro\nTell me a story"), on_message)
+    assert sent and time.monotonic() - started < 15
+    assert llm_env.remaining == 0
+    assert out["reply"]["status"] == "ok"  # no traceback: the magic handled the interrupt
+    assert "Interrupted: the run was cancelled" in out["text"]
+    llm_env.script(Turn.say("Back."))
+    out = _run_until(kernel, kernel.execute("%%astro\nstill there?"), lambda kc, o: None)
+    assert "Back." in out["result"]["text/plain"]
+    history = llm_env.chat_requests[-1]["messages"]
+    assert [m["role"] for m in history if m["role"] == "user"] == ["user", "user"]  # same session, both prompts
