@@ -91,10 +91,17 @@ def test_ask_user_is_answered_with_input(load, llm_env, monkeypatch, capsys) -> 
 def test_interrupt_cancels_the_run_cleanly(load, llm_env, project: Path, capsys) -> None:
     llm_env.script(Turn.say("This answer streams very slowly " * 20, delay=0.2))
     ip = load()
-    timer = threading.Timer(1.0, _thread.interrupt_main)
-    timer.start()
+    def interrupt_once_streaming() -> None:
+        deadline = time.monotonic() + 20
+        while not llm_env.chat_requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_once_streaming, daemon=True).start()
     started = time.monotonic()
     answer = ip.run_cell_magic("astro", "", "Tell me a long story")
+    assert llm_env.remaining == 0  # interrupted while the answer streamed
     assert time.monotonic() - started < 10
     assert answer.reason == "cancelled"
     out = capsys.readouterr().out
