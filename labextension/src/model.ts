@@ -258,6 +258,8 @@ export class SessionsModel {
   private _currentId: string | null = null;
   private _changed = new Signal<this, void>(this);
   private _currentChanged = new Signal<this, string | null>(this);
+  /** Bumped by every local change, so an older list answer does not undo it. */
+  private epoch = 0;
 
   constructor(private readonly api: IAstroBackend) {}
 
@@ -278,8 +280,16 @@ export class SessionsModel {
   }
 
   async refresh(): Promise<void> {
-    this._sessions = await this.api.listSessions();
-    this._changed.emit();
+    // A list fetched before a local change (rename, create, delete) is stale: fetch again.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const epoch = this.epoch;
+      const sessions = await this.api.listSessions();
+      if (epoch === this.epoch) {
+        this._sessions = sessions;
+        this._changed.emit();
+        return;
+      }
+    }
   }
 
   select(id: string | null): void {
@@ -291,6 +301,7 @@ export class SessionsModel {
 
   /** A run created a session server-side: remember it as current without reloading its timeline. */
   adopt(id: string): void {
+    this.epoch++;
     this._currentId = id;
     if (!this._sessions.some(s => s.id === id)) {
       this._sessions = [{ id, title: '' }, ...this._sessions];
@@ -299,7 +310,9 @@ export class SessionsModel {
   }
 
   async create(title = ''): Promise<ISession> {
+    this.epoch++;
     const session = await this.api.createSession(title);
+    this.epoch++;
     this._sessions = [session, ...this._sessions.filter(s => s.id !== session.id)];
     this._changed.emit();
     this.select(session.id);
@@ -307,13 +320,17 @@ export class SessionsModel {
   }
 
   async rename(id: string, title: string): Promise<void> {
+    this.epoch++;
     const updated = await this.api.renameSession(id, title);
+    this.epoch++;
     this._sessions = this._sessions.map(s => (s.id === id ? { ...s, ...updated } : s));
     this._changed.emit();
   }
 
   async remove(id: string): Promise<void> {
+    this.epoch++;
     await this.api.deleteSession(id);
+    this.epoch++;
     this._sessions = this._sessions.filter(s => s.id !== id);
     this._changed.emit();
     if (this._currentId === id) {

@@ -109,7 +109,7 @@ def jp_server_cleanup() -> None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def llm() -> Iterator[FakeOpenAIServer]:
     server = FakeOpenAIServer().start()
     try:
@@ -118,7 +118,7 @@ def llm() -> Iterator[FakeOpenAIServer]:
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def sesame() -> Iterator[FakeSesameServer]:
     server = FakeSesameServer().start()
     try:
@@ -127,7 +127,7 @@ def sesame() -> Iterator[FakeSesameServer]:
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer, sesame: FakeSesameServer) -> Iterator[Lab]:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium; .ci/run does)")
@@ -210,7 +210,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer, sesame:
                 proc.wait(timeout=5)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {CHROMIUM}")
@@ -279,9 +279,18 @@ def open_panel(pg: Any) -> None:
     pg.wait_for_selector("#jp-main-dock-panel", state="attached", timeout=60_000)
     tab = pg.locator('.jp-SideBar.jp-mod-left li[data-id="astro-jupyter-panel"]')
     tab.wait_for(timeout=30_000)
-    if "lm-mod-current" not in (tab.get_attribute("class") or ""):
-        tab.click()
-    pg.locator("#astro-jupyter-panel .jp-Astro-prompt").wait_for(state="visible")
+    prompt = pg.locator("#astro-jupyter-panel .jp-Astro-prompt")
+    # The layout restorer may still be toggling sidebars: click until the panel stays open.
+    for _ in range(20):
+        if prompt.is_visible():
+            pg.wait_for_timeout(300)
+            if prompt.is_visible():
+                break
+            continue
+        if "lm-mod-current" not in (tab.get_attribute("class") or ""):
+            tab.click()
+        pg.wait_for_timeout(300)
+    prompt.wait_for(state="visible")
 
 
 def shot(pg: Any, name: str) -> Path:

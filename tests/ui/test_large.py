@@ -159,3 +159,25 @@ def test_dark_theme(page, script):
         page.locator(".lm-Menu-item", has_text="Theme").first.hover()
         page.get_by_role("menuitem", name="JupyterLab Light", exact=True).click()
         page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
+
+
+def test_scrolling_up_while_streaming_keeps_the_view_still(page, script):
+    text = " ".join(f"line{i}" for i in range(900))
+    script.script(Turn.say(text, delay=0.01, chunk_size=6))
+    new_session(page)
+    send(page, "Stream a long answer")
+    timeline = page.locator(f"{PANEL} .jp-Astro-timeline")
+    page.wait_for_function(
+        f"() => {{ const t = document.querySelector('{PANEL} .jp-Astro-timeline'); return t.scrollHeight > t.clientHeight + 600; }}"
+    )
+    timeline.hover()
+    page.mouse.wheel(0, -400)
+    page.wait_for_timeout(300)
+    top = timeline.evaluate("el => el.scrollTop")
+    height = timeline.evaluate("el => el.scrollHeight")
+    page.wait_for_timeout(800)
+    assert page.locator(PANEL).get_attribute("data-run-status") == "running"
+    assert timeline.evaluate("el => el.scrollHeight") > height  # still growing below
+    assert abs(timeline.evaluate("el => el.scrollTop") - top) <= 1  # what the user reads stays put
+    wait_done(page)
+    assert abs(timeline.evaluate("el => el.scrollTop") - top) <= 1

@@ -10,6 +10,8 @@ import { ISubagentItem, TimelineChange, TimelineItem, TimelineModel } from '../t
 import { createView, IRenderContext, ItemView } from './items';
 
 const STICK_PX = 48;
+/** A scroll within this long after a wheel/touch/key/pointer event counts as the user's. */
+const USER_SCROLL_MS = 1000;
 
 export class TimelineView extends Widget {
   private views = new Map<string, ItemView>();
@@ -18,7 +20,7 @@ export class TimelineView extends Widget {
   private frame: number | null = null;
   private needsReset = false;
   private stuck = true;
-  private lastTop = 0;
+  private userIntentAt = 0;
   private resizeObserver: ResizeObserver | null = null;
   private list: HTMLElement;
   private empty: HTMLElement;
@@ -39,15 +41,18 @@ export class TimelineView extends Widget {
     model.changed.connect(this.onChange, this);
     // Follow the bottom while the user is there: a scroll by the user decides, and content that
     // grows later (Markdown renders asynchronously) keeps the view pinned.
+    // Only a scroll the user asked for (wheel, touch, keys, scrollbar) unpins the view: layout
+    // changes (a re-rendered block, the header wrapping) also move scrollTop, and must not.
+    for (const type of ['wheel', 'touchstart', 'keydown', 'pointerdown']) {
+      this.node.addEventListener(type, () => (this.userIntentAt = Date.now()), { passive: true });
+    }
     this.node.addEventListener('scroll', () => {
-      const top = this.node.scrollTop;
-      const atBottom = this.node.scrollHeight - top - this.node.clientHeight < STICK_PX;
+      const atBottom = this.node.scrollHeight - this.node.scrollTop - this.node.clientHeight < STICK_PX;
       if (atBottom) {
         this.stuck = true;
-      } else if (top < this.lastTop - 1) {
-        this.stuck = false; // the user scrolled up (our own scrolls only ever go down)
+      } else if (Date.now() - this.userIntentAt < USER_SCROLL_MS) {
+        this.stuck = false;
       }
-      this.lastTop = top;
     });
     if (typeof ResizeObserver !== 'undefined') {
       this.resizeObserver = new ResizeObserver(() => {
@@ -56,6 +61,7 @@ export class TimelineView extends Widget {
         }
       });
       this.resizeObserver.observe(this.list);
+      this.resizeObserver.observe(this.node);
     }
   }
 
