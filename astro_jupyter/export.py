@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,21 +57,57 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in (text or "").splitlines()) or ">"
 
 
-def _answers_by_run(messages: list[Any]) -> dict[str, str]:
-    """The last assistant text of each run (what the user read as the answer)."""
-    answers: dict[str, str] = {}
+@dataclass
+class Turn:
+    """One question and everything that answered it: a run, or stored messages without a run."""
+
+    prompt: str
+    run: Any = None  # RunRecord, when the turn was a recorded run
+    messages: list[Any] = field(default_factory=list)
+
+    @property
+    def answer(self) -> str:
+        """The last assistant text (what the user read as the answer)."""
+        texts = [m.content for m in self.messages if m.role == "assistant" and (m.content or "").strip()]
+        return texts[-1] if texts else ""
+
+
+def build_turns(messages: list[Any], runs: list[Any]) -> list[Turn]:
+    """Group messages by run (a run's extra user messages — summaries, background results — stay
+    inside it); messages stored without a run start a turn at each user message; runs that left
+    no messages still get their turn."""
+    by_run = {r.id: r for r in runs}
+    turns: list[Turn] = []
+    run_turns: dict[str, Turn] = {}
+    loose: Turn | None = None
     for m in messages:
-        if m.role == "assistant" and (m.content or "").strip():
-            answers[m.run_id] = m.content
-    return answers
+        if m.run_id:
+            turn = run_turns.get(m.run_id)
+            if turn is None:
+                run = by_run.get(m.run_id)
+                prompt = run.prompt if run is not None and run.prompt else (m.content if m.role == "user" else "")
+                turn = run_turns[m.run_id] = Turn(prompt, run)
+                turns.append(turn)
+            turn.messages.append(m)
+        elif m.role == "user" or loose is None:
+            loose = Turn(m.content if m.role == "user" else "")
+            turns.append(loose)
+            if m.role != "user":
+                loose.messages.append(m)
+        else:
+            loose.messages.append(m)
+    for run in runs:
+        if run.id not in run_turns:
+            turns.append(Turn(run.prompt, run))
+    return turns
 
 
-def _calls_from_messages(messages: list[Any], run_id: str) -> list[dict[str, Any]]:
+def _calls_from_messages(messages: list[Any]) -> list[dict[str, Any]]:
     """Fallback when a run's events were not stored: tool calls + results from the messages."""
-    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.run_id == run_id}
+    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
     out: list[dict[str, Any]] = []
     for m in messages:
-        if m.run_id != run_id or m.role != "assistant" or not m.tool_calls:
+        if m.role != "assistant" or not m.tool_calls:
             continue
         for tc in m.tool_calls:
             fn = tc.get("function", {})
@@ -107,7 +144,7 @@ async def export_session(services: "ServiceContainer", session_id: str) -> "nbfo
     session = await services.sessions.get(session_id)
     messages = await services.messages.list(session_id)
     runs = await services.runs.list_for_session(session_id)
-    answers = _answers_by_run(messages)
+    turns = build_turns(messages, runs)
     model = session.model or next((r.model for r in runs if r.model), "")
 
     nb = nbf.new_notebook()
@@ -116,7 +153,7 @@ async def export_session(services: "ServiceContainer", session_id: str) -> "nbfo
         f"# {title}\n\n"
         f"- **Session:** `{session.id}`\n- **Model:** {model or 'default'}\n"
         f"- **Started:** {session.created_at}\n- **Last activity:** {session.updated_at}\n"
-        f"- **Runs:** {len(runs)}\n\n"
+        f"- **Turns:** {len(turns)}\n\n"
         f"*Research log exported by astro-jupyter {__version__}. Tool cells carry their recorded outputs; "
         "re-running them repeats the calls.*"
     ))
@@ -124,10 +161,11 @@ async def export_session(services: "ServiceContainer", session_id: str) -> "nbfo
     count = 1
     run_meta: list[dict[str, Any]] = []
     tool_total = 0
-    for turn, run in enumerate(runs, start=1):
-        events = [data for _, data in await services.runs.events_after(run.id, 0)]
-        items = _timeline(events) if events else _calls_from_messages(messages, run.id)
-        nb.cells.append(nbf.new_markdown_cell(f"## Turn {turn}\n\n**Prompt**\n\n{_quote(run.prompt)}"))
+    for number, turn in enumerate(turns, start=1):
+        run = turn.run
+        events = [data for _, data in await services.runs.events_after(run.id, 0)] if run is not None else []
+        items = _timeline(events) if events else _calls_from_messages(turn.messages)
+        nb.cells.append(nbf.new_markdown_cell(f"## Turn {number}\n\n**Prompt**\n\n{_quote(turn.prompt)}"))
         sub_heads: dict[str, str] = {}
         calls = 0
         for item in items:
@@ -160,11 +198,11 @@ async def export_session(services: "ServiceContainer", session_id: str) -> "nbfo
                 nb.cells.append(cell)
                 count += 1
         tool_total += calls
-        answer = answers.get(run.id, "")
-        status = "" if run.status in ("finished", "running") else f" *(run {run.status})*"
-        nb.cells.append(nbf.new_markdown_cell(f"**Answer**{status}\n\n{answer or '*(no answer was given)*'}"))
-        run_meta.append({"run_id": run.id, "status": run.status, "model": run.model, "started_at": run.started_at,
-                         "finished_at": run.finished_at, "tool_calls": calls})
+        status = "" if run is None or run.status in ("finished", "running") else f" *(run {run.status})*"
+        nb.cells.append(nbf.new_markdown_cell(f"**Answer**{status}\n\n{turn.answer or '*(no answer was given)*'}"))
+        if run is not None:
+            run_meta.append({"run_id": run.id, "status": run.status, "model": run.model, "started_at": run.started_at,
+                             "finished_at": run.finished_at, "tool_calls": calls})
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["astro_jupyter"] = {

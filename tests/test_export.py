@@ -155,3 +155,28 @@ async def test_export_falls_back_to_messages_without_stored_events(recorded: Any
     assert [c.source for c in _code(without)] == [c.source for c in top_level]
     assert [_result_text(c) for c in _code(without)] == [_result_text(c) for c in top_level]
     assert any(c.cell_type == "markdown" and "`subagent`" in c.source and "One frame" in c.source for c in without.cells)
+
+
+@pytest.mark.asyncio
+async def test_messages_stored_without_runs_become_turns(services: ServiceContainer) -> None:
+    from astro_jupyter.export import export_session
+
+    session = await services.sessions.create(title="Imported chat")
+    await services.messages.append_many(session.id, [
+        {"role": "user", "content": "What is M 87?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "t1", "type": "function", "function": {"name": "query_target", "arguments": "{\"name\": \"M 87\"}"}}]},
+        {"role": "tool", "tool_call_id": "t1", "name": "query_target", "content": "M 87 RA 187.7"},
+        {"role": "assistant", "content": "A giant elliptical in Virgo."},
+        {"role": "user", "content": "And its black hole?"},
+        {"role": "assistant", "content": "6.5 billion solar masses."},
+    ])
+    nb = await export_session(services, session.id)
+    nbformat.validate(nb)
+    sources = [c.source for c in nb.cells]
+    assert [s.split("\n")[0] for s in sources if s.startswith("## Turn")] == ["## Turn 1", "## Turn 2"]
+    assert "> And its black hole?" in next(s for s in sources if s.startswith("## Turn 2"))
+    assert [c.source for c in _code(nb)] == ['%astro query_target {"name": "M 87"}']
+    assert _result_text(_code(nb)[0]) == "M 87 RA 187.7"
+    assert [s for s in sources if s.startswith("**Answer**")] == [
+        "**Answer**\n\nA giant elliptical in Virgo.", "**Answer**\n\n6.5 billion solar masses."]
