@@ -59,7 +59,6 @@ class KernelRuntime:
         self._thread: threading.Thread | None = None
         self._services: Any = None
         self._runtime: Any = None
-        self._executor: Any = None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         # work for the waiting kernel thread: (fn, arg, future) questions, or (fn, event, None) to show
@@ -159,8 +158,9 @@ class KernelRuntime:
         from ..agent.tools.file_state import FileStateCache
 
         runtime = await self.runtime()
-        if self._executor is None:
-            self._executor = ToolExecutor(runtime.registry, runtime.permissions, runtime.hooks, self.config)
+        # a fresh executor per call: its loop detector is for an agent repeating itself, while a
+        # person re-running a cell means it
+        executor = ToolExecutor(runtime.registry, runtime.permissions, runtime.hooks, self.config)
         events: list[Any] = []
 
         async def emit(event: Any) -> None:
@@ -174,7 +174,7 @@ class KernelRuntime:
             runtime=runtime, ask_permission=ask_permission,
         )
         call_id = f"kernel_{next(self._ids)}"
-        [done] = await self._executor.execute([ToolCallRequest(call_id, name, arguments_json)], ctx)
+        [done] = await executor.execute([ToolCallRequest(call_id, name, arguments_json)], ctx)
         return ToolRun(name, done.arguments, done.output.content, done.output.is_error,
                        dict(done.output.metadata), done.duration_ms, events)
 
@@ -279,4 +279,4 @@ class KernelRuntime:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._loop = self._thread = None
-        self._services = self._runtime = self._executor = None
+        self._services = self._runtime = None

@@ -50,6 +50,9 @@ def test_read_file_and_glob_with_interpolation(load, project: Path) -> None:
     r = ip.user_ns["r"]
     assert not r.is_error and r.content.startswith("     2\tsecond line")
     assert r.data["start_line"] == 2 and r.metadata["total_lines"] == 3
+    for _ in range(4):  # re-running a cell is not an agent loop
+        again = ip.run_line_magic("astro", "read_file path=notes.txt limit=1")
+        assert not again.is_error and "first line" in again.content
     g = ip.run_line_magic("astro", 'glob_files {"pattern": "*.csv"}')
     assert g.data["paths"] == ["data/m31.csv"]
     assert "data/m31.csv" in repr(g)
