@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, NotFoundError, ServiceError, StoreError, ToolInputError
 from ..store.papers import STATES, PaperRecord, PaperRepository
+from .parse.text import expand_ligatures
+from .pdf_lock import PYMUPDF_LOCK
 from .identifiers import (
     IdentifierError,
     PaperIdentifier,
@@ -328,6 +330,11 @@ def read_pdf_info(path: Path) -> dict[str, Any]:
     with open(path, "rb") as fh:
         if b"%PDF-" not in fh.read(1024):  # pymupdf would happily open a text or image file
             raise ToolInputError(f"{path.name} is not a readable PDF: it does not start with %PDF-")
+    with PYMUPDF_LOCK:  # MuPDF is not thread-safe; a parse may be running in another thread
+        return _read_pdf_info_locked(path, pymupdf)
+
+
+def _read_pdf_info_locked(path: Path, pymupdf: Any) -> dict[str, Any]:
     try:
         doc = pymupdf.open(str(path))
     except Exception as exc:  # noqa: BLE001 - any open failure means "not a usable PDF"
@@ -337,7 +344,7 @@ def read_pdf_info(path: Path) -> dict[str, Any]:
             raise ToolInputError(f"{path.name} is encrypted; decrypt it before adding it to the library")
         meta = doc.metadata or {}
         first_text = doc[0].get_text() if doc.page_count else ""
-        title = (meta.get("title") or "").strip() or (_largest_text(doc[0]) if doc.page_count else "")
+        title = expand_ligatures((meta.get("title") or "").strip()) or (_largest_text(doc[0]) if doc.page_count else "")
         authors = [a.strip() for a in re.split(r";|,| and ", meta.get("author") or "") if a.strip()]
         year_match = re.match(r"D:(\d{4})", meta.get("creationDate") or "")
         keywords = [k.strip() for k in re.split(r"[;,]", meta.get("keywords") or "") if k.strip()]
@@ -368,14 +375,18 @@ def _largest_text(page: Any) -> str:
     """The run of lines set in the page's largest font: on a first page, that is the title."""
     spans: list[tuple[float, str, int]] = []
     top_limit = page.rect.height * 0.3
-    for block_no, block in enumerate(page.get_text("dict").get("blocks", [])):
+    import pymupdf
+
+    # ligatures expanded ("ﬁ" → "fi"), images skipped: the title must match a search for it
+    flags = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES & ~pymupdf.TEXT_PRESERVE_IMAGES
+    for block_no, block in enumerate(page.get_text("dict", flags=flags).get("blocks", [])):
         for line in block.get("lines", []):
             direction = line.get("dir", (1.0, 0.0))
             if abs(direction[0] - 1.0) > 0.01:  # the rotated arXiv stamp in the margin is not the title
                 continue
             if line.get("bbox", (0, 0, 0, 0))[1] > top_limit:  # titles sit in the top third, figures lower
                 continue
-            text = "".join(s.get("text", "") for s in line.get("spans", [])).strip()
+            text = expand_ligatures("".join(s.get("text", "") for s in line.get("spans", [])).strip())
             if text:
                 size = max(s.get("size", 0.0) for s in line.get("spans", []))
                 spans.append((round(size, 1), text, block_no))

@@ -174,3 +174,33 @@ async def test_local_pdf_of_a_known_paper_keeps_the_curated_metadata(paper_servi
     assert paper.title == "Quenching of dwarf galaxy satellites in the Local Volume"
     assert Path(paper.pdf_path or "").read_bytes() == src.read_bytes()
     assert [p.name for p in paper_services.config.papers_dir.iterdir()] == ["arxiv_2301.01234.pdf"]
+
+
+def test_read_pdf_info_waits_for_the_pymupdf_lock(tmp_path: Path) -> None:
+    """MuPDF is not thread-safe: reading a PDF's info takes turns with a parse holding the lock."""
+    import threading
+
+    from astro_jupyter.services.library import read_pdf_info
+    from astro_jupyter.services.parse.pdf import PYMUPDF_LOCK as parse_lock
+    from astro_jupyter.services.pdf_lock import PYMUPDF_LOCK
+
+    assert parse_lock is PYMUPDF_LOCK  # one lock for the parser and the library
+    src = tmp_path / "draft.pdf"
+    src.write_bytes(make_pdf("Stellar streams in the Galactic halo", pages=1))
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(read_pdf_info(src)))
+    with PYMUPDF_LOCK:
+        worker.start()
+        worker.join(0.3)
+        assert worker.is_alive() and not result  # blocked while another thread holds the lock
+    worker.join(10)
+    assert result["title"] == "Stellar streams in the Galactic halo" and result["pages"] == 1
+
+
+def test_read_pdf_info_title_has_no_ligature_glyphs(tmp_path: Path) -> None:
+    from astro_jupyter.services.library import read_pdf_info
+    from tests.services.test_parse_pdf import LIGATURE_CHARS, make_ligature_pdf
+
+    info = read_pdf_info(make_ligature_pdf(tmp_path / "lig.pdf", title="Efficient profile fitting"))
+    assert info["title"] == "Efficient profile fitting", info["title"]
+    assert not LIGATURE_CHARS.search(info["title"])

@@ -157,3 +157,99 @@ def test_generator_reproduces_the_committed_pdfs(tmp_path: Path) -> None:
     assert {p.name for p in made} == {p.name for p in PDFS.glob("*.pdf")}
     fresh = parse_pdf(tmp_path / "two_column.pdf").to_markdown()
     assert fresh == parse_pdf(PDFS / "two_column.pdf").to_markdown()
+
+
+# -- ligatures and words broken across lines ------------------------------------------------------
+LIGATURE_CHARS = re.compile("[\ufb00-\ufb06]")
+
+
+def make_ligature_pdf(path: Path, title: str = "Efficient profile fitting of fluffy haloes") -> Path:
+    """A PDF typeset by MuPDF's Story, which sets "fi", "fl", "ff", "ffi" as ligature glyphs."""
+    html = (
+        f"<h1>{title}</h1><h2>1 Introduction</h2>"
+        "<p>The density profile of the dark halo is fitted with an efficient sampler. "
+        "The official figures show a flat profile in the outer field, offset from the fluffy disc.</p>"
+        "<h2>2 Results</h2><p>A cored profile fits every satellite better than a cusp.</p>"
+    )
+    story = pymupdf.Story(html=html, user_css="body {font-family: serif; font-size: 11pt;}")
+    writer = pymupdf.DocumentWriter(str(path))
+    more = True
+    while more:
+        device = writer.begin_page(pymupdf.paper_rect("a4"))
+        more, _ = story.place(pymupdf.Rect(72, 72, 523, 770))
+        story.draw(device)
+        writer.end_page()
+    writer.close()
+    return path
+
+
+@pytest.fixture
+def ligature_pdf(tmp_path: Path) -> Path:
+    path = make_ligature_pdf(tmp_path / "ligatures.pdf")
+    # the premise: the PDF really carries ligature glyphs (MuPDF reports them when asked to keep them)
+    with pymupdf.open(str(path)) as doc:
+        assert LIGATURE_CHARS.search(doc[0].get_text(flags=pymupdf.TEXT_PRESERVE_LIGATURES))
+    return path
+
+
+def test_ligatures_are_expanded(ligature_pdf: Path) -> None:
+    md = parse_pdf(ligature_pdf).to_markdown()
+    assert not LIGATURE_CHARS.search(md), LIGATURE_CHARS.findall(md)
+    assert "density profile of the dark halo" in md
+    for word in ("Efficient profile fitting of fluffy haloes", "efficient sampler", "official figures", "offset", "field"):
+        assert word in md
+
+
+def test_ligature_code_points_in_the_text_layer_are_normalised() -> None:
+    """A font whose ToUnicode maps the glyph to U+FB01 itself: MuPDF passes it through."""
+    from astro_jupyter.services.parse.text import clean_line, expand_ligatures
+
+    assert expand_ligatures("pro\ufb01le \ufb02at e\ufb00ect e\ufb03cient ba\ufb04e") == "profile flat effect efficient baffle"
+    assert clean_line("pro\ufb01le of\u00adfset obser\u00ad") == "profile offset obser\u00ad"
+
+
+def _lines_pdf(path: Path, lines: list[str]) -> Path:
+    doc = pymupdf.open()
+    page = doc.new_page()
+    y = 100.0
+    for line in lines:
+        page.insert_text((72, y), line, fontsize=10, fontname="helv")
+        y += 12
+    doc.save(str(path))
+    return path
+
+
+def test_line_end_hyphens_joined_when_the_word_is_plausible(tmp_path: Path) -> None:
+    path = _lines_pdf(tmp_path / "hyphens.pdf", [
+        "We present new spectroscopic observa-",
+        "tions of the halo at high resolution, with a high-",
+        "resolution grating and a well-",
+        "known pipeline; the flux calibra-",
+        "tion uses a well-known standard and a soft\u00ad",
+        "ware package.",
+    ])
+    md = parse_pdf(path).to_markdown()
+    assert "spectroscopic observations of the halo" in md
+    assert "with a high-resolution grating" in md  # both halves are words here, the joined form is not
+    assert "a well-known pipeline" in md  # the hyphenated form occurs elsewhere
+    assert "flux calibration uses" in md
+    assert "a software package" in md  # a soft hyphen at a line end always closes up
+    assert "\u00ad" not in md
+
+
+@pytest.mark.asyncio
+async def test_parsed_chunks_and_content_find_profile(services, ligature_pdf: Path) -> None:
+    """What a user sees: get_paper_content and full-text search find "profile", not "proﬁle"."""
+    from tests.agent.tools.paper_support import add_and_parse, run_tool
+
+    paper_id = await add_and_parse(services, ligature_pdf)
+    record = await services.library.get(paper_id)
+    assert "fitting" in record.title and not LIGATURE_CHARS.search(record.title)
+    out = await run_tool(services, "get_paper_content", {"paper_id": paper_id, "section": "Introduction"})
+    assert not out.is_error, out.content
+    assert "density profile of the dark halo" in out.content and not LIGATURE_CHARS.search(out.content)
+    chunks = await services.chunks.for_paper(paper_id)
+    assert chunks and not any(LIGATURE_CHARS.search(c.text) for c in chunks)
+    hits = await services.chunks.fts('"profile"', 10, paper_ids=[paper_id])
+    assert len(hits) >= 2  # the Introduction and the Results chunks
+    assert await services.chunks.fts('"efficient"', 10, paper_ids=[paper_id])

@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .text import SOFT_HYPHEN, clean_line
+
 _TABLE_CAPTION = re.compile(r"^(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi\b|-medi|\.b$|cmbx", re.IGNORECASE)
 
@@ -48,7 +50,7 @@ class Line:
         """The PyMuPDF line fragments with their boxes; built only on table pages."""
         out = []
         for raw in self.raw:
-            text = "".join(span["text"] for span in raw["spans"]).strip()
+            text = clean_line("".join(span["text"] for span in raw["spans"]).strip()).replace(SOFT_HYPHEN, "")
             if text:
                 x0, y0, x1, y1 = raw["bbox"]
                 out.append(Piece(x0, y0, x1, y1, text))
@@ -151,7 +153,7 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
                 prefix_open = False
     if not kept:
         return None
-    text = " ".join((texts[0] if len(texts) == 1 else " ".join(texts)).split())
+    text = clean_line(" ".join((texts[0] if len(texts) == 1 else " ".join(texts)).split()))
     size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
     all_bold = chars > 0 and bold_chars == chars
     bold_prefix = ""

@@ -13,24 +13,17 @@ page's text; the references section is moved to its own part.
 from __future__ import annotations
 
 import re
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ...errors import AstroError
+from ..pdf_lock import PYMUPDF_LOCK, locked
 from .document import REFERENCES_TITLE, Block, ParsedDocument
 from .layout import Line, PageData, TextBlock, extract_page, reading_order, remove_running_lines
+from .text import join_lines, resolve_breaks
 
-
-# MuPDF is not thread-safe: every PyMuPDF call made off the event loop holds this lock, so
-# two parses running at once (two sessions) take turns page by page instead of corrupting state.
-PYMUPDF_LOCK = threading.Lock()
-
-
-def locked(fn: Callable[..., Any], *args: Any) -> Any:
-    with PYMUPDF_LOCK:
-        return fn(*args)
+__all__ = ["PYMUPDF_LOCK", "ParseError", "assemble", "finish", "iter_pages", "locked", "open_pdf", "parse_pdf"]
 
 
 class ParseError(AstroError):
@@ -137,10 +130,7 @@ def _numbered_ok(text: str) -> bool:
 
 
 # -- assembling ----------------------------------------------------------------------------------
-def _join(a: str, b: str) -> str:
-    if a.endswith("-") and b[:1].islower() and len(a) > 1 and a[-2].isalpha():
-        return a[:-1] + b
-    return a + " " + b
+_join = join_lines  # line-end hyphens are marked here and resolved once the document is known
 
 
 def _paragraphs(block: TextBlock, body: float) -> list[str]:
@@ -266,6 +256,8 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
                     prev.text = _join(prev.text, para)
                     continue
                 blocks.append(Block(kind, para, page.number))
+    for block, text in zip(blocks, resolve_breaks([b.text for b in blocks])):
+        block.text = text
     _assign_levels(blocks, sizes, body)
     body_blocks, references = split_references(blocks)
     title = next((b.text for b in body_blocks if b.kind == "heading" and b.level == 1), "")
