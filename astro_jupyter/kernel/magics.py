@@ -30,6 +30,8 @@ r = %astro TOOL ...                 r.content (text), r.data (structured), r.is_
 %astro subagent "TASK" [--max-steps N]
 %astro history "QUERY" [--session S]
 %astro sessions
+%astro library list [--state S]     the paper library (not downloaded / downloaded / parsed)
+%astro library add PDF|ARXIV|DOI    bring a local PDF or a paper by identifier into the library
 %astro model [NAME]                 show or set the model of %%astro runs in this kernel
 %astro export [SESSION] [-o PATH.ipynb]
 %%astro [--session S] [--new] [--model M] [--max-steps N] [--coordinator]
@@ -80,7 +82,7 @@ class AstroMagics(Magics):
             return None
         handler = {
             "tools": self._tools, "sessions": self._sessions, "history": self._history, "model": self._model,
-            "export": self._export, "subagent": self._subagent,
+            "export": self._export, "subagent": self._subagent, "library": self._library,
         }.get(command)
         try:
             return handler(rest) if handler is not None else self._tool(command, rest)
@@ -142,6 +144,30 @@ class AstroMagics(Magics):
         hits = self.rt.call(search)
         return records_table(f"history: {query}", hits, ["session_id", "session_title", "role", "snippet", "created_at"],
                              "no matches")
+
+    def _library(self, rest: str) -> TableResult:
+        p = _parser("%astro library")
+        p.add_argument("action", choices=["list", "add"])
+        p.add_argument("source", nargs="?", help="PDF path, arXiv id, DOI, bibcode or URL (add)")
+        p.add_argument("--state", choices=["metadata", "downloaded", "parsed"])
+        p.add_argument("--no-fetch", action="store_true", help="do not ask arXiv/ADS for metadata")
+        ns = p.parse_args(_split(rest))
+        if ns.action == "add" and not ns.source:
+            raise UsageError("%astro library add: give a PDF path or an arXiv id / DOI / bibcode / URL")
+
+        async def run() -> list[dict[str, Any]]:
+            services = await self.rt.services()
+            if ns.action == "add":
+                return [(await services.library.add(ns.source, fetch=not ns.no_fetch)).to_dict()]
+            return [r.to_dict() for r in await services.library.list(state=ns.state)]
+
+        try:
+            rows = self.rt.call(run)
+        except Exception as exc:  # noqa: BLE001 - bad identifiers, unreadable files, failing services
+            raise UsageError(f"%astro library {ns.action}: {exc}") from None
+        title = f"added {rows[0]['id']}" if ns.action == "add" else f"{len(rows)} papers"
+        return records_table(title, rows, ["id", "title", "year", "state", "pdf_path"],
+                             "the library is empty (try %astro library add FILE.pdf)")
 
     def _model(self, rest: str) -> str:
         name = rest.strip()
