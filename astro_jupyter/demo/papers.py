@@ -20,7 +20,7 @@ class SamplePaper:
     references: tuple[str, ...]
 
 
-DEMO_AUTHORS = ("A. Demo (sample text)", "B. Example (sample text)")
+DEMO_AUTHORS = ("Demo Author (sample text)", "Example Author (sample text)")
 
 SAMPLE_PAPERS: tuple[SamplePaper, ...] = (
     SamplePaper(
