@@ -7,7 +7,6 @@ search for "profile" misses "proﬁle". So the presentation forms are mapped bac
 
 from __future__ import annotations
 
-import re
 
 SOFT_HYPHEN = "\u00ad"
 
@@ -44,8 +43,6 @@ def clean_line(text: str) -> str:
 
 
 # -- words broken across lines -----------------------------------------------------------------
-_BROKEN = re.compile(r"([^\W\d_]+)\u00ad([^\W\d_]+)")
-_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 
 
 def join_lines(a: str, b: str) -> str:
@@ -59,34 +56,60 @@ def join_lines(a: str, b: str) -> str:
     return a + " " + b
 
 
+def _breaks(text: str) -> list[tuple[int, int, int]]:
+    """(start, marker, end) of each marked word: letters either side of a soft hyphen."""
+    out = []
+    at = text.find(SOFT_HYPHEN)
+    while at >= 0:
+        start, end = at, at + 1
+        while start > 0 and text[start - 1].isalpha():
+            start -= 1
+        while end < len(text) and text[end].isalpha():
+            end += 1
+        out.append((start, at, end))
+        at = text.find(SOFT_HYPHEN, end)
+    return out
+
+
+_PUNCT = ".,;:!?()[]{}\"'“”‘’/\\|<>=+*&%$#@~^`–—0123456789"
+
+
 def resolve_breaks(texts: list[str]) -> list[str]:
     """Close up or keep each marked line-end hyphen, judged against the document's own words:
     the joined word occurs elsewhere → join; the hyphenated form occurs, or both halves are
     words while the joined form is not → keep the hyphen; otherwise (a typeset break such as
-    "observa-tions") → join."""
-    marked = [i for i, t in enumerate(texts) if SOFT_HYPHEN in t]
+    "observa-tions") → join. Plain string scans: this runs once per document, on every parse."""
+    marked = {i: _breaks(t) for i, t in enumerate(texts) if SOFT_HYPHEN in t}
     if not marked:
         return texts
-    vocab: set[str] = set()
-    for text in texts:
-        # the broken words themselves are left out: their halves are not evidence
-        for word in _WORD.findall(_BROKEN.sub(" ", text) if SOFT_HYPHEN in text else text):
-            low = word.lower()
-            vocab.add(low)
-            if "-" in low:
-                vocab.update(low.split("-"))
-
-    def decide(match: re.Match[str]) -> str:
-        left, right = match.group(1), match.group(2)
-        joined = (left + right).lower()
-        if joined in vocab:
-            return left + right
-        low_l, low_r = left.lower(), right.lower()
-        if f"{low_l}-{low_r}" in vocab or (len(low_l) > 1 and low_l in vocab and low_r in vocab):
-            return f"{left}-{right}"
-        return left + right
+    words: set[str] = set()
+    for i, text in enumerate(texts):
+        if i in marked:  # the broken words themselves are no evidence
+            pieces, last = [], 0
+            for start, _, end in marked[i]:
+                pieces.append(text[last:start])
+                last = end
+            pieces.append(text[last:])
+            text = " ".join(pieces)
+        words.update(text.lower().split())
+    words = {w.strip(_PUNCT) for w in words}
+    words.update([part for w in words if "-" in w for part in w.split("-")])
 
     out = list(texts)
-    for i in marked:
-        out[i] = _BROKEN.sub(decide, out[i]).replace(SOFT_HYPHEN, "")
+    for i, breaks in marked.items():
+        text = texts[i]
+        pieces, last = [], 0
+        for start, at, end in breaks:
+            left, right = text[start:at], text[at + 1:end]
+            low_l, low_r = left.lower(), right.lower()
+            if not left or not right or (low_l + low_r) in words:
+                joint = ""
+            elif f"{low_l}-{low_r}" in words or (len(low_l) > 1 and low_l in words and low_r in words):
+                joint = "-"
+            else:
+                joint = ""
+            pieces.append(text[last:start] + left + joint + right)
+            last = end
+        pieces.append(text[last:])
+        out[i] = "".join(pieces).replace(SOFT_HYPHEN, "")
     return out
