@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Exercise the Dockerfile's build steps on a machine with no Docker engine:
+#   stage "labextension": npm ci + build:prod (skipped with SKIP_LABEXTENSION_BUILD=1, as the build arg does)
+#   stage "wheel":        pip wheel --no-deps of the checkout with the prebuilt extension (no npm run)
+#   stage "runtime":      a fresh venv, pip install of that wheel, both extensions enabled,
+#                         jupyter lab started as the image's CMD does, the HEALTHCHECK command run against it.
+# usage: scripts/docker-steps.sh [WORKDIR]    (env: SKIP_LABEXTENSION_BUILD=0|1, SYSTEM_SITE=1 to reuse installed deps)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=${1:-$(mktemp -d)}
+mkdir -p "$work"
+echo "== stage labextension"
+if [ "${SKIP_LABEXTENSION_BUILD:-0}" = "1" ]; then
+    test -f "$root/astro_jupyter/labextension/package.json" \
+        || { echo "SKIP_LABEXTENSION_BUILD=1 needs a prebuilt astro_jupyter/labextension" >&2; exit 1; }
+else
+    (cd "$root/labextension" && npm ci --no-audit --no-fund && npm run build:prod)
+fi
+
+echo "== stage wheel"
+src="$work/src"
+rm -rf "$src" && mkdir -p "$src/labextension"
+cp -r "$root/pyproject.toml" "$root/README.md" "$root/jupyter-config" "$src/"
+cp "$root/labextension/package.json" "$src/labextension/"
+cp -r "$root/astro_jupyter" "$src/"
+find "$src" -name __pycache__ -prune -exec rm -rf {} +
+python -m pip wheel --no-deps --no-cache-dir --wheel-dir "$work/dist" "$src" >"$work/wheel.log" 2>&1 \
+    || { tail -30 "$work/wheel.log"; exit 1; }
+ls "$work/dist"
+
+echo "== stage runtime"
+venv_args=()
+[ "${SYSTEM_SITE:-0}" = "1" ] && venv_args+=(--system-site-packages)
+python -m venv "${venv_args[@]}" "$work/venv"
+"$work/venv/bin/python" -m pip install --no-cache-dir -q "$work"/dist/*.whl
+export ASTRO_HOME="$work/data/astro" JUPYTER_CONFIG_DIR="$work/jupyter-config-home" JUPYTER_DATA_DIR="$work/jupyter-data"
+"$work/venv/bin/python" -m jupyter server extension list 2>&1 | grep -E "astro_jupyter.*enabled"
+"$work/venv/bin/python" -m jupyter labextension list 2>&1 | grep -E "astro-jupyter.*enabled"
+port=$("$work/venv/bin/python" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
+mkdir -p "$work/home-work"
+"$work/venv/bin/python" -m jupyter lab --ip=127.0.0.1 --port="$port" --no-browser --allow-root \
+    --ServerApp.root_dir="$work/home-work" >"$work/lab.log" 2>&1 &
+lab=$!
+trap 'kill $lab 2>/dev/null || true' EXIT
+for _ in $(seq 1 60); do
+    if "$work/venv/bin/python" -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:$port/api', timeout=4).status == 200 else 1)" 2>/dev/null; then
+        echo "healthcheck ok on port $port"
+        grep -q "astro_jupyter" "$work/lab.log" && echo "extension loaded"
+        exit 0
+    fi
+    sleep 1
+done
+echo "healthcheck failed"; tail -40 "$work/lab.log"; exit 1
