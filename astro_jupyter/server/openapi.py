@@ -94,7 +94,8 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         },
         "/astro/api/sessions/{session_id}": {
             "get": _op("A session with its runs", {"200": _json(_ref("Session"))}, params=sid),
-            "patch": _op("Rename a session", {"200": _json(_ref("Session"))}, body=_body(_obj({"title": _STR}, ["title"])), params=sid),
+            "patch": _op("Rename a session and/or set its coordinator mode (at least one field)", {"200": _json(_ref("Session"))},
+                         body=_body(_ref("SessionPatch")), params=sid),
             "delete": _op("Delete a session and its messages (409 while a run is active)", {"204": {"description": "deleted"}}, params=sid),
         },
         "/astro/api/sessions/{session_id}/messages": {
@@ -178,7 +179,10 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                 "Error": _obj({"message": _STR, "reason": _STR}, ["message", "reason"]),
                 "RunRequest": _obj({"prompt": _STR, "session_id": _STR, "model": _STR, "coordinator": {"type": "boolean"},
                                     "max_steps": {"type": "integer", "minimum": 1, "maximum": 200}}, ["prompt"]),
+                "SessionPatch": {**_obj({"title": _STR, "coordinator": {"type": "boolean"}}),
+                                 "minProperties": 1},
                 "Session": _obj({"id": _STR, "title": _STR, "summary": _STR, "owner": _STR, "model": _STR, "source": _STR,
+                                 "coordinator": {"type": "boolean"},
                                  "created_at": _STR, "updated_at": _STR, "active_run_id": {"type": "string", "nullable": True},
                                  "runs": {"type": "array", "items": {"type": "object"}}}),
                 "SearchHit": _obj({"session_id": _STR, "session_title": _STR, "message_id": {"type": "integer", "nullable": True},

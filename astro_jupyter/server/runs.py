@@ -65,8 +65,11 @@ def _opt_str(body: dict[str, Any], key: str) -> str | None:
     return value
 
 
-def _opt_bool(body: dict[str, Any], key: str) -> bool:
-    value = body.get(key, False)
+def _opt_bool(body: dict[str, Any], key: str) -> bool | None:
+    """``None`` when absent (or null): the session's stored setting applies."""
+    value = body.get(key)
+    if value is None:
+        return None
     if not isinstance(value, bool):
         raise InvalidRequest(f"'{key}' must be true or false")
     return value

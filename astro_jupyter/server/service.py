@@ -169,8 +169,22 @@ class AstroService:
         return out
 
     async def rename_session(self, owner: str, session_id: str, title: str) -> dict[str, Any]:
+        return await self.update_session(owner, session_id, title=title)
+
+    async def update_session(
+        self, owner: str, session_id: str, *, title: Any = None, coordinator: Any = None
+    ) -> dict[str, Any]:
+        """Rename and/or set coordinator mode; the flag lives on the session so every tab,
+        the kernel and the next run see the same mode (not a per-browser setting)."""
+        fields: dict[str, Any] = {}
+        if title is not None:
+            fields["title"] = _title(title)
+        if coordinator is not None:
+            fields["coordinator"] = _coordinator(coordinator)
+        if not fields:
+            raise InvalidRequest('PATCH takes {"title": "...", "coordinator": true|false} (at least one)')
         await self.session(owner, session_id)
-        return self._session_dict(await self.services.sessions.update(session_id, title=_title(title)))
+        return self._session_dict(await self.services.sessions.update(session_id, **fields))
 
     async def delete_session(self, owner: str, session_id: str) -> None:
         await self.session(owner, session_id)
@@ -250,21 +264,35 @@ class AstroService:
         *,
         session_id: str | None = None,
         model: str | None = None,
-        coordinator: bool = False,
+        coordinator: bool | None = None,
         max_steps: int | None = None,
     ) -> dict[str, str]:
+        """Start a run. ``coordinator=None`` means "the session's stored mode"; an explicit
+        value wins and becomes the session's mode (restored if the run cannot start)."""
         prompt = self.check_prompt(prompt)
+        previous: bool | None = None
         if session_id:
-            await self.session(owner, session_id)
-        handle = await self.runtime.start_run(
-            prompt,
-            session_id=session_id,
-            owner=owner,
-            model=model or None,
-            coordinator=coordinator,
-            max_steps=max_steps,
-            source="sidebar",
-        )
+            record = await self.session(owner, session_id)
+            if coordinator is None:
+                coordinator = record.coordinator
+            elif coordinator != record.coordinator:
+                # stored first: the runtime ORs the argument with the stored flag
+                previous = record.coordinator
+                await self.services.sessions.update(session_id, coordinator=coordinator)
+        try:
+            handle = await self.runtime.start_run(
+                prompt,
+                session_id=session_id,
+                owner=owner,
+                model=model or None,
+                coordinator=bool(coordinator),
+                max_steps=max_steps,
+                source="sidebar",
+            )
+        except BaseException:
+            if previous is not None and session_id:
+                await self.services.sessions.update(session_id, coordinator=previous)
+            raise
         return {"run_id": str(handle.run_id), "session_id": str(handle.session_id)}
 
     def live_run(self, run_id: str) -> Any:
@@ -506,6 +534,12 @@ def _title(title: Any) -> str:
     if len(title) > TITLE_MAX:
         raise InvalidRequest(f"'title' is longer than {TITLE_MAX} characters", reason="invalid_title")
     return title
+
+
+def _coordinator(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest("'coordinator' must be true or false", reason="invalid_coordinator")
+    return value
 
 
 def _unique(items: list[str]) -> list[str]:

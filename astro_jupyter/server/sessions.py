@@ -45,9 +45,15 @@ class SessionHandler(AstroHandler):
     @authorized
     async def patch(self, session_id: str) -> None:
         body = self.json_body()
-        if "title" not in body:
-            raise InvalidRequest("PATCH takes {\"title\": \"...\"}", reason="invalid_request")
-        self.write_json(await self.service.rename_session(self.owner, session_id, body["title"]))
+        if "title" not in body and "coordinator" not in body:
+            raise InvalidRequest('PATCH takes {"title": "...", "coordinator": true|false} (at least one)')
+        if body.get("title", "") is None or body.get("coordinator", False) is None:
+            raise InvalidRequest("'title' and 'coordinator' cannot be null")
+        self.write_json(
+            await self.service.update_session(
+                self.owner, session_id, title=body.get("title"), coordinator=body.get("coordinator")
+            )
+        )
 
     @web.authenticated
     @authorized
