@@ -13,6 +13,7 @@ import {
   IModelsReply,
   ISearchHit,
   ISession,
+  ISessionPatch,
   ISessionsReply,
   IStartRunReply,
   IStartRunRequest,
@@ -120,7 +121,12 @@ export class AstroAPI {
   }
 
   renameSession(id: string, title: string): Promise<ISession> {
-    return this.call(`api/sessions/${enc(id)}`, json('PATCH', { title }));
+    return this.updateSession(id, { title });
+  }
+
+  /** PATCH a session's title and/or coordinator mode (stored server-side, so every tab agrees). */
+  updateSession(id: string, patch: ISessionPatch): Promise<ISession> {
+    return this.call(`api/sessions/${enc(id)}`, json('PATCH', patch));
   }
 
   deleteSession(id: string): Promise<void> {

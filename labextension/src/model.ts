@@ -13,6 +13,7 @@ import {
   AgentEvent,
   IModelsReply,
   ISession,
+  ISessionPatch,
   IStartRunReply,
   IStartRunRequest,
   PermissionAnswer
@@ -30,6 +31,7 @@ export interface IAstroBackend {
   listSessions(): Promise<ISession[]>;
   createSession(title?: string): Promise<ISession>;
   renameSession(id: string, title: string): Promise<ISession>;
+  updateSession(id: string, patch: ISessionPatch): Promise<ISession>;
   deleteSession(id: string): Promise<void>;
   models(): Promise<IModelsReply>;
   switchModel(model: string): Promise<{ current: string }>;
@@ -325,6 +327,16 @@ export class SessionsModel {
     this.epoch++;
     this._sessions = this._sessions.map(s => (s.id === id ? { ...s, ...updated } : s));
     this._changed.emit();
+  }
+
+  /** Store the session's coordinator mode on the server; the list takes the server's answer. */
+  async setCoordinator(id: string, coordinator: boolean): Promise<ISession> {
+    this.epoch++;
+    const updated = await this.api.updateSession(id, { coordinator });
+    this.epoch++;
+    this._sessions = this._sessions.map(s => (s.id === id ? { ...s, ...updated } : s));
+    this._changed.emit();
+    return updated;
   }
 
   async remove(id: string): Promise<void> {

@@ -167,6 +167,12 @@ export interface IRunRecord {
   finished_at?: string | null;
 }
 
+/** The body of `PATCH astro/api/sessions/{id}` (at least one field). */
+export interface ISessionPatch {
+  title?: string;
+  coordinator?: boolean;
+}
+
 export interface ISession {
   id: string;
   title: string;

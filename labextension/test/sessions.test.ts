@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { IAstroBackend, SessionsModel } from '../src/model';
-import { ISession } from '../src/tokens';
+import { ISession, ISessionPatch } from '../src/tokens';
 
 /** A server whose list answers can be held back, to replay the stale-answer race. */
 class SlowServer {
@@ -14,6 +14,12 @@ class SlowServer {
   }
   async renameSession(id: string, title: string): Promise<ISession> {
     this.sessions = this.sessions.map(s => (s.id === id ? { ...s, title } : s));
+    return this.sessions.find(s => s.id === id)!;
+  }
+  patches: Array<{ id: string; patch: ISessionPatch }> = [];
+  async updateSession(id: string, patch: ISessionPatch): Promise<ISession> {
+    this.patches.push({ id, patch });
+    this.sessions = this.sessions.map(s => (s.id === id ? { ...s, ...patch } : s));
     return this.sessions.find(s => s.id === id)!;
   }
   async createSession(title = ''): Promise<ISession> {
@@ -46,6 +52,29 @@ describe('SessionsModel', () => {
     server.held.shift()!(); // the refetch
     await first;
     expect(model.sessions[0].title).toBe('New title');
+  });
+
+  it('setCoordinator PATCHes the server and a list fetched before it does not undo it', async () => {
+    const server = new SlowServer();
+    const model = new SessionsModel(server as unknown as IAstroBackend);
+    const initial = model.refresh();
+    await flush();
+    server.held.shift()!();
+    await initial;
+    expect(model.sessions[0].coordinator).toBeUndefined();
+    const stale = model.refresh(); // in flight without the flag
+    await flush();
+    const updated = await model.setCoordinator('s1', true);
+    expect(updated.coordinator).toBe(true);
+    expect(server.patches).toEqual([{ id: 's1', patch: { coordinator: true } }]);
+    expect(model.sessions[0].coordinator).toBe(true);
+    server.held.shift()!(); // the stale answer
+    await flush();
+    expect(model.sessions[0].coordinator).toBe(true);
+    server.held.shift()!(); // the refetch reads the stored flag
+    await stale;
+    expect(model.sessions[0].coordinator).toBe(true);
+    expect(model.sessions[0].title).toBe('Old title');
   });
 
   it('create selects the new session; remove forgets it and clears the selection', async () => {

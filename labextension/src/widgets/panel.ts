@@ -17,7 +17,6 @@ import { SearchView } from './searchView';
 import { TimelineView } from './timelineView';
 
 const CURRENT_KEY = 'astro-jupyter:current-session';
-const COORD_KEY = 'astro-jupyter:coordinator:';
 
 export interface IAstroPanelOptions {
   api: AstroAPI;
@@ -148,7 +147,8 @@ export class AstroPanel extends Panel {
     this.sessions.select(id);
     this.rememberSession(id);
     this.updateSessionControls();
-    this.coordinator.checked = id !== null && storage()?.getItem(COORD_KEY + id) === '1';
+    // the list's copy until the session itself arrives (both come from the server)
+    this.coordinator.checked = id !== null && !!this.sessions.sessions.find(s => s.id === id)?.coordinator;
     if (!id) {
       this.timelineView.flush();
       return;
@@ -166,8 +166,7 @@ export class AstroPanel extends Panel {
     }
     const active = session.active_run_id ?? null;
     this.timeline.loadMessages(messages.messages, active);
-    const stored = storage()?.getItem(COORD_KEY + id);
-    this.coordinator.checked = stored !== null && stored !== undefined ? stored === '1' : !!session.coordinator;
+    this.coordinator.checked = !!session.coordinator;
     if (active) {
       this.run.attach(active, id);
     }
@@ -293,11 +292,30 @@ export class AstroPanel extends Panel {
     }
     if (reply.session_id !== sessionId) {
       this.sessions.adopt(reply.session_id);
-      this.rememberSession(reply.session_id);
-      if (this.coordinator.checked) {
-        storage()?.setItem(COORD_KEY + reply.session_id, '1');
-      }
+      this.rememberSession(reply.session_id); // the run stored its coordinator flag on the new session
       void this.refreshSessions();
+    }
+  }
+
+  /** The toggle is the session's mode on the server; without a session yet it rides on the first run. */
+  private async setCoordinator(on: boolean): Promise<void> {
+    const id = this.sessions.currentId;
+    if (!id) {
+      return;
+    }
+    this.coordinator.disabled = true;
+    try {
+      const updated = await this.sessions.setCoordinator(id, on);
+      if (this.sessions.currentId === id) {
+        this.coordinator.checked = !!updated.coordinator;
+      }
+    } catch (error) {
+      if (this.sessions.currentId === id) {
+        this.coordinator.checked = !on;
+      }
+      this.showError('Could not change coordinator mode', error);
+    } finally {
+      this.coordinator.disabled = false;
     }
   }
 
@@ -357,12 +375,7 @@ export class AstroPanel extends Panel {
     this.modelSelect = h('select', { class: 'jp-Astro-select jp-Astro-model-select', 'aria-label': 'Model' });
     this.modelSelect.addEventListener('change', () => void this.switchModel());
     this.coordinator = h('input', { type: 'checkbox', class: 'jp-Astro-coordinator' });
-    this.coordinator.addEventListener('change', () => {
-      const id = this.sessions.currentId;
-      if (id) {
-        storage()?.setItem(COORD_KEY + id, this.coordinator.checked ? '1' : '0');
-      }
-    });
+    this.coordinator.addEventListener('change', () => void this.setCoordinator(this.coordinator.checked));
     this.statusChip = h('span', { class: 'jp-Astro-status', role: 'status', 'aria-live': 'polite' });
     this.message = h('div', { class: 'jp-Astro-message', role: 'alert', hidden: true });
     header.node.append(
