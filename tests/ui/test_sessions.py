@@ -9,7 +9,7 @@ import pytest
 
 from tests.fakes.openai_server import Turn
 
-from .conftest import PANEL, new_session, send, shot, wait_done
+from .conftest import PANEL, new_session, open_panel, send, shot, wait_done
 
 
 def _current(page) -> str:
@@ -98,7 +98,30 @@ def test_sessions_search_and_open_hit(page, script):
     assert page.astro_errors == []
 
 
-def test_coordinator_toggle_is_per_session_and_sent_with_the_run(page, script):
+def _toggle_coordinator(page, on: bool) -> None:
+    """Click the toggle and wait for the server's answer to the PATCH it sends."""
+    box = page.locator(f"{PANEL} .jp-Astro-coordinator")
+    with page.expect_response(
+        lambda r: r.request.method == "PATCH" and "/astro/api/sessions/" in r.url
+    ) as reply:
+        box.check() if on else box.uncheck()
+    assert reply.value.status == 200 and reply.value.json()["coordinator"] is on
+
+
+def _coordinator_shown(page, on: bool) -> None:
+    page.wait_for_function(
+        f"() => !document.querySelector('{PANEL}').dataset.loading"
+        f" && document.querySelector('{PANEL} .jp-Astro-coordinator').checked === {'true' if on else 'false'}"
+    )
+
+
+def _reload_without_local_storage(page) -> None:
+    page.evaluate("() => window.localStorage.clear()")
+    page.reload()
+    open_panel(page)
+
+
+def test_coordinator_toggle_is_stored_on_the_session(page, script, lab):
     script.script(Turn.say("Coordinated."), Turn.say("Plain."))
     panel = page.locator(PANEL)
     bodies: list[dict] = []
@@ -110,16 +133,35 @@ def test_coordinator_toggle_is_per_session_and_sent_with_the_run(page, script):
     )
     new_session(page)
     a = _current(page)
-    panel.locator(".jp-Astro-coordinator").check()
+    _toggle_coordinator(page, True)
+    assert lab.api("GET", f"astro/api/sessions/{a}")["coordinator"] is True
     send(page, "Use workers")
     wait_done(page)
     new_session(page)
+    b = _current(page)
     assert not panel.locator(".jp-Astro-coordinator").is_checked()
     send(page, "No workers")
     wait_done(page)
-    assert [b.get("coordinator") for b in bodies] == [True, False]
+    assert [body.get("coordinator") for body in bodies] == [True, False]
+    tools = [{t["function"]["name"] for t in r.get("tools") or []} for r in script.chat_requests]
+    assert len(tools) == 2 and "delegate_task" in tools[0] and "delegate_task" not in tools[1]
+    assert not page.evaluate("() => Object.keys(window.localStorage).filter(k => k.includes('coordinator'))")
+
+    # the flag survives a reload with nothing in the browser's storage: it comes from the server
+    _reload_without_local_storage(page)
     panel.locator(".jp-Astro-session-select").select_option(a)
-    page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-coordinator').checked === true")
+    _coordinator_shown(page, True)
+    panel.locator(".jp-Astro-session-select").select_option(b)
+    _coordinator_shown(page, False)
+    panel.locator(".jp-Astro-session-select").select_option(a)
+    _coordinator_shown(page, True)
+    _toggle_coordinator(page, False)
+    assert lab.api("GET", f"astro/api/sessions/{a}")["coordinator"] is False
+
+    _reload_without_local_storage(page)
+    panel.locator(".jp-Astro-session-select").select_option(a)
+    _coordinator_shown(page, False)
+    assert page.astro_errors == []
 
 
 def test_model_switcher(page, script, lab):
