@@ -75,7 +75,9 @@ def raw_text(path: Path) -> str:
 
 
 def raw_dict(path: Path) -> int:
-    flags = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
+    """The floor: PyMuPDF's ``dict`` extraction with the flags the parser passes (no images,
+    ligatures expanded, clipped to the page), opening the file each time as the parser does."""
+    flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
     with pymupdf.open(str(path)) as doc:
         return sum(len(page.get_text("dict", flags=flags)["blocks"]) for page in doc)
 
