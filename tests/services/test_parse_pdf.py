@@ -226,7 +226,9 @@ def test_line_end_hyphens_joined_when_the_word_is_plausible(tmp_path: Path) -> N
         "resolution grating and a well-",
         "known pipeline; the flux calibra-",
         "tion uses a well-known standard and a soft\u00ad",
-        "ware package.",
+        "ware package. The Hertzsprung-",
+        "Russell diagram of the non-",
+        "LTE models.",
     ])
     md = parse_pdf(path).to_markdown()
     assert "spectroscopic observations of the halo" in md
@@ -234,6 +236,7 @@ def test_line_end_hyphens_joined_when_the_word_is_plausible(tmp_path: Path) -> N
     assert "a well-known pipeline" in md  # the hyphenated form occurs elsewhere
     assert "flux calibration uses" in md
     assert "a software package" in md  # a soft hyphen at a line end always closes up
+    assert "The Hertzsprung-Russell diagram of the non-LTE models." in md  # a hyphen before a capital is kept
     assert "\u00ad" not in md
 
 

@@ -51,8 +51,11 @@ def join_lines(a: str, b: str) -> str:
     turns into "observations" or "high-resolution" once the whole document is known."""
     if a.endswith(SOFT_HYPHEN):
         return a[:-1] + b
-    if a.endswith("-") and b[:1].islower() and len(a) > 1 and a[-2].isalpha():
-        return a[:-1] + SOFT_HYPHEN + b
+    if a.endswith("-") and len(a) > 1 and b:
+        if b[0].islower() and a[-2].isalpha():
+            return a[:-1] + SOFT_HYPHEN + b
+        if (b[0].isupper() or b[0].isdigit()) and a[-2].isalnum():
+            return a + b  # a real hyphen: "Hertzsprung-Russell", "non-LTE", "H-alpha", "2-3"
     return a + " " + b
 
 
