@@ -115,9 +115,9 @@ def _merge_same_baseline(raw_lines: list[dict[str, Any]]) -> list[list[dict[str,
 def _make_line(group: list[dict[str, Any]]) -> Line | None:
     """Merge one baseline's PyMuPDF lines: text, dominant size, boldness, bold run-in prefix.
 
-    This runs for every line of every page (≈ 40 % of the Python time of a parse), so it
-    walks each span once, keeps per-span work to dict lookups and counts, and takes a short
-    path for the common one-line-one-span case.
+    This runs for every line of every page (the largest Python cost of a parse), so it keeps
+    per-span work to dict lookups and counts, and takes a short path for the common
+    one-line-one-span case.
     """
     if len(group) == 1:
         raw = group[0]
@@ -145,10 +145,14 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
     kept: list[dict[str, Any]] = []
     style_cache = _style_cache
     for raw in group:
-        piece: list[str] = []
-        for span in raw["spans"]:
+        spans = raw["spans"]
+        piece_text = spans[0]["text"] if len(spans) == 1 else "".join([span["text"] for span in spans])
+        if not piece_text or piece_text.isspace():
+            continue
+        kept.append(raw)
+        texts.append(piece_text)
+        for span in spans:
             text = span["text"]
-            piece.append(text)
             n = len(text) - text.count(" ")
             if not n:
                 continue
@@ -166,10 +170,6 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
                     prefix.append(text)
             else:
                 prefix_open = False
-        piece_text = "".join(piece)
-        if piece_text and not piece_text.isspace():
-            kept.append(raw)
-            texts.append(piece_text)
     if not kept:
         return None
     text = clean_line(" ".join((texts[0] if len(texts) == 1 else " ".join(texts)).split()))
@@ -228,7 +228,7 @@ def extract_page(page: Any, number: int) -> PageData:
         apply_tables(page, data)
     # PyMuPDF's dicts were needed for table cells only; dropping them here keeps the parse's
     # live objects (what every full garbage-collector pass walks) to our own small records
-    for block in blocks:
+    for block in data.blocks:
         for line in block.lines:
             line.raw = []
     return data
