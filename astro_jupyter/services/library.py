@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, NotFoundError, ServiceError, StoreError, ToolInputError
 from ..store.papers import STATES, PaperRecord, PaperRepository
-from .parse.text import expand_ligatures
-from .pdf_lock import PYMUPDF_LOCK
 from .identifiers import (
     IdentifierError,
     PaperIdentifier,
@@ -34,6 +32,8 @@ from .identifiers import (
     pdf_filename,
     slugify,
 )
+from .parse.text import expand_ligatures
+from .pdf_lock import PYMUPDF_LOCK
 
 if TYPE_CHECKING:
     from ..config import AstroConfig

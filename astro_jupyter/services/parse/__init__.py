@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ...errors import ToolInputError
+from ..pdf_lock import locked
 from .chunking import chunk_sections
 from .document import ParsedDocument, Section, normalise_heading, read_sections
-from .pdf import ParseError, finish, iter_pages, locked, open_pdf
+from .pdf import ParseError, finish, iter_pages, open_pdf
 
 if TYPE_CHECKING:
     from ...config import AstroConfig
