@@ -16,10 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import signal
 from typing import Any, Mapping
 
+from ..proc import kill_process_group
 from . import Hook, HookDecision, HookEventName, HookResult
 
 log = logging.getLogger(__name__)
@@ -112,13 +111,7 @@ class CommandHook(Hook):
 async def _kill(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is not None:
         return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
+    kill_process_group(proc)
     try:
         await asyncio.wait_for(proc.wait(), 5.0)
     except asyncio.TimeoutError:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
+from ...proc import kill_process_group
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 
 MAX_TIMEOUT_SECS = 3600.0
@@ -26,18 +26,6 @@ def truncate_middle(text: str, limit: int) -> tuple[str, bool]:
     head = text[: limit // 2]
     tail = text[-(limit - limit // 2) :]
     return f"{head}\n... [{len(text) - limit} characters truncated] ...\n{tail}", True
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
 
 
 class RunBashTool(AgentTool):
@@ -98,9 +86,9 @@ class RunBashTool(AgentTool):
             done, _ = await asyncio.wait({communicate, cancel_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if communicate not in done:
                 outcome = "cancelled" if cancel_wait in done else "timeout"
-                _kill_group(proc)
+                kill_process_group(proc)
         except asyncio.CancelledError:
-            _kill_group(proc)
+            kill_process_group(proc)
             communicate.cancel()
             raise
         finally:
