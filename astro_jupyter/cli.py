@@ -18,9 +18,10 @@ import json
 import signal
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, TextIO
+from typing import TYPE_CHECKING, Awaitable, Callable, TextIO
 
 from .events import Event, to_json
+from .timeline_text import LinePrinter
 
 if TYPE_CHECKING:
     from .config import AstroConfig
@@ -78,59 +79,22 @@ def err(message: str) -> None:
     print(f"astro-jupyter: {message}", file=sys.stderr, flush=True)
 
 
-def _short(value: Any, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-class TimelinePrinter:
+class TimelinePrinter(LinePrinter):
     """Human-readable rendering of a run's events for a terminal."""
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
-        self.mid_line = False
-
-    def _line(self, text: str) -> None:
-        if self.mid_line:
-            self.out.write("\n")
-            self.mid_line = False
-        self.out.write(text + "\n")
-        self.out.flush()
+        super().__init__(out)
 
     def show(self, event: Event) -> None:
-        indent = "    " if event.subagent_id else ""
+        if self._show_common(event):
+            return
         kind = event.type
         if kind == "text_delta":
-            self.out.write(event.delta)  # type: ignore[attr-defined]
-            self.out.flush()
-            self.mid_line = not event.delta.endswith("\n")  # type: ignore[attr-defined]
+            self._stream(event.delta)  # type: ignore[attr-defined]
         elif kind == "thinking_delta":
             self.out.write(f"\x1b[2m{event.delta}\x1b[0m" if self.out.isatty() else "")  # type: ignore[attr-defined]
-        elif kind == "tool_call":
-            self._line(f"{indent}→ {event.name}({_short(event.arguments, 120)})")  # type: ignore[attr-defined]
-        elif kind == "tool_progress":
-            p = event.progress  # type: ignore[attr-defined]
-            done, total = p.get("done"), p.get("total")
-            count = f" {done}/{total}" if done is not None and total else ""
-            self._line(f"{indent}  …{count} {p.get('message', '')}".rstrip())
-        elif kind == "tool_result":
-            mark = "✗" if event.is_error else "←"  # type: ignore[attr-defined]
-            self._line(f"{indent}{mark} {event.name} ({event.duration_ms} ms): {_short(event.output)}")  # type: ignore[attr-defined]
-        elif kind == "model_switch":
-            self._line(f"[model switched {event.from_model} → {event.to_model}: {event.reason}]")  # type: ignore[attr-defined]
-        elif kind == "subagent":
-            phase = event.phase  # type: ignore[attr-defined]
-            self._line(f"{indent}[subagent {event.id} {phase}] {_short(event.task if phase == 'start' else event.summary)}")  # type: ignore[attr-defined]
         elif kind == "ask_user":
             self._line(f"? {event.question} (answer from the sidebar or a notebook; the CLI cannot answer)")  # type: ignore[attr-defined]
-        elif kind == "permission_request":
-            self._line(f"? permission for {event.name}: {event.message}")  # type: ignore[attr-defined]
-        elif kind == "todo_update":
-            for todo in event.todos:  # type: ignore[attr-defined]
-                self._line(f"  [{todo.get('status', ' ')}] {todo.get('content', todo)}")
-        elif kind == "compaction":
-            self._line(f"[context compacted: {event.message or event.layer}]")  # type: ignore[attr-defined]
         elif kind == "error":
             if self.mid_line:
                 self._line("")

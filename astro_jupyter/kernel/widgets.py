@@ -17,11 +17,12 @@ frontend shows as a text box even while the cell runs.
 from __future__ import annotations
 
 import html
-import json
 import sys
 import threading
 import time
 from typing import Any, Callable, TextIO
+
+from ..timeline_text import LinePrinter, short
 
 InputFn = Callable[[str], str]
 Router = Callable[[Any], None]
@@ -64,12 +65,6 @@ def comm_router(shell: Any) -> Router | None:
     return route
 
 
-def _short(value: Any, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def permission_answer(reply: str) -> str:
     return {"y": "allow", "yes": "allow", "allow": "allow", "a": "always", "always": "always"}.get(
         reply.strip().lower(), "deny"
@@ -89,52 +84,22 @@ def ask_text(event: Any, input_fn: InputFn = _input) -> str:
     return input_fn(f"{event.question}{options}: ")
 
 
-class TextTimeline:
+class TextTimeline(LinePrinter):
     """Terminal IPython (or no ipywidgets): the timeline as printed lines."""
 
     def __init__(self, out: TextIO | None = None, input_fn: InputFn = _input) -> None:
-        self.out = out or sys.stdout
+        super().__init__(out or sys.stdout)
         self.input_fn = input_fn
-        self.mid_line = False
-
-    def _line(self, text: str) -> None:
-        if self.mid_line:
-            self.out.write("\n")
-            self.mid_line = False
-        self.out.write(text + "\n")
-        self.out.flush()
 
     def show(self, event: Any) -> None:
-        indent = "    " if getattr(event, "subagent_id", None) else ""
+        if self._show_common(event):
+            return
         kind = event.type
         if kind == "text_delta":
             if not event.subagent_id:
-                self.out.write(event.delta)
-                self.out.flush()
-                self.mid_line = not event.delta.endswith("\n")
-        elif kind == "tool_call":
-            self._line(f"{indent}→ {event.name}({_short(event.arguments, 120)})")
-        elif kind == "tool_progress":
-            p = event.progress
-            count = f" {p.get('done')}/{p.get('total')}" if p.get("done") is not None and p.get("total") else ""
-            self._line(f"{indent}  …{count} {p.get('message', '')}".rstrip())
-        elif kind == "tool_result":
-            mark = "✗" if event.is_error else "←"
-            self._line(f"{indent}{mark} {event.name} ({event.duration_ms} ms): {_short(event.output)}")
-        elif kind == "subagent":
-            what = event.task if event.phase == "start" else event.summary
-            self._line(f"{indent}[subagent {event.id} {event.phase}] {_short(what)}")
-        elif kind == "model_switch":
-            self._line(f"[model switched {event.from_model} → {event.to_model}: {event.reason}]")
-        elif kind == "compaction":
-            self._line(f"[context compacted: {event.message or event.layer}]")
-        elif kind == "todo_update":
-            for todo in event.todos:
-                self._line(f"  [{todo.get('status', ' ')}] {todo.get('content', todo)}")
+                self._stream(event.delta)
         elif kind == "ask_user":
             self._line(f"? {event.question}")
-        elif kind == "permission_request":
-            self._line(f"? permission for {event.name}: {event.message}")
         elif kind == "error":
             self._line(f"error: {event.message}")
 
@@ -217,7 +182,7 @@ class WidgetTimeline:
             self._text += event.delta
             self._flush_text()
         elif kind == "tool_call":
-            args = html.escape(_short(event.arguments, 300))
+            args = html.escape(short(event.arguments, 300))
             card = self._card(f"⏳ <code>{html.escape(event.name)}</code> <small>{args}</small>")
             bar = self.w.IntProgress(value=0, min=0, max=1, layout=self.w.Layout(display="none", width="60%"))
             group = self.w.VBox([card, bar])
@@ -229,7 +194,7 @@ class WidgetTimeline:
             if p.get("total"):
                 bar.max = int(p["total"])
                 bar.value = int(p.get("done") or 0)
-                bar.description = _short(p.get("message", ""), 20)
+                bar.description = short(p.get("message", ""), 20)
                 bar.layout.display = ""
         elif kind == "tool_result" and event.tool_call_id in self._tools:
             card, bar, name, args = self._tools[event.tool_call_id]
@@ -237,18 +202,18 @@ class WidgetTimeline:
             bar.layout.display = "none"
             card.value = self._card(
                 f"{mark} <code>{html.escape(name)}</code> <small>{args} · {event.duration_ms} ms</small>",
-                f"<details><summary>{html.escape(_short(event.output, 120))}</summary>"
+                f"<details><summary>{html.escape(short(event.output, 120))}</summary>"
                 f"<pre style='white-space:pre-wrap'>{html.escape(event.output[:20000])}</pre></details>",
             ).value
         elif kind == "subagent":
             if event.phase == "start":
-                section = self.w.VBox([self.w.HTML(f"<b>Subagent</b> <small>{html.escape(_short(event.task))}</small>")],
+                section = self.w.VBox([self.w.HTML(f"<b>Subagent</b> <small>{html.escape(short(event.task))}</small>")],
                                       layout=self.w.Layout(margin="0 0 0 24px"))
                 self._subagents[event.id] = section
                 self._append(self.cards, section)
             elif event.id in self._subagents:
                 self._append(self._subagents[event.id],
-                             self.w.HTML(f"<small>summary: {html.escape(_short(event.summary, 400))}</small>"))
+                             self.w.HTML(f"<small>summary: {html.escape(short(event.summary, 400))}</small>"))
         elif kind in ("ask_user", "permission_request"):
             what = (f"Permission for <code>{html.escape(event.name)}</code>: {html.escape(event.message)}"
                     if kind == "permission_request" else html.escape(event.question))
