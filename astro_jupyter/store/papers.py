@@ -17,26 +17,6 @@ STATES = ("metadata", "downloaded", "parsed")
 
 _JSON_LIST = {"authors", "keywords"}
 _JSON_DICT = {"metadata"}
-_COLUMNS = (
-    "id",
-    "arxiv_id",
-    "arxiv_version",
-    "doi",
-    "bibcode",
-    "title",
-    "authors",
-    "year",
-    "journal",
-    "abstract",
-    "keywords",
-    "citation_count",
-    "url",
-    "pdf_path",
-    "markdown_path",
-    "state",
-    "source",
-    "metadata",
-)
 # Fields a later metadata fetch may fill or refresh; paths, state and id never come from a fetch.
 METADATA_FIELDS = (
     "arxiv_id",
@@ -52,6 +32,7 @@ METADATA_FIELDS = (
     "citation_count",
     "url",
 )
+_COLUMNS = ("id", *METADATA_FIELDS, "pdf_path", "markdown_path", "state", "source", "metadata")
 
 
 @dataclass
