@@ -15,7 +15,7 @@ import html
 import re
 from typing import Any
 
-from .db import Database
+from .db import Database, Row
 
 MARK_START = "«"
 MARK_END = "»"
@@ -78,29 +78,8 @@ class HistorySearch:
             " JOIN agent_sessions s ON s.id = m.session_id"
             " WHERE agent_messages_fts MATCH ?"
         )
-        params: list[Any] = [MARK_START, MARK_END, ELLIPSIS, match]
-        if session_id:
-            sql += " AND m.session_id = ?"
-            params.append(session_id)
-        if exclude_run_id:
-            sql += " AND m.run_id != ?"
-            params.append(exclude_run_id)
-        sql += " ORDER BY rank LIMIT ?"
-        params.append(limit)
-        rows = await self.db.fetchall(sql, params)
-        return [
-            {
-                "session_id": r["session_id"],
-                "session_title": r["session_title"],
-                "message_id": r["message_id"],
-                "run_id": r["run_id"],
-                "role": r["role"],
-                "snippet": r["snippet"],
-                "rank": float(r["rank"]),
-                "created_at": r["created_at"],
-            }
-            for r in rows
-        ]
+        rows = await self._ranked(sql, match, limit, [("m.session_id = ?", session_id), ("m.run_id != ?", exclude_run_id)])
+        return [_hit(r, message_id=r["message_id"], run_id=r["run_id"], role=r["role"]) for r in rows]
 
     async def _sessions(self, match: str, session_id: str | None, limit: int) -> list[dict[str, Any]]:
         sql = (
@@ -111,23 +90,31 @@ class HistorySearch:
             " JOIN agent_sessions s ON s.rowid = agent_sessions_fts.rowid"
             " WHERE agent_sessions_fts MATCH ?"
         )
+        rows = await self._ranked(sql, match, limit, [("s.id = ?", session_id)])
+        return [_hit(r, message_id=None, run_id="", role="session") for r in rows]
+
+    async def _ranked(
+        self, sql: str, match: str, limit: int, filters: list[tuple[str, str | None]]
+    ) -> list[Row]:
+        """Run an FTS query (snippet marks + MATCH first), adding each filter whose value is set."""
         params: list[Any] = [MARK_START, MARK_END, ELLIPSIS, match]
-        if session_id:
-            sql += " AND s.id = ?"
-            params.append(session_id)
+        for clause, value in filters:
+            if value:
+                sql += f" AND {clause}"
+                params.append(value)
         sql += " ORDER BY rank LIMIT ?"
         params.append(limit)
-        rows = await self.db.fetchall(sql, params)
-        return [
-            {
-                "session_id": r["session_id"],
-                "session_title": r["session_title"],
-                "message_id": None,
-                "run_id": "",
-                "role": "session",
-                "snippet": r["snippet"],
-                "rank": float(r["rank"]),
-                "created_at": r["created_at"],
-            }
-            for r in rows
-        ]
+        return await self.db.fetchall(sql, params)
+
+
+def _hit(r: Row, *, message_id: int | None, run_id: str, role: str) -> dict[str, Any]:
+    return {
+        "session_id": r["session_id"],
+        "session_title": r["session_title"],
+        "message_id": message_id,
+        "run_id": run_id,
+        "role": role,
+        "snippet": r["snippet"],
+        "rank": float(r["rank"]),
+        "created_at": r["created_at"],
+    }
