@@ -449,26 +449,7 @@ export class TimelineModel {
   }
 
   private ensureSubagent(id: string, runId: string): ISubagentItem {
-    let sub = this.subagents.get(id);
-    if (!sub) {
-      sub = {
-        key: nextKey('subagent'),
-        kind: 'subagent',
-        version: 0,
-        parent: null,
-        id,
-        task: '',
-        parentToolCallId: '',
-        phase: 'running',
-        summary: '',
-        isError: false,
-        children: [],
-        runId
-      };
-      this.subagents.set(id, sub);
-      this.add(sub, null);
-    }
-    return sub;
+    return this.subagents.get(id) ?? this.ensureSubagentIn(id, null, runId);
   }
 
   private applySubagent(
