@@ -317,3 +317,59 @@ async def test_fake_server_non_stream_answers_through_the_real_client(openai_ser
     with pytest.raises(openai.InternalServerError):
         await raw.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
     await raw.close()
+
+
+# The history and tool definitions travel via ``extra_body`` (commit 4ff280c) with an empty
+# ``messages=[]`` placeholder; the SDK merges extra_body over the body, so the endpoint must
+# still receive every message and tool verbatim, on retries, after a model switch and in complete().
+_HISTORY: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are an astronomy assistant."},
+    {"role": "user", "content": "Where is M 31? (Andromeda, 2.5 Mly — ≈0.77 Mpc)"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "query_target", "arguments": "{\"name\": \"M 31\"}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "RA 00h42m44s Dec +41°16′09″"},
+    {"role": "user", "content": "And its distance?"},
+]
+_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "query_target",
+            "description": "Resolve an object name with Sesame.",
+            "parameters": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        },
+    }
+]
+
+
+@pytest.mark.asyncio
+async def test_wire_body_carries_full_history_and_tools_on_every_attempt(openai_server):
+    openai_server.script(
+        Turn.fail(503), Turn.fail(529), Turn.fail(529),  # three overload answers -> fallback model
+        Turn.say("About 0.77 Mpc."),
+    )
+    client = make_client(openai_server.url, llm_fallback_model="fallback-model")
+    items = await collect(client, [dict(m) for m in _HISTORY], _TOOLS)
+    assert isinstance(items[-1], Completed) and items[-1].text == "About 0.77 Mpc."
+    assert openai_server.models_requested() == ["gpt-4o-mini"] * 3 + ["fallback-model"]
+    for body in openai_server.chat_requests:
+        assert body["messages"] == _HISTORY
+        assert body["tools"] == _TOOLS
+        assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_complete_sends_full_history_and_no_tools_key(openai_server):
+    openai_server.script(Turn.say("summary"))
+    client = make_client(openai_server.url)
+    assert await client.complete([dict(m) for m in _HISTORY]) == "summary"
+    body = openai_server.chat_requests[0]
+    assert body["messages"] == _HISTORY
+    assert "tools" not in body
+    await client.aclose()
