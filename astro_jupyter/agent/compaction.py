@@ -142,10 +142,7 @@ def transcript(messages: list[dict[str, Any]]) -> str:
 async def load_history(services: "ServiceContainer", session_id: str) -> list[dict[str, Any]]:
     """A session's uncompacted messages, preceded by the compaction summary when there is one."""
     history = await services.messages.chat_history(session_id)
-    compacted = await services.db.fetchval(
-        "SELECT 1 FROM agent_messages WHERE session_id = ? AND compacted = 1 LIMIT 1", (session_id,)
-    )
-    if compacted:
+    if await services.messages.has_compacted(session_id):
         session = await services.sessions.find(session_id)
         if session is not None and session.summary.strip():
             return [{"role": "user", "content": SUMMARY_PREFIX + session.summary}, *history]

@@ -101,6 +101,14 @@ class MessageRepository:
     async def chat_history(self, session_id: str) -> list[dict[str, Any]]:
         return [m.to_chat() for m in await self.list(session_id, include_compacted=False)]
 
+    async def has_compacted(self, session_id: str) -> bool:
+        """Whether a compaction replaced some of the session's messages by its summary."""
+        return bool(
+            await self.db.fetchval(
+                "SELECT 1 FROM agent_messages WHERE session_id = ? AND compacted = 1 LIMIT 1", (session_id,)
+            )
+        )
+
     async def mark_compacted(self, session_id: str, up_to_id: int) -> int:
         return await self.db.execute_rowcount(
             "UPDATE agent_messages SET compacted = 1 WHERE session_id = ? AND id <= ? AND compacted = 0",

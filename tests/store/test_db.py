@@ -182,3 +182,16 @@ async def test_transaction_rolls_back_on_error(services) -> None:
             await services.messages.append(session.id, {"role": "user", "content": "lost"})
             raise RuntimeError("boom")
     assert await services.messages.list(session.id) == []
+
+
+@pytest.mark.asyncio
+async def test_has_compacted_follows_mark_compacted(services) -> None:
+    session = await services.sessions.create()
+    other = await services.sessions.create()
+    ids = [await services.messages.append(session.id, {"role": "user", "content": f"m{i}"}) for i in range(3)]
+    await services.messages.append(other.id, {"role": "user", "content": "x"})
+    assert await services.messages.has_compacted(session.id) is False
+    assert await services.messages.mark_compacted(session.id, ids[1]) == 2
+    assert await services.messages.has_compacted(session.id) is True
+    assert await services.messages.has_compacted(other.id) is False
+    assert [m["content"] for m in await services.messages.chat_history(session.id)] == ["m2"]
