@@ -19,6 +19,7 @@ LLM call with the ``RunState``: compaction, background-task injection) and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from dataclasses import dataclass
@@ -546,17 +547,19 @@ class AgentRuntime:
                 streaming = executor.stream(dataclasses.replace(ctx, step=steps))
                 calls: list[Any] = []
                 defs = self._tool_definitions(sub_registry, sub_state)  # resident + loaded deferred tools
-                async for item in self.llm.stream(messages, defs):
-                    if item.kind == "text":
-                        text.append(item.delta)
-                        await emit(TextDelta(delta=item.delta, step=steps))
-                    elif item.kind == "thinking":
-                        await emit(ThinkingDelta(delta=item.delta, step=steps))
-                    elif item.kind == "tool_call":
-                        calls.append(item)
-                        streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))
-                    elif item.kind == "model_switch":
-                        await emit(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
+                # aclosing: a subagent stopped mid-stream releases its HTTP response at once, as the main loop does
+                async with contextlib.aclosing(self.llm.stream(messages, defs)) as stream:
+                    async for item in stream:
+                        if item.kind == "text":
+                            text.append(item.delta)
+                            await emit(TextDelta(delta=item.delta, step=steps))
+                        elif item.kind == "thinking":
+                            await emit(ThinkingDelta(delta=item.delta, step=steps))
+                        elif item.kind == "tool_call":
+                            calls.append(item)
+                            streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))
+                        elif item.kind == "model_switch":
+                            await emit(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
                 executed = await streaming.finish()
                 summary = "".join(text).strip() or summary
                 assistant: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
