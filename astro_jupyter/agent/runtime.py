@@ -547,19 +547,25 @@ class AgentRuntime:
                 streaming = executor.stream(dataclasses.replace(ctx, step=steps))
                 calls: list[Any] = []
                 defs = self._tool_definitions(sub_registry, sub_state)  # resident + loaded deferred tools
-                # aclosing: a subagent stopped mid-stream releases its HTTP response at once, as the main loop does
-                async with contextlib.aclosing(self.llm.stream(messages, defs)) as stream:
-                    async for item in stream:
-                        if item.kind == "text":
-                            text.append(item.delta)
-                            await emit(TextDelta(delta=item.delta, step=steps))
-                        elif item.kind == "thinking":
-                            await emit(ThinkingDelta(delta=item.delta, step=steps))
-                        elif item.kind == "tool_call":
-                            calls.append(item)
-                            streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))
-                        elif item.kind == "model_switch":
-                            await emit(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
+                try:
+                    # aclosing: a subagent stopped mid-stream releases its HTTP response at once, as the main loop does
+                    async with contextlib.aclosing(self.llm.stream(messages, defs)) as stream:
+                        async for item in stream:
+                            if item.kind == "text":
+                                text.append(item.delta)
+                                await emit(TextDelta(delta=item.delta, step=steps))
+                            elif item.kind == "thinking":
+                                await emit(ThinkingDelta(delta=item.delta, step=steps))
+                            elif item.kind == "tool_call":
+                                calls.append(item)
+                                streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))
+                            elif item.kind == "model_switch":
+                                await emit(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
+                except Exception:
+                    # the LLM failed after calls started: they end (and report) before the subagent does,
+                    # as in the main loop, instead of running on unowned after its stop event
+                    await streaming.finish()
+                    raise
                 executed = await streaming.finish()
                 summary = "".join(text).strip() or summary
                 assistant: dict[str, Any] = {"role": "assistant", "content": "".join(text)}

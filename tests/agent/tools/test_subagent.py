@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,12 +10,13 @@ import pytest
 from astro_jupyter.agent.hooks import HookRegistry
 from astro_jupyter.agent.subagents import SubagentLimitError, resolve_max_steps
 from astro_jupyter.agent.tools.ask_user import AskUserTool
+from astro_jupyter.agent.tools.base import AgentTool, ToolContext, ToolOutput
 from astro_jupyter.agent.tools.subagent import SubagentTool
 from astro_jupyter.agent.tools.todo import TodoWriteTool
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.events import Subagent, TodoUpdate, ToolResult
 from tests.agent.runtime_helpers import collect, make_config, make_runtime
-from tests.fakes.openai_server import Turn, last_tool_results
+from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 
 PLAN = {"todos": [{"id": "a", "content": "look up the redshift", "status": "in_progress"}]}
 
@@ -155,3 +157,42 @@ async def test_load_tool_inside_a_subagent_loads_for_the_subagent_only(tmp_path,
     assert state.loaded_tools == set() and not state.compact_requested
     compress = next(e for e in events if isinstance(e, ToolResult) and e.name == "compress_context")
     assert compress.is_error and "compress_context" not in names[1]  # not offered to subagents either
+
+
+class _SlowTool(AgentTool):
+    """A tool that takes a moment, so it is still running when the subagent's stream breaks."""
+
+    name = "slow_lookup"
+    description = "Look something up slowly."
+    parameters = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        await asyncio.sleep(0.3)
+        return ToolOutput(f"found {args.get('q')}")
+
+
+@pytest.mark.asyncio
+async def test_tools_started_before_the_subagent_stream_breaks_end_before_its_stop(tmp_path, openai_server) -> None:
+    services, runtime = await make_runtime(
+        make_config(tmp_path, openai_server.url, llm_max_retries=0), SubagentTool(), _SlowTool()
+    )
+    try:
+        openai_server.script(
+            Turn.call("subagent", {"task": "look up two things"}, id="c1"),
+            # role chunk, call 0 header, call 0 arguments, call 1 header (call 0 is handed over), then the drop
+            Turn.calls_(ScriptedCall("slow_lookup", {"q": "a"}, "inner_a"), ScriptedCall("slow_lookup", {"q": "b"}, "inner_b"),
+                        chunk_size=1000, drop_after=4),
+            Turn.say("parent done"),
+        )
+        handle = await runtime.start_run("go")
+        events = [e for _, e in await collect(handle)]
+        assert (await handle.wait()).reason == "finished"
+    finally:
+        await runtime.close()
+        await services.close()
+    kinds = [(type(e).__name__, getattr(e, "tool_call_id", None) or getattr(e, "phase", None)) for e in events]
+    inner = kinds.index(("ToolResult", "inner_a"))
+    stop = kinds.index(("Subagent", "stop"))
+    assert inner < stop
+    stop_event = events[stop]
+    assert stop_event.is_error and "stream broke" in stop_event.summary
