@@ -50,10 +50,7 @@ class EventBus:
         self.events.append((seq, event))
         if self.runs is not None:
             self._pending.append((seq, to_wire(event)))
-            if len(self._pending) >= _BATCH_MAX or isinstance(event, Done):
-                self._flush_wanted.set()
-            elif not self._flush_wanted.is_set():
-                self._flush_wanted.set()
+            self._flush_wanted.set()  # the persister batches (waits flush_interval unless full or closed)
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
