@@ -21,7 +21,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from .executor import CallSlot, ExecutedCall, ToolCallRequest
+from .executor import CallSlot, ExecutedCall, ToolCallRequest, elapsed_ms
 from .tools.base import ToolOutput
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class StreamingToolExecutor:
                 return await ex.complete(slot, ctx, out, 0, ran=False, failure=None)
             start = time.perf_counter()
             output, failure = await ex.run_tool(slot, ctx, self._cancel, batch.abort if batch else None)
-            duration_ms = int((time.perf_counter() - start) * 1000)
+            duration_ms = elapsed_ms(start)
             if batch is not None and output.is_error and slot.tool is not None and slot.tool.causes_sibling_abort:
                 batch.trigger(slot, output)
             return await ex.complete(slot, ctx, output, duration_ms, ran=True, failure=failure)
