@@ -10,6 +10,7 @@ was built and has ``aclose``/``close``.
 from __future__ import annotations
 
 import inspect
+import logging
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +56,8 @@ class ServiceContainer:
                 result = closer()
                 if inspect.isawaitable(result):
                     await result
-            except Exception:  # noqa: BLE001 - closing must reach every client
-                pass
+            except Exception:  # noqa: BLE001 - closing must reach every client, but say which one failed
+                logging.getLogger(__name__).warning("closing service %s failed", name, exc_info=True)
         if self._db is not None and self._owns_db:
             await self._db.close()
             self._db = None
