@@ -66,6 +66,15 @@ class TurnResult:
     error: BaseException | None = None
 
 
+def _with_id(call: Any, call_id: str) -> Any:
+    """The call as stored in the assistant message, with the id the executor gave its result.
+
+    The executor repairs blank ids; the assistant's ``tool_calls`` must carry the same id or the
+    endpoint rejects the next request (a tool result without its call).
+    """
+    return call if call.id == call_id else dataclasses.replace(call, id=call_id)
+
+
 def title_from_prompt(prompt: str) -> str:
     first = " ".join(prompt.strip().split())
     return first if len(first) <= _TITLE_CHARS else first[: _TITLE_CHARS - 1].rstrip() + "…"
@@ -337,8 +346,7 @@ class AgentRuntime:
                 elif kind == "thinking":
                     bus.publish(ThinkingDelta(delta=item.delta, step=step))
                 elif kind == "tool_call":
-                    calls.append(item)
-                    streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))
+                    calls.append(_with_id(item, streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))))
                 elif kind == "model_switch":
                     state.model = item.to_model
                     bus.publish(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
@@ -557,8 +565,7 @@ class AgentRuntime:
                             elif item.kind == "thinking":
                                 await emit(ThinkingDelta(delta=item.delta, step=steps))
                             elif item.kind == "tool_call":
-                                calls.append(item)
-                                streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))
+                                calls.append(_with_id(item, streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))))
                             elif item.kind == "model_switch":
                                 await emit(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
                 except Exception:

@@ -332,3 +332,24 @@ async def test_coordinator_session_gets_meta_tools_and_keeps_them_on_resume(tmp_
     finally:
         await runtime.close()
         await services.close()
+
+
+@pytest.mark.asyncio
+async def test_blank_call_id_is_repaired_in_the_call_and_its_result_alike(tmp_path, openai_server, sesame_server):
+    # an endpoint sending a whitespace id: the executor gives the result a real id, and the stored
+    # and re-sent assistant message must name the same id or the next request pairs nothing
+    openai_server.script(Turn.call("launch_rocket", {"x": 1}, id="   "), Turn.say("done"))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
+    try:
+        handle = await runtime.start_run("try it")
+        items = await collect(handle)
+        assert items[-1][1].reason == "finished"
+        sent = openai_server.chat_requests[1]["messages"]
+        call_ids = [c["id"] for m in sent if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        result_ids = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+        assert len(call_ids) == 1 and call_ids[0].strip() and call_ids == result_ids
+        stored = await services.messages.list(handle.session_id)
+        assert stored[1].tool_calls[0]["id"] == stored[2].tool_call_id == call_ids[0]
+    finally:
+        await runtime.close()
+        await services.close()
