@@ -13,7 +13,8 @@
     ├── ToolInputError         arguments that do not fit a tool's schema
     ├── PermissionDenied       the permission pipeline said no
     ├── RunNotFound / SessionNotFound
-    └── RunConflict            a second run started while one is active in the session
+    ├── RunConflict            a second run started while one is active in the session
+    └── QuestionCancelled      the run was cancelled while a question waited for its answer
 
 Services raise these; handlers map them to HTTP statuses in one place, tools turn them
 into error results the model can read.
@@ -82,3 +83,7 @@ class SessionNotFound(AstroError):
 
 class RunConflict(AstroError):
     reason = "run_conflict"
+
+
+class QuestionCancelled(AstroError):
+    reason = "cancelled"

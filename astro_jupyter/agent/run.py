@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
+from ..errors import QuestionCancelled
 from ..events import Done, Event
 
 if TYPE_CHECKING:
@@ -65,6 +66,14 @@ class PendingAnswers:
     def discard(self, request_id: str) -> None:
         self._futures.pop(request_id, None)
 
+    def cancel_all(self) -> None:
+        """A cancelled run stops waiting for answers: ask_user and permission waits end at once
+        (ask_user is a Block tool, so otherwise a cancel would wait out its whole timeout)."""
+        for future in self._futures.values():
+            if not future.done():
+                future.set_exception(QuestionCancelled("the run was cancelled before the question was answered"))
+        self._futures.clear()
+
     def pending(self) -> list[str]:
         return [rid for rid, fut in self._futures.items() if not fut.done()]
 
@@ -104,8 +113,10 @@ class RunHandle:
         return self.bus.subscribe(after_seq)
 
     def cancel(self) -> None:
-        """Ask the run to stop: the LLM stream is abandoned, Cancel tools stop, Block tools finish."""
+        """Ask the run to stop: the LLM stream is abandoned, Cancel tools stop, Block tools finish,
+        and pending questions are withdrawn."""
         self.cancelled.set()
+        self.answers.cancel_all()
 
     def answer(self, request_id: str, answer: str) -> bool:
         """Deliver the user's answer to an ask_user / permission_request; False if not pending."""

@@ -286,6 +286,16 @@ class AstroMagics(Magics):
             print(f"Interrupted: the run was cancelled. Session {handle.session_id} is saved; "
                   "continue it with another %%astro cell.")
             return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, "cancelled", calls, errors)
+        except BaseException:
+            # Anything else leaving the cell (a question that could not be shown, a display error)
+            # must not leave the run holding the session: stop it, then let the error show.
+            self.rt.cancel_run(handle)
+            try:
+                self.rt.wait_run(handle)
+            except BaseException:  # noqa: BLE001 - the original error is the one to report
+                pass
+            timeline.finish("cancelled", handle.session_id)
+            raise
         timeline.finish(done.reason, handle.session_id)
         return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, done.reason, calls, errors)
 

@@ -159,3 +159,23 @@ def test_export_magic_needs_a_session(load) -> None:
         ip.run_line_magic("astro", "export")
     with pytest.raises(UsageError, match="sess_missing"):
         ip.run_line_magic("astro", "export sess_missing -o x.ipynb")
+
+
+def test_a_question_that_cannot_be_asked_does_not_strand_the_session(load, llm_env, monkeypatch) -> None:
+    """input() failing (no stdin) ends the cell with that error, cancels the run and frees the session."""
+    llm_env.script(Turn.call("ask_user", {"question": "Which band?"}))
+
+    def no_stdin(prompt: str = "") -> str:
+        raise EOFError("no stdin")
+
+    monkeypatch.setattr("builtins.input", no_stdin)
+    ip = load()
+    started = time.monotonic()
+    with pytest.raises(EOFError):
+        ip.run_cell_magic("astro", "", "Plan an observation")
+    assert time.monotonic() - started < 20, "the cancelled run must not wait out the ask_user timeout"
+    llm_env.script(Turn.say("Still here."))
+    again = ip.run_cell_magic("astro", "", "Are you there?")
+    assert again.reason == "finished" and again.text == "Still here."
+    tool_msgs = [m for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
+    assert len(tool_msgs) == 1 and "cancel" in tool_msgs[0]["content"].lower()

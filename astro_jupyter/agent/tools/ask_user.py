@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from ...errors import QuestionCancelled
 from .base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class AskUserTool(AgentTool):
             answer = await asyncio.wait_for(ctx.ask_user(question, options), timeout=timeout + 5.0)
         except asyncio.TimeoutError:
             return ToolOutput.error(f"the user did not answer within {timeout:g} s; continue without the answer")
+        except QuestionCancelled as exc:
+            return ToolOutput.error(str(exc))
         if answer is None or not str(answer).strip():
             return ToolOutput.error(f"the user did not answer within {timeout:g} s; continue without the answer")
         return ToolOutput(f"User answered: {answer}", metadata={"answer": answer})
