@@ -31,6 +31,13 @@ _POLL_SECS = 0.05
 _END = object()
 
 
+class _Failed:
+    """An exception from the run's event stream, carried to the kernel thread so the cell shows it."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 class RunInterrupted(Exception):
     """The user interrupted the kernel while a call was waiting; the work was cancelled."""
 
@@ -235,6 +242,8 @@ class KernelRuntime:
             try:
                 async for _, event in handle.events():
                     box.put(event)
+            except BaseException as exc:  # noqa: BLE001 - handed to the kernel thread, raised there
+                box.put(_Failed(exc))
             finally:
                 box.put(_END)
 
@@ -246,6 +255,8 @@ class KernelRuntime:
                 continue
             if item is _END:
                 return
+            if isinstance(item, _Failed):
+                raise item.error
             yield item
 
     def cancel_run(self, handle: "RunHandle") -> None:

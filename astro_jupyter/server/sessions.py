@@ -8,7 +8,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .base import AUTH_RESOURCE, AstroHandler
-from .service import InvalidRequest, NotAvailable
+from .service import InvalidRequest
 
 ID = r"(?P<session_id>[A-Za-z0-9_.:-]{1,128})"
 
@@ -82,14 +82,9 @@ class SessionExportHandler(AstroHandler):
     @authorized
     async def get(self, session_id: str) -> None:
         session = await self.service.session(self.owner, session_id)
-        try:
-            from .. import export
-        except ImportError as exc:
-            raise NotAvailable("export is not available yet") from exc
-        export_session = getattr(export, "export_session", None)
-        if export_session is None:
-            raise NotAvailable("export is not available yet")
         import nbformat
+
+        from ..export import export_session
 
         await self.service.settle_session(session_id)
         notebook = await export_session(self.service.services, session_id)

@@ -179,3 +179,24 @@ def test_a_question_that_cannot_be_asked_does_not_strand_the_session(load, llm_e
     assert again.reason == "finished" and again.text == "Still here."
     tool_msgs = [m for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
     assert len(tool_msgs) == 1 and "cancel" in tool_msgs[0]["content"].lower()
+
+
+def test_a_failing_event_stream_is_shown_not_swallowed(load, llm_env, monkeypatch) -> None:
+    """If following the run's events fails, the cell raises that error and the session is freed."""
+    from astro_jupyter.agent.run import RunHandle
+
+    def broken_events(self, after_seq: int = 0):
+        async def fail():
+            raise RuntimeError("event replay failed")
+            yield  # pragma: no cover - makes this an async generator
+
+        return fail()
+
+    ip = load()
+    with monkeypatch.context() as patch:
+        patch.setattr(RunHandle, "events", broken_events)
+        with pytest.raises(RuntimeError, match="event replay failed"):
+            ip.run_cell_magic("astro", "", "Hello")
+    llm_env.script(Turn.say("Second answer."))
+    again = ip.run_cell_magic("astro", "", "Hello again")
+    assert again.reason == "finished" and again.text == "Second answer."

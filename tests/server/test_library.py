@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from typing import Any
 
@@ -75,10 +74,6 @@ async def test_export_route(api: Api, jp_fetch: Any) -> None:
     status, session = await api("POST", "astro/api/sessions", body={"title": "M 87 notes"})
     status, err = await api("GET", "astro/api/sessions/ses_missing/export")
     assert status == 404
-    if importlib.util.find_spec("astro_jupyter.export") is None:
-        status, err = await api("GET", f"astro/api/sessions/{session['id']}/export")
-        assert status == 501 and err == {"message": "export is not available yet", "reason": "not_implemented"}
-        return
     response = await jp_fetch("astro", "api", "sessions", session["id"], "export")
     assert response.code == 200 and "M-87-notes.ipynb" in response.headers["Content-Disposition"]
     notebook = json.loads(response.body)
