@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
@@ -30,7 +29,7 @@ from ..events import AskUser, Done, Error, Event, ModelSwitch, PermissionRequest
 from ..events import TextDelta, ThinkingDelta, ToolResult
 from .bus import EventBus
 from .prompt import SUBAGENT_ROLE, build_system_prompt
-from .run import RunHandle, RunState, new_request_id
+from .run import RunHandle, RunState, SubagentResult, TurnResult, new_request_id
 from .runlocks import RunLocks, fcntl_missing
 
 if TYPE_CHECKING:
@@ -45,25 +44,6 @@ log = logging.getLogger(__name__)
 TurnPreparer = Callable[[RunState], Awaitable[None]]
 _KEEP_FINISHED = 200
 _TITLE_CHARS = 80
-
-
-@dataclass
-class SubagentResult:
-    summary: str
-    is_error: bool = False
-    steps: int = 0
-    subagent_id: str = ""
-
-
-@dataclass
-class TurnResult:
-    """What one LLM turn produced (``cancelled``: the stream was abandoned)."""
-
-    text: str
-    calls: list[Any]  # ToolCallReady items handed to the executor
-    executed: list[Any]  # ExecutedCall
-    cancelled: bool = False
-    error: BaseException | None = None
 
 
 def _with_id(call: Any, call_id: str) -> Any:
