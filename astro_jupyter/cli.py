@@ -98,7 +98,8 @@ class TimelinePrinter(LinePrinter):
         elif kind == "error":
             if self.mid_line:
                 self._line("")
-            err(f"error: {event.message}")  # type: ignore[attr-defined]
+            label = "note" if event.reason == "notice" else "error"  # type: ignore[attr-defined]
+            err(f"{label}: {event.message}")  # type: ignore[attr-defined]
         elif kind == "done":
             if self.mid_line:
                 self._line("")
@@ -153,7 +154,7 @@ async def cmd_ask(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
             else:
                 printer.show(event)
-            if event.type == "error":
+            if event.type == "error" and event.reason != "notice":  # type: ignore[attr-defined]
                 error_reason = event.reason  # type: ignore[attr-defined]
             elif event.type in ("ask_user", "permission_request") and not event.subagent_id:
                 answer = await _answer_question(event, interactive=not args.json and sys.stdin.isatty())

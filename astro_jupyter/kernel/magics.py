@@ -271,7 +271,7 @@ class AstroMagics(Magics):
                 timeline.show(event)
                 if event.type == "tool_result":
                     calls.append({"name": event.name, "is_error": event.is_error, "subagent": event.subagent_id})
-                elif event.type == "error":
+                elif event.type == "error" and event.reason != "notice":
                     errors.append(event.message)
                 elif event.type in ("ask_user", "permission_request") and not event.subagent_id:
                     self.rt.answer(handle, event.request_id, timeline.ask(event))

@@ -101,7 +101,7 @@ class TextTimeline(LinePrinter):
         elif kind == "ask_user":
             self._line(f"? {event.question}")
         elif kind == "error":
-            self._line(f"error: {event.message}")
+            self._line(f"{'note' if event.reason == 'notice' else 'error'}: {event.message}")
 
     def ask(self, event: Any) -> str:
         return ask_text(event, self.input_fn)
@@ -220,6 +220,8 @@ class WidgetTimeline:
             self._append(self.cards, self._card(f"❓ {what}", "<br><small>answer in the input box below</small>"))
         elif kind == "model_switch":
             self._append(self.cards, self.w.HTML(f"<small>model {event.from_model} → {event.to_model}</small>"))
+        elif kind == "error" and event.reason == "notice":
+            self._append(self.cards, self.w.HTML(f"<span style='color:#8a5a00'>note: {html.escape(event.message)}</span>"))
         elif kind == "error":
             self._append(self.cards, self.w.HTML(f"<span style='color:#b00020'>error: {html.escape(event.message)}</span>"))
 
