@@ -111,10 +111,10 @@ class AstroMagics(Magics):
             count = f" {p.get('done')}/{p.get('total')}" if p.get("done") is not None and p.get("total") else ""
             print(f"…{count} {p.get('message', '')}".rstrip(), flush=True)
 
-    @staticmethod
-    def _ask_permission(request: Any) -> str:
-        from .widgets import ask_text
+    def _ask_permission(self, request: Any) -> str:
+        from .widgets import ask_text, print_permission
 
+        print_permission(request, self.rt.config.prompt_width)  # the whole request, escapes visible
         return ask_text(request, input)
 
     def _tools(self, rest: str) -> TableResult:
@@ -263,7 +263,8 @@ class AstroMagics(Magics):
     def _follow(self, handle: Any, *, text: bool) -> AgentAnswer:
         from .widgets import make_timeline
 
-        timeline = make_timeline(self.shell, force_text=text, on_stop=lambda: self.rt.cancel_run(handle))
+        timeline = make_timeline(self.shell, force_text=text, on_stop=lambda: self.rt.cancel_run(handle),
+                                 width=self.rt.config.prompt_width)
         calls: list[dict[str, Any]] = []
         errors: list[str] = []
         try:
