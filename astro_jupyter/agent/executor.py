@@ -25,7 +25,7 @@ from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResul
 from .hooks import HookEventName, HookOutcome, HookRegistry
 from .permissions import PermissionChecker, PermissionDecision
 from .tools.base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
-from .tools.persist import maybe_persist_tool_result
+from .tools.persist import maybe_persist_tool_result, owner_results_dir
 from .validation import ArgumentError, DuplicateDetector, parse_arguments, validate_arguments
 
 if TYPE_CHECKING:
@@ -345,7 +345,7 @@ class ToolExecutor:
         self, slot: CallSlot, ctx: ToolContext, output: ToolOutput, duration_ms: int, ran: bool, failure: str | None
     ) -> ExecutedCall:
         metadata = dict(output.metadata)
-        content = await self._persist(slot.id, output.content, metadata)
+        content = await self._persist(slot.id, output.content, metadata, ctx.owner)
         if ran:
             event = HookEventName.POST_TOOL_USE_FAILURE if failure else HookEventName.POST_TOOL_USE
             payload = {**self._payload(slot, ctx), "output": content, "is_error": output.is_error,
@@ -354,7 +354,7 @@ class ToolExecutor:
             await self._hook_warnings(outcome, ctx)
             if outcome.mutated_output is not None:
                 metadata["output_mutated"] = True
-                content = await self._persist(f"{slot.id}-mutated", outcome.mutated_output, metadata)
+                content = await self._persist(f"{slot.id}-mutated", outcome.mutated_output, metadata, ctx.owner)
             self._record_metrics(slot.name, duration_ms, output.is_error)
         if slot.contexts:
             metadata["hook_context"] = list(slot.contexts)
@@ -372,13 +372,13 @@ class ToolExecutor:
         message = {"role": "tool", "tool_call_id": slot.id, "name": slot.name, "content": content}
         return ExecutedCall(slot.id, slot.name, slot.args, final, duration_ms, message)
 
-    async def _persist(self, key: str, content: str, metadata: dict[str, Any]) -> str:
+    async def _persist(self, key: str, content: str, metadata: dict[str, Any], owner: str = "") -> str:
         limit = self.config.max_output_chars
         if limit <= 0 or len(content) <= limit:
             return content
         try:
             result = await asyncio.to_thread(
-                maybe_persist_tool_result, content, key, self.config.tool_results_dir, limit,
+                maybe_persist_tool_result, content, key, owner_results_dir(self.config.tool_results_dir, owner), limit,
                 self.config.persisted_preview_chars,
             )
         except OSError as exc:  # disk full / read-only: truncate rather than lose the turn

@@ -87,6 +87,8 @@ class AstroService:
         self._services_closed = False
         self.intake: Any = None  # IntakeWorker, built in start()
         self._warm: asyncio.Task[None] | None = None
+        # PUT models/current: each owner's choice for its next runs (the endpoint's client is shared)
+        self._owner_models: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> "AstroService":
@@ -230,19 +232,8 @@ class AstroService:
 
         if session_id:
             await self.session(owner, session_id)
-        hits = await self.services.history.search(query, session_id=session_id, limit=200)
-        visible: dict[str, bool] = {}
-        out: list[dict[str, Any]] = []
-        for hit in hits:
-            sid = hit["session_id"]
-            if sid not in visible:
-                record = await self.services.sessions.find(sid)
-                visible[sid] = record is not None and _can_see(record.owner, owner)
-            if visible[sid]:
-                out.append({**hit, "snippet_html": snippet_to_html(hit["snippet"])})
-            if len(out) >= limit:
-                break
-        return out
+        hits = await self.services.history.search(query, session_id=session_id, limit=limit, owner=owner)
+        return [{**hit, "snippet_html": snippet_to_html(hit["snippet"])} for hit in hits]
 
     # -- runs ----------------------------------------------------------------------------------
     def check_prompt(self, prompt: Any) -> str:
@@ -284,7 +275,7 @@ class AstroService:
                 prompt,
                 session_id=session_id,
                 owner=owner,
-                model=model or None,
+                model=model or self._owner_models.get(owner) or None,
                 coordinator=bool(coordinator),
                 max_steps=max_steps,
                 source="sidebar",
@@ -446,8 +437,8 @@ class AstroService:
         runtime_llm = getattr(self._runtime, "llm", None) if self._runtime is not None else None
         return runtime_llm or self.services.llm
 
-    async def models(self) -> dict[str, Any]:
-        """Current model, the endpoint's list; an unreachable endpoint gives the configured ones + a warning."""
+    async def models(self, owner: str = "") -> dict[str, Any]:
+        """The owner's current model and the endpoint's list; an unreachable endpoint gives the configured ones + a warning."""
         if self._warm is not None:
             try:
                 await self._warm
@@ -464,7 +455,7 @@ class AstroService:
             warning = f"the LLM endpoint did not list its models within {cfg.http_timeout_secs:g} s"
         except AstroError as exc:
             warning = f"could not list the endpoint's models: {exc}"
-        current = str(llm.model)
+        current = self.current_model(owner)
         models = _unique([current, *available]) if available else _unique([current, *configured])
         return {
             "current": current,
@@ -474,13 +465,17 @@ class AstroService:
             "warning": warning,
         }
 
-    async def switch_model(self, model: Any) -> dict[str, Any]:
+    def current_model(self, owner: str) -> str:
+        """The model ``owner``'s next run uses: its own choice, else the server's current model."""
+        return self._owner_models.get(owner) or str(self._llm().model)
+
+    async def switch_model(self, owner: str, model: Any) -> dict[str, Any]:
+        """Switch ``owner``'s model only (another user's runs keep theirs); not persisted."""
         if not isinstance(model, str) or not model.strip() or len(model) > 200:
             raise InvalidRequest("'model' must be a non-empty model name", reason="invalid_model")
-        llm = self._llm()
-        previous = str(llm.model)
-        llm.switch_model(model.strip(), reason="switched from the sidebar")
-        return {"current": str(llm.model), "previous": previous}
+        previous = self.current_model(owner)
+        self._owner_models[owner] = model.strip()
+        return {"current": self._owner_models[owner], "previous": previous}
 
     # -- bookmarklet tokens ------------------------------------------------------------------------
     @property

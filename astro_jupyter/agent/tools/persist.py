@@ -6,11 +6,17 @@ replaced by a ``<persisted-output>`` stub the model can follow up with ``read_fi
 Writes use create-new semantics: a file is never overwritten. Re-persisting the same
 content under the same id reuses the file (idempotent); different content under a
 reused id (providers recycle ids like ``call_1``) gets a content-hash suffix instead.
+
+Outputs belong to the owner of the run (the Jupyter identity on a multi-user server):
+ownerless runs (kernel, CLI, a single-user server) write to ``tool-results/`` itself, a
+named owner to ``tool-results/owners/<key>/``. ``results_readable_by`` is the rule the
+file tools apply: everyone may read the ownerless files, only the owner its own folder.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +35,29 @@ def safe_file_stem(tool_call_id: str) -> str:
     """An id usable as a file name: no separators, no leading dots, bounded length."""
     stem = _SAFE.sub("_", tool_call_id).lstrip(".")[:120]
     return stem or "call"
+
+
+OWNERS_DIR = "owners"
+
+
+def owner_key(owner: str) -> str:
+    """A folder name for ``owner``: readable, file-system safe, and distinct per owner (hash)."""
+    digest = hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{safe_file_stem(owner)[:48].strip('_') or 'user'}-{digest}"
+
+
+def owner_results_dir(results_dir: Path, owner: str) -> Path:
+    """Where the outputs of ``owner``'s runs are persisted."""
+    return results_dir / OWNERS_DIR / owner_key(owner) if owner else results_dir
+
+
+def results_readable_by(path: Path, owner: str, results_dir: Path) -> bool:
+    """May a run of ``owner`` read ``path`` (already resolved)? False only for the per-owner
+    area of ``results_dir`` outside the owner's own folder (the listing of owners included)."""
+    owners = Path(os.path.realpath(results_dir)) / OWNERS_DIR
+    if not (path == owners or path.is_relative_to(owners)):
+        return True
+    return bool(owner) and path.is_relative_to(owners / owner_key(owner))
 
 
 def _write_once(path: Path, content: str) -> bool:

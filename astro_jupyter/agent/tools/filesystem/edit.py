@@ -13,6 +13,7 @@ from typing import Any
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .read import format_lines, looks_binary
+from .owner_scope import check_owner
 from .security import PathNotAllowed, display_path, resolve_path
 from .write import atomic_write_text
 
@@ -62,6 +63,7 @@ class FileEditTool(AgentTool):
             return ToolOutput.error("file_edit: old_string and new_string are identical; nothing to change")
         try:
             path = resolve_path(args.get("path", ""), ctx.config)
+            check_owner(path, ctx)
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_edit: {exc}")
         return await asyncio.to_thread(self._edit, path, old, new, bool(args.get("replace_all", False)), ctx)

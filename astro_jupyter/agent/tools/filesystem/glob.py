@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .owner_scope import check_owner, owner_may_read
 from .security import MAX_DEPTH, PathNotAllowed, display_path, is_allowed_file, resolve_path, sandbox_roots
 
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".ipynb_checkpoints"})
@@ -108,8 +109,11 @@ def resolve_search_dir(raw: Any, ctx: ToolContext) -> Path:
         raw = "."
     if raw == ".":
         base = Path(ctx.config.project_root or os.getcwd())
-        return resolve_path(str(base), ctx.config)
-    return resolve_path(str(raw), ctx.config)
+        path = resolve_path(str(base), ctx.config)
+    else:
+        path = resolve_path(str(raw), ctx.config)
+    check_owner(path, ctx)
+    return path
 
 
 class GlobFilesTool(AgentTool):
@@ -150,6 +154,8 @@ class GlobFilesTool(AgentTool):
         roots = sandbox_roots(ctx.config)
         found: list[tuple[float, Path]] = []
         for path in walk_files(base, roots, ctx.cancelled):
+            if not owner_may_read(path, ctx):
+                continue
             rel = path.relative_to(base).as_posix()
             if regex.match(rel):
                 try:

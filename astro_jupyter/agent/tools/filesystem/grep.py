@@ -14,6 +14,7 @@ from typing import Any
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .glob import check_pattern, glob_to_regex, resolve_search_dir, walk_files
 from .read import MAX_LINE_CHARS, looks_binary
+from .owner_scope import owner_may_read
 from .security import PathNotAllowed, display_path, sandbox_roots
 
 DEFAULT_MAX_RESULTS = 100
@@ -69,6 +70,8 @@ class GrepFilesTool(AgentTool):
         skipped_binary = skipped_large = searched = 0
         more = False
         for path in files:
+            if not owner_may_read(path, ctx):
+                continue
             if matcher is not None and base.is_dir() and not matcher.match(path.relative_to(base).as_posix()):
                 continue
             try:

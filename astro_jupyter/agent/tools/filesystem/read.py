@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .owner_scope import check_owner
 from .security import PathNotAllowed, display_path, resolve_path
 
 DEFAULT_LIMIT = 2000
@@ -74,6 +75,7 @@ class ReadFileTool(AgentTool):
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
             path = resolve_path(args.get("path", ""), ctx.config)
+            check_owner(path, ctx)
             offset = _int_arg(args, "offset", 1, 1) or 1
             limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1)
         except (PathNotAllowed, ValueError) as exc:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .owner_scope import check_owner
 from .security import PathNotAllowed, display_path, resolve_path
 
 
@@ -70,6 +71,7 @@ class FileWriteTool(AgentTool):
             return ToolOutput.error("file_write: content must be a string")
         try:
             path = resolve_path(args.get("path", ""), ctx.config)
+            check_owner(path, ctx)
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_write: {exc}")
         return await asyncio.to_thread(self._write, path, content, ctx)
