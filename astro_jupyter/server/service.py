@@ -309,7 +309,10 @@ class AstroService:
     async def run_events(self, owner: str, run_id: str, after_seq: int = 0) -> AsyncIterator[tuple[int, str]] | None:
         """Check access now (so a 404 precedes any stream), then return ``(seq, json)`` pairs:
         live from the runtime when the run is here, else from the store. ``None`` when the
-        client already has everything up to ``done`` (an SSE client must then stop reconnecting)."""
+        client already has everything up to ``done`` (an SSE client must then stop reconnecting).
+
+        A client resuming past every stored event of a finished run (ids a dead process sent
+        but never stored) still gets the terminal ``done``, numbered after its own id."""
         handle, record = await self._run_owner_check(owner, run_id)
         if handle is not None:
             if handle.finished and after_seq >= handle.bus.last_seq:
@@ -317,14 +320,17 @@ class AstroService:
             return _live_events(handle, after_seq)
         if record is not None and record.status != "running" and after_seq > 0:
             if not await self.services.runs.events_after(run_id, after_seq, limit=1):
-                seen = await self.services.runs.events_after(run_id, after_seq - 1, limit=1)
-                if not seen or seen[0][0] != after_seq or seen[0][1].get("type") == "done":
-                    return None  # past the end, or exactly at the stored done
+                done_seq = await self.services.runs.done_seq(run_id)
+                if done_seq is None:  # the done a finished run without a stored one gets (below)
+                    done_seq = await self.services.runs.last_event_id(run_id) + 1
+                if after_seq == done_seq:
+                    return None  # exactly at the done: the client has everything
         return self._stored_events(run_id, after_seq)
 
     async def _stored_events(self, run_id: str, after_seq: int) -> AsyncIterator[tuple[int, str]]:
         """Replay from the store; while the row says 'running' (another process, e.g. a kernel,
-        owns the run) keep polling; a finished run whose events lack ``done`` gets one, unstored."""
+        owns the run) keep polling; a finished run whose events lack ``done`` (or a client past
+        them all) gets one, unstored, numbered after every reserved id and the client's own."""
         last = after_seq
         while True:
             batch = await self.services.runs.events_after(run_id, last, limit=STORE_PAGE)
@@ -345,7 +351,7 @@ class AstroService:
                 if not batch:
                     reason = record.status if record.status in ("finished", "cancelled", "max_steps") else "error"
                     done = {"type": "done", "session_id": record.session_id, "run_id": run_id, "reason": reason}
-                    yield last + 1, encode_wire(done)
+                    yield max(last, await self.services.runs.last_event_id(run_id)) + 1, encode_wire(done)
                     return
                 continue
             await asyncio.sleep(STORE_POLL_SECS)
