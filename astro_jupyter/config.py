@@ -171,6 +171,11 @@ class AstroConfig(Configurable):
         0.1, help="How long a run's events gather before one batch is written to agent_events (live watchers are not delayed)."
     ).tag(config=True)
 
+    event_id_reserve_block = Int(
+        1000, help="Event ids a run reserves in the store per write before watchers see them, so ids never go "
+        "backwards after a crash (larger: fewer writes; ids of a crashed run jump by up to this much)."
+    ).tag(config=True)
+
     db_busy_timeout_ms = Int(
         help="How long a write waits for another process's lock on astro.db before failing (env ASTRO_DB_BUSY_TIMEOUT_MS)."
     ).tag(config=True)

@@ -7,6 +7,11 @@ Re-running the notebook repeats the tool calls. Calls that only make sense insid
 agent run (asking the user, loading tools, compaction, spawning subagents/workers) are
 recorded as Markdown instead of code, so a re-run never blocks on a question.
 
+The record is model output, so it is untrusted: only calls of tools in the registry become
+code, their arguments are JSON data written on one visible line (every character a line
+splitter or a bidi renderer could act on is a ``\\uXXXX`` escape) and checked to read back
+exactly; any other name, argument or text is shown escaped in a Markdown cell.
+
 Data comes from the store only: sessions, messages, runs and their stored events.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -33,9 +39,95 @@ AGENT_ONLY_TOOLS = frozenset({
 })
 
 
-def tool_cell_source(name: str, arguments: Any) -> str:
-    args = arguments if isinstance(arguments, dict) else {}
-    return f"%astro {name} {json.dumps(args, ensure_ascii=False)}"
+def _escape_invisible(text: str) -> str:
+    """``\\uXXXX`` for every character that is not printable (line and paragraph separators,
+    NEL, bidi controls, zero-width and lone surrogates); JSON reads these escapes back as-is."""
+    out: list[str] = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+            continue
+        code = ord(ch)
+        if code > 0xFFFF:  # JSON spells astral characters as a surrogate pair
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out)
+
+
+def tool_cell_source(name: str, arguments: dict[str, Any]) -> str:
+    """``%astro NAME {json}`` on one line of visible characters (raises TypeError/ValueError
+    for arguments JSON cannot carry)."""
+    return f"%astro {name} {_escape_invisible(json.dumps(arguments, ensure_ascii=False, allow_nan=False))}"
+
+
+def safe_tool_cell(name: Any, arguments: Any, registered: frozenset[str]) -> str | None:
+    """The code-cell source for a recorded call, or None when it must not be code: a name that is
+    not a registered (re-runnable) tool, arguments that are not a JSON object, or a line that
+    would not read back as exactly this call."""
+    from .kernel.parsing import parse_tool_arguments
+
+    if not isinstance(name, str) or name not in registered or name in AGENT_ONLY_TOOLS:
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    try:
+        source = tool_cell_source(name, arguments)
+    except (TypeError, ValueError):
+        return None
+    if len(source.splitlines()) != 1 or not source.isprintable():
+        return None
+    command, _, rest = source.partition(" ")[2].partition(" ")
+    try:
+        same = command == name and parse_tool_arguments(rest) == arguments
+    except ValueError:
+        same = False
+    return source if same else None
+
+
+def _visible(text: Any) -> str:
+    """Raw text with control, bidi and other invisible characters shown as escapes (newlines and
+    tabs kept), for Markdown code blocks."""
+    text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
+    return "\n".join(_escape_invisible(line.replace("\t", "    ")) for line in text.split("\n"))
+
+
+def _fenced(text: Any, info: str = "text") -> str:
+    """A fenced code block that no content can close early (the fence outgrows every backtick run)."""
+    body = _visible(text)
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def _one_line(text: Any) -> str:
+    """Text for a heading or list item: one line, Markdown specials and HTML escaped."""
+    flat = " ".join(_visible(text).split())
+    return re.sub(r"([\\`*_\[\]<>!|~&])", r"\\\1", flat)
+
+
+def _code_span(text: Any) -> str:
+    """Inline code no content can close early (backticks longer than any run inside)."""
+    body = " ".join(_visible(text).split())
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
+    return f"{ticks} {body} {ticks}"
+
+
+def _clean_surrogates(value: Any) -> Any:
+    """Lone surrogates (from a bad model stream) as U+FFFD, so the notebook can be written as UTF-8."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_clean_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        for key in list(value):
+            value[key] = _clean_surrogates(value[key])
+        return value
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def tool_outputs(name: str, arguments: Any, result: dict[str, Any] | None, count: int) -> list[Any]:
@@ -134,12 +226,40 @@ def _timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-async def export_session(services: "ServiceContainer", session_id: str) -> "nbformat.NotebookNode":
-    """Build the research-log notebook of ``session_id`` (raises SessionNotFound)."""
+def registered_tool_names(services: "ServiceContainer") -> frozenset[str]:
+    """Every tool a ``%astro TOOL`` cell can run (the standard registry, coordinator tools included)."""
+    from .agent.tools import build_default_registry
+
+    return frozenset(build_default_registry(services.config, coordinator=True).names())
+
+
+def _unexported_call_cell(name: Any, args: Any, result: dict[str, Any] | None) -> str:
+    """A call that must not become code, shown as recorded: name, arguments and output escaped."""
+    output = (result or {}).get("output", "(no result recorded)")
+    return (f"*Tool call recorded as text, not code* ({_code_span(str(name)[:200])} is not a tool this "
+            "notebook can run, or its arguments are not a JSON object).\n\n**Name**\n\n" + _fenced(name) +
+            "\n\n**Arguments**\n\n" + _fenced(args if isinstance(args, str) else _json_text(args)) +
+            "\n\n**Output**\n\n" + _fenced(output))
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except ValueError:  # circular structures cannot come from JSON, but never fail the export
+        return repr(value)
+
+
+async def export_session(services: "ServiceContainer", session_id: str, *,
+                         registered: frozenset[str] | None = None) -> "nbformat.NotebookNode":
+    """Build the research-log notebook of ``session_id`` (raises SessionNotFound). ``registered``:
+    the tool names that may become code cells (default: the standard registry's)."""
     import nbformat
     import nbformat.v4 as nbf
 
     from ._version import __version__
+
+    if registered is None:
+        registered = registered_tool_names(services)
 
     session = await services.sessions.get(session_id)
     messages = await services.messages.list(session_id)
@@ -150,8 +270,8 @@ async def export_session(services: "ServiceContainer", session_id: str) -> "nbfo
     nb = nbf.new_notebook()
     title = session.title or "Untitled session"
     nb.cells.append(nbf.new_markdown_cell(
-        f"# {title}\n\n"
-        f"- **Session:** `{session.id}`\n- **Model:** {model or 'default'}\n"
+        f"# {_one_line(title)}\n\n"
+        f"- **Session:** `{session.id}`\n- **Model:** {_code_span(model) if model else 'default'}\n"
         f"- **Started:** {session.created_at}\n- **Last activity:** {session.updated_at}\n"
         f"- **Turns:** {len(turns)}\n\n"
         f"*Research log exported by astro-jupyter {__version__}. Tool cells carry their recorded outputs; "
@@ -173,27 +293,34 @@ async def export_session(services: "ServiceContainer", session_id: str) -> "nbfo
             if kind == "subagent":
                 if item.get("phase") == "start":
                     sub_heads[item.get("id", "")] = item.get("task", "")
-                    nb.cells.append(nbf.new_markdown_cell(f"### Subagent `{item.get('id')}`\n\n**Task**\n\n{_quote(item.get('task', ''))}"))
+                    nb.cells.append(nbf.new_markdown_cell(
+                        f"### Subagent {_code_span(item.get('id'))}\n\n**Task**\n\n{_fenced(item.get('task', ''))}"))
                 else:
                     nb.cells.append(nbf.new_markdown_cell(
-                        f"**Subagent `{item.get('id')}` summary**\n\n{item.get('summary') or '*(none)*'}"))
+                        f"**Subagent {_code_span(item.get('id'))} summary**\n\n{item.get('summary') or '*(none)*'}"))
             elif kind == "ask_user":
-                nb.cells.append(nbf.new_markdown_cell(f"**The agent asked:** {item.get('question', '')}"))
+                nb.cells.append(nbf.new_markdown_cell(f"**The agent asked:**\n\n{_fenced(item.get('question', ''))}"))
             elif kind == "error":
-                nb.cells.append(nbf.new_markdown_cell(f"**Error** ({item.get('reason', '')}): {item.get('message', '')}"))
+                nb.cells.append(nbf.new_markdown_cell(
+                    f"**Error** ({_one_line(item.get('reason', ''))})\n\n{_fenced(item.get('message', ''))}"))
             elif kind == "tool_call":
                 calls += 1
                 name, args, result = item.get("name") or "", item.get("arguments"), item.get("result")
-                if name in AGENT_ONLY_TOOLS:
+                if isinstance(name, str) and name in AGENT_ONLY_TOOLS and name in registered:
                     output = (result or {}).get("output", "(no result recorded)")
                     nb.cells.append(nbf.new_markdown_cell(
-                        f"*Agent step* `{name}` `{json.dumps(args, ensure_ascii=False)[:300]}`\n\n```text\n{output}\n```"))
+                        f"*Agent step* `{name}`\n\n{_fenced(_json_text(args)[:300])}\n\n{_fenced(output)}"))
                     continue
-                cell = nbf.new_code_cell(tool_cell_source(name, args), execution_count=count)
+                source = safe_tool_cell(name, args, registered)
+                if source is None:
+                    nb.cells.append(nbf.new_markdown_cell(_unexported_call_cell(name, args, result)))
+                    continue
+                cell = nbf.new_code_cell(source, execution_count=count)
                 cell.outputs = tool_outputs(name, args, result, count)
                 cell.metadata["astro_jupyter"] = {
-                    "tool_call_id": item.get("id"), "subagent_id": item.get("subagent_id"),
-                    "duration_ms": (result or {}).get("duration_ms"), "is_error": (result or {}).get("is_error"),
+                    "tool_call_id": _scalar(item.get("id")), "subagent_id": _scalar(item.get("subagent_id")),
+                    "duration_ms": _scalar((result or {}).get("duration_ms")),
+                    "is_error": bool((result or {}).get("is_error")),
                 }
                 nb.cells.append(cell)
                 count += 1
@@ -210,8 +337,14 @@ async def export_session(services: "ServiceContainer", session_id: str) -> "nbfo
         "updated_at": session.updated_at, "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "version": __version__, "runs": run_meta, "tool_calls": tool_total,
     }
+    _clean_surrogates(nb)
     nbformat.validate(nb)
     return nb
+
+
+def _scalar(value: Any) -> str | int | float | bool | None:
+    """A metadata value as recorded when it is a plain scalar, else its text (never a structure)."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else _json_text(value)
 
 
 async def write_notebook(services: "ServiceContainer", session_id: str, path: str | os.PathLike[str]) -> Path:

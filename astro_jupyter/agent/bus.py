@@ -6,6 +6,11 @@ sequence number (1, 2, 3, ...), stays in memory for the run's life (replay), wak
 subscriber, and is written to ``agent_events`` by a background task in batches, so a
 stream of thousands of deltas per second costs a handful of transactions. The wire dict is
 computed once per event, here.
+
+Ids never go backwards across a crash: a watcher sees event N only once the store holds a
+reservation >= N (``agent_run_seq``, written a block ahead, so watchers rarely wait). The
+events written for a run a dead process left behind are numbered after the reservation,
+i.e. after every id any client can have seen (``RunRepository.close_interrupted``).
 """
 
 from __future__ import annotations
@@ -27,10 +32,18 @@ _BATCH_MAX = 512
 class EventBus:
     """Publish with ``publish(event)``; read with ``async for seq, event in bus.subscribe(after)``."""
 
-    def __init__(self, run_id: str, runs: "RunRepository | None" = None, *, flush_interval: float = 0.02) -> None:
+    def __init__(
+        self, run_id: str, runs: "RunRepository | None" = None, *, flush_interval: float = 0.02,
+        reserve_block: int = 1000, reserved: int = 0,
+    ) -> None:
+        """``reserved``: ids already reserved in the store (with the run's row); ``reserve_block``:
+        how many more each reservation write covers. Without ``runs`` nothing is gated."""
         self.run_id = run_id
         self.runs = runs
         self.flush_interval = flush_interval
+        self.reserve_block = max(1, int(reserve_block))
+        self._reserved = reserved if runs is not None else -1  # -1: every event is visible at once
+        self._reserving: asyncio.Task[None] | None = None
         self.events: list[tuple[int, Event]] = []
         self._pending: list[tuple[int, dict[str, Any]]] = []
         self._waiter: asyncio.Future[None] | None = None
@@ -51,12 +64,47 @@ class EventBus:
         if self.runs is not None:
             self._pending.append((seq, to_wire(event)))
             self._flush_wanted.set()  # the persister batches (waits flush_interval unless full or closed)
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if self._reserved >= 0 and seq > self._reserved - self.reserve_block // 2:
+            self._reserve_ahead()
+        if self.visible >= seq:
+            self._wake()
         if isinstance(event, Done):
             self._closed = True
         return seq
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    @property
+    def visible(self) -> int:
+        """How many events watchers may see: those whose ids are reserved in the store."""
+        return len(self.events) if self._reserved < 0 else min(len(self.events), self._reserved)
+
+    def _reserve_ahead(self) -> None:
+        """Start one reservation write (if none is running) covering a block past the last event."""
+        if self._reserving is None or self._reserving.done():
+            self._reserving = asyncio.get_running_loop().create_task(self._reserve())
+
+    async def _reserve(self) -> None:
+        assert self.runs is not None
+        upto = len(self.events) + self.reserve_block
+        try:
+            await self.runs.reserve_ids(self.run_id, upto)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a stalled stream is worse than a possible id reuse after a crash
+            message = f"could not reserve event ids of run {self.run_id}: {exc}; showing events unreserved"
+            log.warning(message)
+            self.persist_errors.append(message)
+            self._reserved = -1
+        else:
+            self._reserved = max(self._reserved, upto)
+            if len(self.events) > self._reserved - self.reserve_block // 2:
+                self._reserving = None
+                self._reserve_ahead()  # published faster than one write: keep going
+        self._wake()
 
     @property
     def last_seq(self) -> int:
@@ -71,13 +119,13 @@ class EventBus:
         """Replay events after ``after_seq``, then follow live; ends after ``Done``."""
         index = max(0, after_seq)
         while True:
-            while index < len(self.events):
+            while index < self.visible:
                 item = self.events[index]
                 index += 1
                 yield item
                 if isinstance(item[1], Done):
                     return
-            if self._closed:
+            if self._closed and self.visible == len(self.events):
                 return
             if self._waiter is None or self._waiter.done():
                 self._waiter = asyncio.get_running_loop().create_future()
@@ -110,7 +158,8 @@ class EventBus:
         if self._persister is None:
             return
         self._flush_wanted.set()
+        tasks = [t for t in (self._persister, self._reserving) if t is not None]
         try:
-            await asyncio.wait_for(asyncio.shield(self._persister), timeout)
+            await asyncio.wait_for(asyncio.shield(asyncio.gather(*tasks)), timeout)
         except asyncio.TimeoutError:
             log.warning("run %s: event persistence did not finish within %.0f s", self.run_id, timeout)

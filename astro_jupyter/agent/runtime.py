@@ -133,7 +133,7 @@ class AgentRuntime:
                 return
             for run_id in await self.services.runs.list_running():
                 if run_id not in self._runs and not self.run_locks.is_alive(run_id):
-                    await self.services.runs.finish(run_id, "error")
+                    await self.services.runs.close_interrupted(run_id)
         except AstroError as exc:
             log.warning("could not mark interrupted runs: %s", exc)
 
@@ -184,14 +184,17 @@ class AgentRuntime:
             max_steps=max_steps or self.config.max_steps,
             coordinator=coordinator,
         )
-        bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs)
+        block = self.config.event_id_reserve_block
+        bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs,
+                       reserve_block=block, reserved=block)  # the first block is reserved with the row
         handle = RunHandle(state, bus, asyncio.Event())
         if not self.run_locks.acquire(f"ses-{sid}"):  # the session is running in another process
             raise RunConflict(f"session {sid} already has an active run in another process (server or kernel)")
         self._active_sessions[sid] = handle  # reserved before the next await: no double start
         self.run_locks.acquire(run_id)  # before the row exists, so no other process sees it orphaned
         try:
-            await self.services.runs.create(run_id, sid, owner=owner, prompt=prompt, model=model or self.llm.model)
+            await self.services.runs.create(run_id, sid, owner=owner, prompt=prompt, model=model or self.llm.model,
+                                            reserve_ids=block)
         except BaseException:
             self._active_sessions.pop(sid, None)
             self.run_locks.release(run_id)

@@ -14,7 +14,7 @@ class ModelsHandler(AstroHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json(await self.service.models())
+        self.write_json(await self.service.models(self.owner))
 
 
 class CurrentModelHandler(AstroHandler):
@@ -24,7 +24,7 @@ class CurrentModelHandler(AstroHandler):
     @authorized
     async def put(self) -> None:
         body = self.json_body()
-        self.write_json(await self.service.switch_model(body.get("model")))
+        self.write_json(await self.service.switch_model(self.owner, body.get("model")))
 
 
 handlers = [

@@ -129,10 +129,10 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                                          "section": _STR, "session_id": _STR}, ["paper_id"]))),
         },
         "/astro/api/models": {
-            "get": _op("Current model and the endpoint's models (configured ones + warning when unreachable)", {"200": _json(_ref("Models"))}),
+            "get": _op("The caller's current model and the endpoint's models (configured ones + warning when unreachable)", {"200": _json(_ref("Models"))}),
         },
         "/astro/api/models/current": {
-            "put": _op("Switch the model for the next LLM calls", {"200": _json(_obj({"current": _STR, "previous": _STR}))},
+            "put": _op("Switch the caller's model for its next runs (other users keep theirs)", {"200": _json(_obj({"current": _STR, "previous": _STR}))},
                        body=_body(_obj({"model": _STR}, ["model"]))),
         },
         "/astro/api/auth/me": {

@@ -87,6 +87,8 @@ class AstroService:
         self._services_closed = False
         self.intake: Any = None  # IntakeWorker, built in start()
         self._warm: asyncio.Task[None] | None = None
+        # PUT models/current: each owner's choice for its next runs (the endpoint's client is shared)
+        self._owner_models: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> "AstroService":
@@ -230,19 +232,8 @@ class AstroService:
 
         if session_id:
             await self.session(owner, session_id)
-        hits = await self.services.history.search(query, session_id=session_id, limit=200)
-        visible: dict[str, bool] = {}
-        out: list[dict[str, Any]] = []
-        for hit in hits:
-            sid = hit["session_id"]
-            if sid not in visible:
-                record = await self.services.sessions.find(sid)
-                visible[sid] = record is not None and _can_see(record.owner, owner)
-            if visible[sid]:
-                out.append({**hit, "snippet_html": snippet_to_html(hit["snippet"])})
-            if len(out) >= limit:
-                break
-        return out
+        hits = await self.services.history.search(query, session_id=session_id, limit=limit, owner=owner)
+        return [{**hit, "snippet_html": snippet_to_html(hit["snippet"])} for hit in hits]
 
     # -- runs ----------------------------------------------------------------------------------
     def check_prompt(self, prompt: Any) -> str:
@@ -284,7 +275,7 @@ class AstroService:
                 prompt,
                 session_id=session_id,
                 owner=owner,
-                model=model or None,
+                model=model or self._owner_models.get(owner) or None,
                 coordinator=bool(coordinator),
                 max_steps=max_steps,
                 source="sidebar",
@@ -318,7 +309,10 @@ class AstroService:
     async def run_events(self, owner: str, run_id: str, after_seq: int = 0) -> AsyncIterator[tuple[int, str]] | None:
         """Check access now (so a 404 precedes any stream), then return ``(seq, json)`` pairs:
         live from the runtime when the run is here, else from the store. ``None`` when the
-        client already has everything up to ``done`` (an SSE client must then stop reconnecting)."""
+        client already has everything up to ``done`` (an SSE client must then stop reconnecting).
+
+        A client resuming past every stored event of a finished run (ids a dead process sent
+        but never stored) still gets the terminal ``done``, numbered after its own id."""
         handle, record = await self._run_owner_check(owner, run_id)
         if handle is not None:
             if handle.finished and after_seq >= handle.bus.last_seq:
@@ -326,14 +320,17 @@ class AstroService:
             return _live_events(handle, after_seq)
         if record is not None and record.status != "running" and after_seq > 0:
             if not await self.services.runs.events_after(run_id, after_seq, limit=1):
-                seen = await self.services.runs.events_after(run_id, after_seq - 1, limit=1)
-                if not seen or seen[0][0] != after_seq or seen[0][1].get("type") == "done":
-                    return None  # past the end, or exactly at the stored done
+                done_seq = await self.services.runs.done_seq(run_id)
+                if done_seq is None:  # the done a finished run without a stored one gets (below)
+                    done_seq = await self.services.runs.last_event_id(run_id) + 1
+                if after_seq == done_seq:
+                    return None  # exactly at the done: the client has everything
         return self._stored_events(run_id, after_seq)
 
     async def _stored_events(self, run_id: str, after_seq: int) -> AsyncIterator[tuple[int, str]]:
         """Replay from the store; while the row says 'running' (another process, e.g. a kernel,
-        owns the run) keep polling; a finished run whose events lack ``done`` gets one, unstored."""
+        owns the run) keep polling; a finished run whose events lack ``done`` (or a client past
+        them all) gets one, unstored, numbered after every reserved id and the client's own."""
         last = after_seq
         while True:
             batch = await self.services.runs.events_after(run_id, last, limit=STORE_PAGE)
@@ -354,7 +351,7 @@ class AstroService:
                 if not batch:
                     reason = record.status if record.status in ("finished", "cancelled", "max_steps") else "error"
                     done = {"type": "done", "session_id": record.session_id, "run_id": run_id, "reason": reason}
-                    yield last + 1, encode_wire(done)
+                    yield max(last, await self.services.runs.last_event_id(run_id)) + 1, encode_wire(done)
                     return
                 continue
             await asyncio.sleep(STORE_POLL_SECS)
@@ -446,8 +443,8 @@ class AstroService:
         runtime_llm = getattr(self._runtime, "llm", None) if self._runtime is not None else None
         return runtime_llm or self.services.llm
 
-    async def models(self) -> dict[str, Any]:
-        """Current model, the endpoint's list; an unreachable endpoint gives the configured ones + a warning."""
+    async def models(self, owner: str = "") -> dict[str, Any]:
+        """The owner's current model and the endpoint's list; an unreachable endpoint gives the configured ones + a warning."""
         if self._warm is not None:
             try:
                 await self._warm
@@ -464,7 +461,7 @@ class AstroService:
             warning = f"the LLM endpoint did not list its models within {cfg.http_timeout_secs:g} s"
         except AstroError as exc:
             warning = f"could not list the endpoint's models: {exc}"
-        current = str(llm.model)
+        current = self.current_model(owner)
         models = _unique([current, *available]) if available else _unique([current, *configured])
         return {
             "current": current,
@@ -474,13 +471,17 @@ class AstroService:
             "warning": warning,
         }
 
-    async def switch_model(self, model: Any) -> dict[str, Any]:
+    def current_model(self, owner: str) -> str:
+        """The model ``owner``'s next run uses: its own choice, else the server's current model."""
+        return self._owner_models.get(owner) or str(self._llm().model)
+
+    async def switch_model(self, owner: str, model: Any) -> dict[str, Any]:
+        """Switch ``owner``'s model only (another user's runs keep theirs); not persisted."""
         if not isinstance(model, str) or not model.strip() or len(model) > 200:
             raise InvalidRequest("'model' must be a non-empty model name", reason="invalid_model")
-        llm = self._llm()
-        previous = str(llm.model)
-        llm.switch_model(model.strip(), reason="switched from the sidebar")
-        return {"current": str(llm.model), "previous": previous}
+        previous = self.current_model(owner)
+        self._owner_models[owner] = model.strip()
+        return {"current": self._owner_models[owner], "previous": previous}
 
     # -- bookmarklet tokens ------------------------------------------------------------------------
     @property

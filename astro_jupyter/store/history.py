@@ -57,18 +57,24 @@ class HistorySearch:
         self.snippet_tokens = snippet_tokens
 
     async def search(
-        self, query: str, session_id: str | None = None, limit: int = 20, *, exclude_run_id: str = ""
+        self, query: str, session_id: str | None = None, limit: int = 20, *, exclude_run_id: str = "",
+        owner: str | None = None,
     ) -> list[dict[str, Any]]:
-        """``exclude_run_id`` leaves out the messages of one run (the agent's own current question)."""
+        """``exclude_run_id`` leaves out the messages of one run (the agent's own current question).
+        ``owner`` (None: everyone's, for the local user's kernel and CLI) keeps the sessions of that
+        owner and the ownerless ones, in SQL, so another owner's many hits cannot crowd them out."""
         match = fts_query(query)
         if not match:
             return []
         limit = max(1, min(int(limit), 200))
-        hits = await self._messages(match, session_id, limit, exclude_run_id) + await self._sessions(match, session_id, limit)
+        hits = (await self._messages(match, session_id, limit, exclude_run_id, owner)
+                + await self._sessions(match, session_id, limit, owner))
         hits.sort(key=lambda h: (h["rank"], -(h["message_id"] or 0)))
         return hits[:limit]
 
-    async def _messages(self, match: str, session_id: str | None, limit: int, exclude_run_id: str = "") -> list[dict[str, Any]]:
+    async def _messages(
+        self, match: str, session_id: str | None, limit: int, exclude_run_id: str = "", owner: str | None = None
+    ) -> list[dict[str, Any]]:
         sql = (
             "SELECT m.id AS message_id, m.session_id, m.run_id, m.role, m.created_at, s.title AS session_title,"
             f" snippet(agent_messages_fts, 0, ?, ?, ?, {int(self.snippet_tokens)}) AS snippet,"
@@ -78,10 +84,11 @@ class HistorySearch:
             " JOIN agent_sessions s ON s.id = m.session_id"
             " WHERE agent_messages_fts MATCH ?"
         )
-        rows = await self._ranked(sql, match, limit, [("m.session_id = ?", session_id), ("m.run_id != ?", exclude_run_id)])
+        rows = await self._ranked(sql, match, limit, [("m.session_id = ?", session_id), ("m.run_id != ?", exclude_run_id)],
+                                  owner)
         return [_hit(r, message_id=r["message_id"], run_id=r["run_id"], role=r["role"]) for r in rows]
 
-    async def _sessions(self, match: str, session_id: str | None, limit: int) -> list[dict[str, Any]]:
+    async def _sessions(self, match: str, session_id: str | None, limit: int, owner: str | None = None) -> list[dict[str, Any]]:
         sql = (
             "SELECT s.id AS session_id, s.title AS session_title, s.updated_at AS created_at,"
             f" snippet(agent_sessions_fts, -1, ?, ?, ?, {int(self.snippet_tokens)}) AS snippet,"
@@ -90,18 +97,22 @@ class HistorySearch:
             " JOIN agent_sessions s ON s.rowid = agent_sessions_fts.rowid"
             " WHERE agent_sessions_fts MATCH ?"
         )
-        rows = await self._ranked(sql, match, limit, [("s.id = ?", session_id)])
+        rows = await self._ranked(sql, match, limit, [("s.id = ?", session_id)], owner)
         return [_hit(r, message_id=None, run_id="", role="session") for r in rows]
 
     async def _ranked(
-        self, sql: str, match: str, limit: int, filters: list[tuple[str, str | None]]
+        self, sql: str, match: str, limit: int, filters: list[tuple[str, str | None]], owner: str | None = None
     ) -> list[Row]:
-        """Run an FTS query (snippet marks + MATCH first), adding each filter whose value is set."""
+        """Run an FTS query (snippet marks + MATCH first), adding each filter whose value is set
+        and, for an ``owner``, the visibility rule (its own sessions and ownerless ones)."""
         params: list[Any] = [MARK_START, MARK_END, ELLIPSIS, match]
         for clause, value in filters:
             if value:
                 sql += f" AND {clause}"
                 params.append(value)
+        if owner is not None:
+            sql += " AND s.owner IN ('', ?)"
+            params.append(owner)
         sql += " ORDER BY rank LIMIT ?"
         params.append(limit)
         return await self.db.fetchall(sql, params)

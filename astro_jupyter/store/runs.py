@@ -29,15 +29,71 @@ class RunRecord:
         return dict(self.__dict__)
 
 
+INTERRUPTED = "the process running this run stopped before it ended (a crash or kill); it was closed as an error"
+_RESERVE = (
+    "INSERT INTO agent_run_seq (run_id, reserved) VALUES (?, ?)"
+    " ON CONFLICT (run_id) DO UPDATE SET reserved = MAX(reserved, excluded.reserved)"
+)
+
+
 class RunRepository:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def create(self, run_id: str, session_id: str, *, owner: str = "", prompt: str = "", model: str = "") -> None:
-        await self.db.execute(
-            "INSERT INTO agent_runs (id, session_id, owner, prompt, model) VALUES (?, ?, ?, ?, ?)",
-            (run_id, session_id, owner, prompt, model),
+    async def create(
+        self, run_id: str, session_id: str, *, owner: str = "", prompt: str = "", model: str = "", reserve_ids: int = 0
+    ) -> None:
+        """``reserve_ids``: the first block of event ids, reserved in the same transaction."""
+        async with self.db.transaction():
+            await self.db.execute(
+                "INSERT INTO agent_runs (id, session_id, owner, prompt, model) VALUES (?, ?, ?, ?, ?)",
+                (run_id, session_id, owner, prompt, model),
+            )
+            if reserve_ids > 0:
+                await self.db.execute(_RESERVE, (run_id, reserve_ids))
+
+    async def reserve_ids(self, run_id: str, upto: int) -> None:
+        """Commit that ids up to ``upto`` may be shown to watchers (never lowers the mark)."""
+        await self.db.execute(_RESERVE, (run_id, upto))
+
+    async def last_event_id(self, run_id: str) -> int:
+        """The highest id any watcher of the run can have seen: stored events and reserved ids."""
+        value = await self.db.fetchval(
+            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM agent_events WHERE run_id = ?), 0),"
+            " COALESCE((SELECT reserved FROM agent_run_seq WHERE run_id = ?), 0))",
+            (run_id, run_id),
         )
+        return int(value or 0)
+
+    async def done_seq(self, run_id: str) -> int | None:
+        """The id of the run's stored ``done`` event, if it has one."""
+        value = await self.db.fetchval(
+            "SELECT MAX(seq) FROM agent_events WHERE run_id = ? AND type = 'done'", (run_id,)
+        )
+        return None if value is None else int(value)
+
+    async def close_interrupted(self, run_id: str, message: str = INTERRUPTED) -> int | None:
+        """A run a dead process left 'running': store an ``error`` and the terminal ``done``
+        numbered after every id a watcher can have seen, and mark it 'error', in one
+        transaction. Returns the done's id (None when the run was not 'running')."""
+        async with self.db.transaction():
+            row = await self.db.fetchone("SELECT session_id, status FROM agent_runs WHERE id = ?", (run_id,))
+            if row is None or row["status"] != "running":
+                return None
+            if await self.done_seq(run_id) is None:
+                last = await self.last_event_id(run_id)
+                done = {"type": "done", "session_id": row["session_id"], "run_id": run_id, "reason": "error"}
+                error = {"type": "error", "message": message, "reason": "interrupted"}
+                await self.db.executemany(
+                    "INSERT INTO agent_events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
+                    [(run_id, last + 1, "error", json.dumps(error)), (run_id, last + 2, "done", json.dumps(done))],
+                )
+                await self.db.execute(_RESERVE, (run_id, last + 2))
+            await self.db.execute(
+                "UPDATE agent_runs SET status = 'error', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
+                (run_id,),
+            )
+        return await self.done_seq(run_id)
 
     async def finish(self, run_id: str, status: str) -> None:
         await self.db.execute(
@@ -60,12 +116,12 @@ class RunRepository:
         rows = await self.db.fetchall("SELECT id FROM agent_runs WHERE status = 'running' ORDER BY started_at")
         return [str(r["id"]) for r in rows]
 
-    async def mark_interrupted(self) -> int:
+    async def mark_interrupted(self, message: str = INTERRUPTED) -> int:
         """Runs left 'running' by a process that died are closed as errors at startup."""
-        return await self.db.execute_rowcount(
-            "UPDATE agent_runs SET status = 'error', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-            " WHERE status = 'running'"
-        )
+        closed = 0
+        for run_id in await self.list_running():
+            closed += await self.close_interrupted(run_id, message) is not None
+        return closed
 
     async def append_events(self, run_id: str, events: Iterable[tuple[int, dict[str, Any]]]) -> None:
         """Batch insert of (seq, wire-dict); one transaction per batch keeps up with fast streams."""

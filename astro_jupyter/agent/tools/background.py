@@ -104,8 +104,8 @@ class BgTaskCheckTool(AgentTool):
         task_id = str(args.get("task_id") or "").strip()
         if task_id:
             record = await repo.get(task_id)
-            if record is None:
-                return ToolOutput.error(f"no background task {task_id!r}")
+            if record is None or record.session_id != ctx.session_id:  # another session's (or user's) task
+                return ToolOutput.error(f"no background task {task_id!r} in this session")
             records = [record]
         else:
             records = await repo.list(ctx.session_id)

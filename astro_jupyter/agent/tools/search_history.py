@@ -38,7 +38,8 @@ class SearchHistoryTool(AgentTool):
         session = ctx.session_id if args.get("current_session_only") else None
         limit = int(args.get("limit") or 10)
         # the current run's own messages (e.g. the question being asked) are not "history"
-        hits = await ctx.services.history.search(query, session_id=session, limit=limit, exclude_run_id=ctx.run_id)
+        hits = await ctx.services.history.search(query, session_id=session, limit=limit, exclude_run_id=ctx.run_id,
+                                                 owner=ctx.owner)
         if not hits:
             where = "this session" if session else "past sessions"
             return ToolOutput(f"No matches for {query!r} in {where}.", metadata={"hits": []})

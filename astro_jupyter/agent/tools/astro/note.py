@@ -47,6 +47,7 @@ class SaveNoteTool(AgentTool):
                 page=int(page) if page is not None else None,
                 section=str(args.get("section") or ""),
                 session_id=ctx.session_id or None,
+                owner=ctx.owner,  # listed to the run's user only (GET astro/api/notes)
             )
         except AstroError as exc:
             return ToolOutput.error(f"Note not saved: {exc}", paper_id=paper_id, reason=exc.reason)

@@ -43,7 +43,7 @@ class PathProtected(PathNotAllowed):
 
 def run_owner(ctx: Any) -> str:
     """The owner of the run a tool call belongs to ("" for the kernel, the CLI, the shared-token user)."""
-    return str(getattr(getattr(ctx, "run_state", None), "owner", "") or "")
+    return str(getattr(ctx, "owner", "") or "")
 
 
 def sandbox_roots(config: "AstroConfig") -> list[Path]:
