@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResult
+from ..textsafe import clean_text
 from .hooks import HookEventName, HookOutcome, HookRegistry
 from .permissions import PermissionChecker, PermissionDecision
 from .tools.base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
@@ -345,7 +346,8 @@ class ToolExecutor:
         self, slot: CallSlot, ctx: ToolContext, output: ToolOutput, duration_ms: int, ran: bool, failure: str | None
     ) -> ExecutedCall:
         metadata = dict(output.metadata)
-        content = await self._persist(slot.id, output.content, metadata)
+        # a lone surrogate (a file name decoded with surrogateescape) cannot be written, stored or sent
+        content = await self._persist(slot.id, clean_text(output.content), metadata)
         if ran:
             event = HookEventName.POST_TOOL_USE_FAILURE if failure else HookEventName.POST_TOOL_USE
             payload = {**self._payload(slot, ctx), "output": content, "is_error": output.is_error,

@@ -16,7 +16,9 @@ import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import LlmError, LlmUnavailableError
+from ..textsafe import clean_value
 from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
+from .shape import MalformedChunk, read_chunk
 from .types import Completed, ModelSwitched, StreamItem, TextChunk, ThinkingChunk, ToolCallReady
 
 if TYPE_CHECKING:
@@ -168,6 +170,8 @@ class LlmClient:
                 raise
             except asyncio.CancelledError:
                 raise
+            except MalformedChunk as exc:  # the endpoint answered, but not in the wire format: retrying will not help
+                raise LlmError(f"Malformed answer from the LLM endpoint (model {current!r}): {exc}") from None
             except Exception as exc:  # noqa: BLE001 - converted to our own errors right here
                 failure = _Failure(exc)
                 if started:
@@ -209,13 +213,16 @@ class LlmClient:
         body: dict[str, Any] = {"messages": messages}
         if tools:
             body["tools"] = tools
-        response = await client.chat.completions.create(
-            model=model,
-            messages=[],
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body=body,
-        )
+        try:
+            response = await client.chat.completions.create(
+                model=model, messages=[], stream=True, stream_options={"include_usage": True}, extra_body=body
+            )
+        except UnicodeEncodeError:
+            # text no endpoint can take (a lone surrogate in a tool result or a stored message): send it
+            # cleaned rather than fail the run; the check costs nothing on the normal path
+            response = await client.chat.completions.create(
+                model=model, messages=[], stream=True, stream_options={"include_usage": True}, extra_body=clean_value(body)
+            )
         text: list[str] = []
         thinking: list[str] = []
         partial: dict[int, dict[str, Any]] = {}
@@ -232,37 +239,31 @@ class LlmClient:
 
         try:
             async for chunk in response:
-                if getattr(chunk, "usage", None):
-                    usage = {k: v for k, v in chunk.usage.model_dump().items() if isinstance(v, int)}
-                for choice in chunk.choices or []:
-                    delta = choice.delta
-                    if delta is not None:
-                        extra = getattr(delta, "model_extra", None) or {}
-                        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-                        if reasoning:
-                            thinking.append(str(reasoning))
-                            yield ThinkingChunk(str(reasoning))
-                        if delta.content:
-                            text.append(delta.content)
-                            yield TextChunk(delta.content)
-                        for frag in delta.tool_calls or []:
-                            index = frag.index if frag.index is not None else len(partial)
-                            if index not in partial:
-                                for earlier in sorted(partial):
-                                    if earlier < index and earlier not in emitted:
-                                        yield ready(earlier)
-                                partial[index] = {"id": "", "name": "", "args": []}
-                            part = partial[index]
-                            if frag.id:
-                                part["id"] = frag.id
-                            fn = frag.function
-                            if fn is not None:
-                                if fn.name:
-                                    part["name"] = fn.name
-                                if fn.arguments:
-                                    part["args"].append(fn.arguments)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                view = read_chunk(chunk)  # checked and cleaned: only str/int reach the runtime
+                if view.usage:
+                    usage = view.usage
+                for reasoning in view.reasoning:
+                    thinking.append(reasoning)
+                    yield ThinkingChunk(reasoning)
+                for content in view.content:
+                    text.append(content)
+                    yield TextChunk(content)
+                for frag in view.calls:
+                    index = frag.index if frag.index >= 0 else len(partial)
+                    if index not in partial:
+                        for earlier in sorted(partial):
+                            if earlier < index and earlier not in emitted:
+                                yield ready(earlier)
+                        partial[index] = {"id": "", "name": "", "args": []}
+                    part = partial[index]
+                    if frag.id:
+                        part["id"] = frag.id
+                    if frag.name:
+                        part["name"] = frag.name
+                    if frag.arguments:
+                        part["args"].append(frag.arguments)
+                if view.finish_reason:
+                    finish = view.finish_reason
         finally:
             await response.close()
         calls: list[ToolCallReady] = []
