@@ -122,6 +122,16 @@ class AstroConfig(Configurable):
     def _llm_timeout_default(self) -> float:
         return _env_float("ASTRO_LLM_TIMEOUT", 120.0)
 
+    llm_deadline_secs = Float(
+        help="Overall limit on one LLM request, from sending it to the end of its stream; llm_timeout_secs only "
+        "bounds each read, so a server sending keep-alive comments could hold a run forever. Counted as a "
+        "transient error (retried). 0 disables (env ASTRO_LLM_DEADLINE)."
+    ).tag(config=True)
+
+    @default("llm_deadline_secs")
+    def _llm_deadline_default(self) -> float:
+        return _env_float("ASTRO_LLM_DEADLINE", 600.0)
+
     embed_model = Unicode(
         help="Embedding model: an endpoint model name, 'local' for the sentence-transformers extra, "
         "or 'lexical' (env ASTRO_EMBED_MODEL; empty = auto)."

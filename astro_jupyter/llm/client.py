@@ -39,6 +39,14 @@ def _unreachable(url: str, detail: str) -> str:
     )
 
 
+class DeadlineExceeded(Exception):
+    """One request ran past ``llm_deadline_secs`` in total (each read may still have been quick)."""
+
+    def __init__(self, secs: float) -> None:
+        super().__init__(f"no complete answer within the overall deadline of {secs:g} s")
+        self.secs = secs
+
+
 class _Failure:
     """A normalised view of an exception raised by the openai client."""
 
@@ -48,10 +56,11 @@ class _Failure:
 
         self.exc = exc
         self.status: int | None = getattr(exc, "status_code", None)
-        self.timeout = isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
+        self.deadline = isinstance(exc, DeadlineExceeded)
+        self.timeout = self.deadline or isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
         # a connection dropped while the body streams surfaces as a raw httpx2 error
         self.connection = isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)) and not self.timeout
-        self.api = isinstance(exc, openai.APIError) or isinstance(exc, httpx2.TransportError)
+        self.api = isinstance(exc, openai.APIError) or isinstance(exc, httpx2.TransportError) or self.deadline
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         body = getattr(exc, "body", None)
         if isinstance(body, dict):  # the endpoint's own words beat "Error code: 500 - {...}"
@@ -70,6 +79,8 @@ class _Failure:
         return self.api and self.status is not None and is_transient(self.status)
 
     def describe(self) -> str:
+        if self.deadline:
+            return str(self.exc)
         if self.timeout:
             return "timed out"
         if self.status is not None:
@@ -126,6 +137,11 @@ class LlmClient:
             client, self._client = self._client, None
             await client.close()
 
+    def _deadline(self) -> float | None:
+        """Loop time by which the request now starting must be complete (None: no overall limit)."""
+        secs = self.config.llm_deadline_secs
+        return asyncio.get_running_loop().time() + secs if secs > 0 else None
+
     def _backoff(self, attempt: int) -> float:
         return min(_MAX_BACKOFF_SECS, self.config.llm_retry_base_delay * (2 ** max(0, attempt - 1)))
 
@@ -136,6 +152,12 @@ class LlmClient:
             return LlmError(f"The LLM endpoint rejected the credentials ({failure.describe()}). Check OPENAI_API_KEY.")
         if failure.status == 404:
             return LlmError(f"The LLM endpoint does not know model {model!r} ({failure.describe()}).")
+        if failure.deadline:
+            return LlmError(
+                f"The LLM endpoint at {self.base_url} sent no complete answer within the overall deadline of "
+                f"{self.config.llm_deadline_secs:g} s (model {model!r}, {self.config.llm_max_retries} retries; "
+                "c.AstroConfig.llm_deadline_secs / ASTRO_LLM_DEADLINE)."
+            )
         if failure.timeout:
             return LlmError(
                 f"The LLM endpoint at {self.base_url} timed out after {self.config.llm_timeout_secs:g} s "
@@ -161,11 +183,15 @@ class LlmClient:
         while True:
             started = False
             attempt = self._stream_once(client, messages, tools, current)
+            deadline = self._deadline()
             try:
-                async for item in attempt:
+                while True:
+                    try:
+                        item = await _next_before(attempt, deadline, self.config.llm_deadline_secs)
+                    except StopAsyncIteration:
+                        return
                     started = True
                     yield item
-                return
             except LlmError:
                 raise
             except asyncio.CancelledError:
@@ -290,7 +316,17 @@ class LlmClient:
         retries = 0
         while True:
             try:
-                return await op()
+                deadline = self._deadline()
+                if deadline is None:
+                    return await op()
+                limit = asyncio.timeout_at(deadline)
+                try:
+                    async with limit:
+                        return await op()
+                except TimeoutError:
+                    if limit.expired():
+                        raise DeadlineExceeded(self.config.llm_deadline_secs) from None
+                    raise
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -322,3 +358,21 @@ class LlmClient:
             return sorted(m.id for m in page.data)
 
         return await self._call("the model list", self.holder.get(), op)
+
+
+async def _next_before(stream: AsyncIterator[StreamItem], deadline: float | None, secs: float) -> StreamItem:
+    """The stream's next item, or ``DeadlineExceeded`` once the loop time passes ``deadline``.
+
+    The limit wraps each wait, never a ``yield``: a timer spanning a yield would cancel the
+    consumer's task while it is busy elsewhere.
+    """
+    if deadline is None:
+        return await stream.__anext__()
+    limit = asyncio.timeout_at(deadline)
+    try:
+        async with limit:
+            return await stream.__anext__()
+    except TimeoutError:
+        if limit.expired():
+            raise DeadlineExceeded(secs) from None
+        raise
