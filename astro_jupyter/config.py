@@ -204,6 +204,15 @@ class AstroConfig(Configurable):
         20_000_000, help="read_file and grep_files skip files larger than this many bytes."
     ).tag(config=True)
 
+    fs_tool_threads = Int(
+        help="Threads of the file tools' own pool (read/grep/glob/edit/write): a file that never answers holds "
+        "one of these, never the server's default executor (env ASTRO_FS_THREADS)."
+    ).tag(config=True)
+
+    @default("fs_tool_threads")
+    def _fs_threads_default(self) -> int:
+        return max(1, _env_int("ASTRO_FS_THREADS", 4))
+
     max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
 
     # -- permissions ------------------------------------------------------------------

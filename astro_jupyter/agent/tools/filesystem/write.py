@@ -7,13 +7,13 @@ started it finishes). The existing file's permission bits are kept.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .regular import NotRegularFile, kind_of, run_fs
 from .security import PathNotAllowed, display_path, resolve_path
 
 
@@ -72,12 +72,14 @@ class FileWriteTool(AgentTool):
             path = resolve_path(args.get("path", ""), ctx.config)
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_write: {exc}")
-        return await asyncio.to_thread(self._write, path, content, ctx)
+        return await run_fs(ctx.config, self._write, path, content, ctx)
 
     def _write(self, path: Path, content: str, ctx: ToolContext) -> ToolOutput:
         shown = display_path(path, ctx.config)
         if path.is_dir():
             return ToolOutput.error(f"file_write: {shown} is a directory")
+        if path.exists() and not path.is_file():  # never replace a FIFO or device node
+            return ToolOutput.error(f"file_write: {shown} {NotRegularFile(kind_of(path.stat().st_mode))}", path=str(path))
         existed = path.exists()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
