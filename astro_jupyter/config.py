@@ -122,6 +122,16 @@ class AstroConfig(Configurable):
     def _llm_timeout_default(self) -> float:
         return _env_float("ASTRO_LLM_TIMEOUT", 120.0)
 
+    llm_deadline_secs = Float(
+        help="Overall limit on one LLM request, from sending it to the end of its stream; llm_timeout_secs only "
+        "bounds each read, so a server sending keep-alive comments could hold a run forever. Counted as a "
+        "transient error (retried). 0 disables (env ASTRO_LLM_DEADLINE)."
+    ).tag(config=True)
+
+    @default("llm_deadline_secs")
+    def _llm_deadline_default(self) -> float:
+        return _env_float("ASTRO_LLM_DEADLINE", 600.0)
+
     embed_model = Unicode(
         help="Embedding model: an endpoint model name, 'local' for the sentence-transformers extra, "
         "or 'lexical' (env ASTRO_EMBED_MODEL; empty = auto)."
@@ -198,6 +208,15 @@ class AstroConfig(Configurable):
     fs_max_file_bytes = Int(
         20_000_000, help="read_file and grep_files skip files larger than this many bytes."
     ).tag(config=True)
+
+    fs_tool_threads = Int(
+        help="Threads of the file tools' own pool (read/grep/glob/edit/write): a file that never answers holds "
+        "one of these, never the server's default executor (env ASTRO_FS_THREADS)."
+    ).tag(config=True)
+
+    @default("fs_tool_threads")
+    def _fs_threads_default(self) -> int:
+        return max(1, _env_int("ASTRO_FS_THREADS", 4))
 
     max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
 

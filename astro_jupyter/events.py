@@ -183,7 +183,9 @@ def to_wire(event: Event) -> dict[str, Any]:
 
 
 def to_json(event: Event) -> str:
-    return json.dumps(to_wire(event), ensure_ascii=False, separators=(",", ":"), default=str)
+    from .textsafe import safe_json  # always UTF-8 encodable: a lone surrogate must not kill a JSON-lines reader
+
+    return safe_json(to_wire(event))
 
 
 def from_wire(data: dict[str, Any]) -> Event:

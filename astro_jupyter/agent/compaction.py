@@ -23,7 +23,6 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..events import Compaction, Event
@@ -291,11 +290,13 @@ class Compactor:
 
     def _restore(self, paths: list[str], ctx: "ToolContext | None") -> list[tuple[str, str]]:
         """Re-read the snapshot files; paths not restored are forgotten so read_file reads them fully."""
+        from .tools.filesystem.regular import read_regular
+
         restored: list[tuple[str, str]] = []
         limit = int(self.config.compaction_restore_chars)
         for path in paths:
             try:
-                text = Path(path).read_text(encoding="utf-8", errors="replace")
+                text = read_regular(path).decode("utf-8", errors="replace")  # never blocks on a FIFO
             except OSError:
                 if ctx is not None:
                     ctx.file_state.forget(path)

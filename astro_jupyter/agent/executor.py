@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResult
+from ..textsafe import clean_text
 from .hooks import HookEventName, HookOutcome, HookRegistry
 from .permissions import PermissionChecker, PermissionDecision
 from .tools.base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
@@ -350,7 +351,8 @@ class ToolExecutor:
     ) -> ExecutedCall:
         metadata = dict(output.metadata)
         results_dir = tool_results_dir_for(self.config, run_owner(ctx))  # other owners cannot read it
-        content = await self._persist(slot.id, output.content, metadata, results_dir)
+        # a lone surrogate (a file name decoded with surrogateescape) cannot be written, stored or sent
+        content = await self._persist(slot.id, clean_text(output.content), metadata, results_dir)
         if ran:
             event = HookEventName.POST_TOOL_USE_FAILURE if failure else HookEventName.POST_TOOL_USE
             payload = {**self._payload(slot, ctx), "output": content, "is_error": output.is_error,

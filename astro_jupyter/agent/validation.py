@@ -13,6 +13,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..textsafe import clean_text, clean_value
+
+# No tool schema nests beyond a few levels; deeper arguments are hostile or broken, and refusing
+# them here keeps every later encode/compare/store far from the interpreter's recursion limit.
+MAX_ARGUMENT_DEPTH = 32
+
 _TYPE_NAMES = {
     bool: "boolean",
     int: "integer",
@@ -39,10 +45,33 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
         value = json.loads(text)
     except ValueError as exc:
         snippet = text if len(text) <= 200 else text[:200] + "..."
-        raise ArgumentError(f"arguments are not valid JSON ({exc}): {snippet}") from None
+        raise ArgumentError(f"arguments are not valid JSON ({exc}): {clean_text(snippet)}") from None
+    except RecursionError:  # e.g. 100 000 nested brackets: the decoder gives up, the run must not
+        raise ArgumentError(f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels") from None
     if not isinstance(value, dict):
         raise ArgumentError(f"arguments must be a JSON object, got {_type_name(value)}")
-    return value
+    if _depth(value) > MAX_ARGUMENT_DEPTH:
+        raise ArgumentError(f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
+    return clean_value(value)  # "\ud800" escapes decode to lone surrogates: replaced before any tool sees them
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a decoded JSON value, iteratively (no recursion on hostile input)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            items: Any = item.values()
+        elif isinstance(item, list):
+            items = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_ARGUMENT_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in items)
+    return deepest
 
 
 def canonical_arguments(args: Any) -> str:

@@ -16,7 +16,9 @@ import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import LlmError, LlmUnavailableError
+from ..textsafe import clean_value
 from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
+from .shape import MalformedChunk, read_chunk
 from .types import Completed, ModelSwitched, StreamItem, TextChunk, ThinkingChunk, ToolCallReady
 
 if TYPE_CHECKING:
@@ -37,6 +39,14 @@ def _unreachable(url: str, detail: str) -> str:
     )
 
 
+class DeadlineExceeded(Exception):
+    """One request ran past ``llm_deadline_secs`` in total (each read may still have been quick)."""
+
+    def __init__(self, secs: float) -> None:
+        super().__init__(f"no complete answer within the overall deadline of {secs:g} s")
+        self.secs = secs
+
+
 class _Failure:
     """A normalised view of an exception raised by the openai client."""
 
@@ -46,10 +56,11 @@ class _Failure:
 
         self.exc = exc
         self.status: int | None = getattr(exc, "status_code", None)
-        self.timeout = isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
+        self.deadline = isinstance(exc, DeadlineExceeded)
+        self.timeout = self.deadline or isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
         # a connection dropped while the body streams surfaces as a raw httpx2 error
         self.connection = isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)) and not self.timeout
-        self.api = isinstance(exc, openai.APIError) or isinstance(exc, httpx2.TransportError)
+        self.api = isinstance(exc, openai.APIError) or isinstance(exc, httpx2.TransportError) or self.deadline
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         body = getattr(exc, "body", None)
         if isinstance(body, dict):  # the endpoint's own words beat "Error code: 500 - {...}"
@@ -68,6 +79,8 @@ class _Failure:
         return self.api and self.status is not None and is_transient(self.status)
 
     def describe(self) -> str:
+        if self.deadline:
+            return str(self.exc)
         if self.timeout:
             return "timed out"
         if self.status is not None:
@@ -124,6 +137,11 @@ class LlmClient:
             client, self._client = self._client, None
             await client.close()
 
+    def _deadline(self) -> float | None:
+        """Loop time by which the request now starting must be complete (None: no overall limit)."""
+        secs = self.config.llm_deadline_secs
+        return asyncio.get_running_loop().time() + secs if secs > 0 else None
+
     def _backoff(self, attempt: int) -> float:
         return min(_MAX_BACKOFF_SECS, self.config.llm_retry_base_delay * (2 ** max(0, attempt - 1)))
 
@@ -134,6 +152,12 @@ class LlmClient:
             return LlmError(f"The LLM endpoint rejected the credentials ({failure.describe()}). Check OPENAI_API_KEY.")
         if failure.status == 404:
             return LlmError(f"The LLM endpoint does not know model {model!r} ({failure.describe()}).")
+        if failure.deadline:
+            return LlmError(
+                f"The LLM endpoint at {self.base_url} sent no complete answer within the overall deadline of "
+                f"{self.config.llm_deadline_secs:g} s (model {model!r}, {self.config.llm_max_retries} retries; "
+                "c.AstroConfig.llm_deadline_secs / ASTRO_LLM_DEADLINE)."
+            )
         if failure.timeout:
             return LlmError(
                 f"The LLM endpoint at {self.base_url} timed out after {self.config.llm_timeout_secs:g} s "
@@ -159,15 +183,21 @@ class LlmClient:
         while True:
             started = False
             attempt = self._stream_once(client, messages, tools, current)
+            deadline = self._deadline()
             try:
-                async for item in attempt:
+                while True:
+                    try:
+                        item = await _next_before(attempt, deadline, self.config.llm_deadline_secs)
+                    except StopAsyncIteration:
+                        return
                     started = True
                     yield item
-                return
             except LlmError:
                 raise
             except asyncio.CancelledError:
                 raise
+            except MalformedChunk as exc:  # the endpoint answered, but not in the wire format: retrying will not help
+                raise LlmError(f"Malformed answer from the LLM endpoint (model {current!r}): {exc}") from None
             except Exception as exc:  # noqa: BLE001 - converted to our own errors right here
                 failure = _Failure(exc)
                 if started:
@@ -209,13 +239,16 @@ class LlmClient:
         body: dict[str, Any] = {"messages": messages}
         if tools:
             body["tools"] = tools
-        response = await client.chat.completions.create(
-            model=model,
-            messages=[],
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body=body,
-        )
+        try:
+            response = await client.chat.completions.create(
+                model=model, messages=[], stream=True, stream_options={"include_usage": True}, extra_body=body
+            )
+        except UnicodeEncodeError:
+            # text no endpoint can take (a lone surrogate in a tool result or a stored message): send it
+            # cleaned rather than fail the run; the check costs nothing on the normal path
+            response = await client.chat.completions.create(
+                model=model, messages=[], stream=True, stream_options={"include_usage": True}, extra_body=clean_value(body)
+            )
         text: list[str] = []
         thinking: list[str] = []
         partial: dict[int, dict[str, Any]] = {}
@@ -232,37 +265,31 @@ class LlmClient:
 
         try:
             async for chunk in response:
-                if getattr(chunk, "usage", None):
-                    usage = {k: v for k, v in chunk.usage.model_dump().items() if isinstance(v, int)}
-                for choice in chunk.choices or []:
-                    delta = choice.delta
-                    if delta is not None:
-                        extra = getattr(delta, "model_extra", None) or {}
-                        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-                        if reasoning:
-                            thinking.append(str(reasoning))
-                            yield ThinkingChunk(str(reasoning))
-                        if delta.content:
-                            text.append(delta.content)
-                            yield TextChunk(delta.content)
-                        for frag in delta.tool_calls or []:
-                            index = frag.index if frag.index is not None else len(partial)
-                            if index not in partial:
-                                for earlier in sorted(partial):
-                                    if earlier < index and earlier not in emitted:
-                                        yield ready(earlier)
-                                partial[index] = {"id": "", "name": "", "args": []}
-                            part = partial[index]
-                            if frag.id:
-                                part["id"] = frag.id
-                            fn = frag.function
-                            if fn is not None:
-                                if fn.name:
-                                    part["name"] = fn.name
-                                if fn.arguments:
-                                    part["args"].append(fn.arguments)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                view = read_chunk(chunk)  # checked and cleaned: only str/int reach the runtime
+                if view.usage:
+                    usage = view.usage
+                for reasoning in view.reasoning:
+                    thinking.append(reasoning)
+                    yield ThinkingChunk(reasoning)
+                for content in view.content:
+                    text.append(content)
+                    yield TextChunk(content)
+                for frag in view.calls:
+                    index = frag.index if frag.index >= 0 else len(partial)
+                    if index not in partial:
+                        for earlier in sorted(partial):
+                            if earlier < index and earlier not in emitted:
+                                yield ready(earlier)
+                        partial[index] = {"id": "", "name": "", "args": []}
+                    part = partial[index]
+                    if frag.id:
+                        part["id"] = frag.id
+                    if frag.name:
+                        part["name"] = frag.name
+                    if frag.arguments:
+                        part["args"].append(frag.arguments)
+                if view.finish_reason:
+                    finish = view.finish_reason
         finally:
             await response.close()
         calls: list[ToolCallReady] = []
@@ -289,7 +316,17 @@ class LlmClient:
         retries = 0
         while True:
             try:
-                return await op()
+                deadline = self._deadline()
+                if deadline is None:
+                    return await op()
+                limit = asyncio.timeout_at(deadline)
+                try:
+                    async with limit:
+                        return await op()
+                except TimeoutError:
+                    if limit.expired():
+                        raise DeadlineExceeded(self.config.llm_deadline_secs) from None
+                    raise
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -321,3 +358,21 @@ class LlmClient:
             return sorted(m.id for m in page.data)
 
         return await self._call("the model list", self.holder.get(), op)
+
+
+async def _next_before(stream: AsyncIterator[StreamItem], deadline: float | None, secs: float) -> StreamItem:
+    """The stream's next item, or ``DeadlineExceeded`` once the loop time passes ``deadline``.
+
+    The limit wraps each wait, never a ``yield``: a timer spanning a yield would cancel the
+    consumer's task while it is busy elsewhere.
+    """
+    if deadline is None:
+        return await stream.__anext__()
+    limit = asyncio.timeout_at(deadline)
+    try:
+        async with limit:
+            return await stream.__anext__()
+    except TimeoutError:
+        if limit.expired():
+            raise DeadlineExceeded(secs) from None
+        raise

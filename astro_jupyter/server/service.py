@@ -12,7 +12,6 @@ anything else answers "not found", never "forbidden", so ids do not leak.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import weakref
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
@@ -21,6 +20,7 @@ from ..config import AstroConfig
 from ..errors import AstroError, ConfigError, RunConflict, RunNotFound, SessionNotFound
 from ..events import to_wire
 from ..services.container import ServiceContainer
+from ..textsafe import safe_json
 
 if TYPE_CHECKING:
     from ..store.runs import RunRecord
@@ -64,8 +64,8 @@ def _can_see(row_owner: str, owner: str) -> bool:
 
 
 def encode_wire(data: dict[str, Any]) -> str:
-    """Compact JSON without raw newlines (safe as one SSE ``data:`` line)."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    """Compact JSON without raw newlines (safe as one SSE ``data:`` line), always UTF-8 encodable."""
+    return safe_json(data)
 
 
 class AstroService:

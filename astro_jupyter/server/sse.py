@@ -22,6 +22,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from ..textsafe import clean_text
 from .base import AUTH_RESOURCE, AstroHandler
 from .runs import RUN_ID
 from .service import InvalidRequest
@@ -47,7 +48,12 @@ def parse_last_event_id(header: str | None, query: str | None) -> int:
 
 
 def format_event(seq: int, data: str) -> bytes:
-    return f"id: {seq}\ndata: {data}\n\n".encode("utf-8")
+    """One SSE block; text UTF-8 cannot carry (a lone surrogate) is replaced, never a dead stream."""
+    block = f"id: {seq}\ndata: {data}\n\n"
+    try:
+        return block.encode("utf-8")
+    except UnicodeEncodeError:
+        return clean_text(block).encode("utf-8")
 
 
 class RunEventsHandler(AstroHandler):

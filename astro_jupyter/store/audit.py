@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..textsafe import clean_text, safe_json
 from .db import Database
 
 
@@ -32,12 +32,12 @@ class AuditRepository:
                 session_id,
                 run_id,
                 event,
-                tool_name,
-                tool_call_id,
-                None if arguments is None else json.dumps(arguments, ensure_ascii=False, default=str),
+                None if tool_name is None else clean_text(str(tool_name)),
+                None if tool_call_id is None else clean_text(str(tool_call_id)),
+                None if arguments is None else safe_json(arguments, compact=False),
                 None if is_error is None else int(is_error),
                 duration_ms,
-                json.dumps(detail or {}, ensure_ascii=False, default=str),
+                safe_json(detail or {}, compact=False),
             ),
         )
 

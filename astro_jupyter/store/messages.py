@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..textsafe import clean_text, safe_json
 from .db import Database, Row
 
 
@@ -55,16 +56,18 @@ class MessageRecord:
 
 
 def _row_values(session_id: str, run_id: str, message: dict[str, Any], metadata: dict[str, Any] | None) -> tuple:
+    """Text SQLite cannot encode (lone surrogates from a model or a file name) is stored cleaned, not refused."""
     tool_calls = message.get("tool_calls")
+    call_id, name = message.get("tool_call_id"), message.get("name")
     return (
         session_id,
         run_id,
         message["role"],
-        message.get("content") or "",
-        json.dumps(tool_calls) if tool_calls else None,
-        message.get("tool_call_id"),
-        message.get("name"),
-        json.dumps(metadata or {}),
+        clean_text(str(message.get("content") or "")),
+        safe_json(tool_calls, compact=False) if tool_calls else None,
+        clean_text(str(call_id)) if call_id is not None else None,
+        clean_text(str(name)) if name is not None else None,
+        safe_json(metadata or {}, compact=False),
     )
 
 

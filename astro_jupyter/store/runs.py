@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import RunNotFound
+from ..textsafe import clean_text, safe_json
 from .db import Database, Row
 
 
@@ -124,8 +125,11 @@ class RunRepository:
         return closed
 
     async def append_events(self, run_id: str, events: Iterable[tuple[int, dict[str, Any]]]) -> None:
-        """Batch insert of (seq, wire-dict); one transaction per batch keeps up with fast streams."""
-        rows = [(run_id, seq, data["type"], json.dumps(data, ensure_ascii=False, default=str)) for seq, data in events]
+        """Batch insert of (seq, wire-dict); one transaction per batch keeps up with fast streams.
+
+        Each row is encoded on its own with ``safe_json``: one event carrying text SQLite cannot take
+        (a lone surrogate) is stored cleaned instead of failing the whole batch."""
+        rows = [(run_id, seq, clean_text(str(data.get("type", ""))), safe_json(data)) for seq, data in events]
         await self.db.write_many("INSERT OR IGNORE INTO agent_events (run_id, seq, type, data) VALUES (?, ?, ?, ?)", rows)
 
     async def events_after(self, run_id: str, after_seq: int = 0, limit: int = 10_000) -> list[tuple[int, dict[str, Any]]]:

@@ -4,7 +4,8 @@ The script is a queue of :class:`Turn` objects, one consumed per chat-completion
 streamed text (several chunks), tool calls (arguments split across chunks, several per
 turn), reasoning deltas (``delta.reasoning_content``), injected HTTP errors (429, 529
 "overloaded", 503, 500), an error event in the middle of a stream, a slow stream (delay per
-chunk) and a malformed chunk. When the queue is empty, ``responder(request_json) -> Turn``
+chunk), a malformed chunk, hand-made chunk payloads (``Turn.raw``: wrong types, wrong
+shapes) and SSE keep-alive comments for a while (``keepalive_secs``). When the queue is empty, ``responder(request_json) -> Turn``
 (if set) decides, so a test can react to the tool results it sees; otherwise the server
 answers 400 "script exhausted" (not retried by clients, so a test fails loudly).
 
@@ -60,6 +61,15 @@ class Turn:
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    raw_chunks: list[Any] | None = None  # sent verbatim as `data:` payloads (str as-is, else JSON) instead of the script
+    keepalive_secs: float = 0.0  # send SSE comment lines for this long (then continue) ...
+    keepalive_after: int = 0  # ... after this many chunks (0: right after the headers)
+    keepalive_interval: float = 0.2  # seconds between two comment lines
+
+    @classmethod
+    def raw(cls, *payloads: Any, **kw: Any) -> "Turn":
+        """A stream of hand-made chunk payloads (for malformed-output tests)."""
+        return cls(raw_chunks=list(payloads), **kw)
 
     @classmethod
     def say(cls, text: str, **kw: Any) -> "Turn":
@@ -81,6 +91,12 @@ class Turn:
 
 
 Responder = Callable[[dict[str, Any]], Turn]
+
+
+def raw_delta(delta: Any, finish_reason: Any = None, **extra: Any) -> dict[str, Any]:
+    """A chat-completion chunk around any ``delta`` (for ``Turn.raw``): the envelope is right, the inside is the test's."""
+    return {"id": "chatcmpl-raw", "object": "chat.completion.chunk", "created": 0, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}], **extra}
 
 
 def _chunks(text: str, size: int) -> list[str]:
@@ -200,10 +216,21 @@ class _OpenAIHandler(FakeHandler):
 
         sent = [0]
 
-        def send(payload: dict[str, Any] | str) -> None:
+        def keepalive() -> None:
+            """Comment lines only: every read succeeds, no data arrives (a per-read timeout never fires)."""
+            end = time.monotonic() + turn.keepalive_secs
+            while time.monotonic() < end:
+                frame = b": keep-alive\n\n"
+                self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
+                self.wfile.flush()
+                time.sleep(max(0.01, turn.keepalive_interval))
+
+        def send(payload: Any) -> None:
             if turn.drop_after is not None and sent[0] >= turn.drop_after:
                 self.connection.shutdown(socket.SHUT_RDWR)
                 raise ConnectionResetError("scripted drop")
+            if turn.keepalive_secs and sent[0] == turn.keepalive_after:
+                keepalive()
             sent[0] += 1
             if first[0] and turn.first_delay:
                 time.sleep(turn.first_delay)
@@ -211,12 +238,20 @@ class _OpenAIHandler(FakeHandler):
             if turn.delay:
                 time.sleep(turn.delay)
             data = payload if isinstance(payload, str) else json.dumps(payload)
+            data = data.replace("\n", "\ndata: ")  # a multi-line payload stays one SSE event
             frame = f"data: {data}\n\n".encode()
             self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
             self.wfile.flush()
 
         try:
             send(delta_chunk({"role": "assistant", "content": ""}))
+            if turn.raw_chunks is not None:
+                for payload in turn.raw_chunks:
+                    send(payload if isinstance(payload, str) else json.dumps(payload))
+                send("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+                return
             for piece in _chunks(turn.reasoning, turn.chunk_size):
                 send(delta_chunk({"reasoning_content": piece}))
             if turn.malformed:

@@ -7,12 +7,12 @@ many matches there are, unless ``replace_all`` is set.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .read import format_lines, looks_binary
+from .regular import NotRegularFile, read_regular, run_fs
 from .security import PathNotAllowed, display_path, resolve_path, write_permission_rules
 
 if TYPE_CHECKING:
@@ -78,12 +78,14 @@ class FileEditTool(AgentTool):
             path = resolve_path(args.get("path", ""), ctx.config, access="write")
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_edit: {exc}")
-        return await asyncio.to_thread(self._edit, path, old, new, bool(args.get("replace_all", False)), ctx)
+        return await run_fs(ctx.config, self._edit, path, old, new, bool(args.get("replace_all", False)), ctx)
 
     def _edit(self, path: Path, old: str, new: str, replace_all: bool, ctx: ToolContext) -> ToolOutput:
         shown = display_path(path, ctx.config)
         try:
-            data = path.read_bytes()
+            data = read_regular(path)  # a FIFO or device is refused, not opened
+        except NotRegularFile as exc:
+            return ToolOutput.error(f"file_edit: {shown} {exc}", path=str(path))
         except FileNotFoundError:
             return ToolOutput.error(f"file_edit: {shown} does not exist; use file_write to create it", path=str(path))
         except IsADirectoryError:

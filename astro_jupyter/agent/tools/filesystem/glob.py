@@ -8,7 +8,6 @@ path relative to the search directory; a pattern without ``/`` matches names at 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 from functools import lru_cache
@@ -17,6 +16,7 @@ from typing import Any, Iterator
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .protected import Protection, protection
+from .regular import run_fs
 from .security import MAX_DEPTH, PathNotAllowed, display_path, is_allowed_file, real_path, resolve_path, run_owner, sandbox_roots
 
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".ipynb_checkpoints"})
@@ -61,12 +61,17 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
-def walk_files(base: Path, roots: list[Path], cancelled: Any = None, protect: Protection | None = None) -> Iterator[Path]:
-    """Files under ``base`` (inside the roots) in sorted depth-first order.
+def walk_files(
+    base: Path, roots: list[Path], cancelled: Any = None, protect: Protection | None = None,
+    special: list[Path] | None = None,
+) -> Iterator[Path]:
+    """Regular files under ``base`` (inside the roots) in sorted depth-first order.
 
     Iterative (no recursion limit on deep trees), never descends into directory
     symlinks, skips VCS/cache directories, trees deeper than ``MAX_DEPTH`` and whatever
     the deny list ``protect`` shuts for reading (a file is judged by its real path).
+    FIFOs, devices and sockets are never yielded (opening one can block forever); they are
+    added to ``special`` when given, so a caller can say what it skipped.
     """
     stack: list[tuple[Path, int]] = [(base, 0)]
     while stack:
@@ -92,6 +97,10 @@ def walk_files(base: Path, roots: list[Path], cancelled: Any = None, protect: Pr
                 if link and (not is_allowed_file(path, roots) or path.is_dir()):
                     continue
                 if protect is not None and protect.reason(real_path(path) if link else entry.path, write=False):
+                    continue
+                if not entry.is_file():  # stat only (follows a link to its target): nothing is opened
+                    if special is not None:
+                        special.append(path)
                     continue
             except (OSError, RuntimeError, ValueError):
                 continue
@@ -150,7 +159,7 @@ class GlobFilesTool(AgentTool):
             return ToolOutput.error(f"glob_files: {exc}")
         if not base.is_dir():
             return ToolOutput.error(f"glob_files: {display_path(base, ctx.config)} is not a directory")
-        return await asyncio.to_thread(self._glob, base, pattern, max(1, max_results), ctx)
+        return await run_fs(ctx.config, self._glob, base, pattern, max(1, max_results), ctx)
 
     def _glob(self, base: Path, pattern: str, max_results: int, ctx: ToolContext) -> ToolOutput:
         regex = glob_to_regex(pattern)

@@ -6,7 +6,6 @@ skipped and counted, so the model knows the search was not exhaustive.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .glob import check_pattern, glob_to_regex, resolve_search_dir, walk_files
 from .read import MAX_LINE_CHARS, looks_binary
 from .protected import protection
+from .regular import FileTooLarge, NotRegularFile, kind_of, read_regular, run_fs
 from .security import PathNotAllowed, display_path, run_owner, sandbox_roots
 
 DEFAULT_MAX_RESULTS = 100
@@ -60,12 +60,15 @@ class GrepFilesTool(AgentTool):
             return ToolOutput.error(f"grep_files: {exc}")
         if not base.exists():
             return ToolOutput.error(f"grep_files: {display_path(base, ctx.config)} does not exist")
-        return await asyncio.to_thread(self._grep, regex, base, file_glob, max_results, ctx)
+        if not base.is_dir() and not base.is_file():  # a FIFO or device: refused before anything opens it
+            return ToolOutput.error(f"grep_files: {display_path(base, ctx.config)} {NotRegularFile(kind_of(base.stat().st_mode))}")
+        return await run_fs(ctx.config, self._grep, regex, base, file_glob, max_results, ctx)
 
     def _grep(self, regex: re.Pattern[str], base: Path, file_glob: str | None, max_results: int, ctx: ToolContext) -> ToolOutput:
         roots = sandbox_roots(ctx.config)
         protect = protection(ctx.config, run_owner(ctx))
-        files = [base] if base.is_file() else walk_files(base, roots, ctx.cancelled, protect)
+        special: list[Path] = []
+        files = [base] if base.is_file() else walk_files(base, roots, ctx.cancelled, protect, special)
         matcher = glob_to_regex(file_glob) if file_glob else None
         matches: list[dict[str, Any]] = []
         skipped_binary = skipped_large = searched = 0
@@ -74,10 +77,13 @@ class GrepFilesTool(AgentTool):
             if matcher is not None and base.is_dir() and not matcher.match(path.relative_to(base).as_posix()):
                 continue
             try:
-                if path.stat().st_size > ctx.config.fs_max_file_bytes:
-                    skipped_large += 1
-                    continue
-                data = path.read_bytes()
+                data = read_regular(path, ctx.config.fs_max_file_bytes)
+            except FileTooLarge:
+                skipped_large += 1
+                continue
+            except NotRegularFile:  # swapped in after the walk looked
+                special.append(path)
+                continue
             except OSError:
                 continue
             if looks_binary(data[:8192]):
@@ -96,6 +102,8 @@ class GrepFilesTool(AgentTool):
         notes = []
         if skipped_binary:
             notes.append(f"{skipped_binary} binary file(s) skipped")
+        if special:
+            notes.append(f"{len(special)} FIFO/device/socket file(s) skipped")
         if skipped_large:
             notes.append(f"{skipped_large} file(s) over {ctx.config.fs_max_file_bytes} bytes skipped")
         if more:
@@ -106,6 +114,7 @@ class GrepFilesTool(AgentTool):
             "matches": matches,
             "files_searched": searched,
             "skipped_binary": skipped_binary,
+            "skipped_special": len(special),
             "truncated": more,
         }
         if not matches:

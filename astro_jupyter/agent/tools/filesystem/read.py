@@ -7,11 +7,12 @@ limit) returns one line instead of the whole text again; the per-session
 
 from __future__ import annotations
 
-import asyncio
+import stat
 from pathlib import Path
 from typing import Any
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .regular import FileTooLarge, NotRegularFile, kind_of, read_regular, run_fs
 from .security import PathNotAllowed, display_path, resolve_path, run_owner
 
 DEFAULT_LIMIT = 2000
@@ -78,7 +79,7 @@ class ReadFileTool(AgentTool):
             limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1)
         except (PathNotAllowed, ValueError) as exc:
             return ToolOutput.error(f"read_file: {exc}")
-        return await asyncio.to_thread(self._read, path, offset, limit, ctx)
+        return await run_fs(ctx.config, self._read, path, offset, limit, ctx)
 
     def _read(self, path: Path, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
         shown = display_path(path, ctx.config)
@@ -88,8 +89,10 @@ class ReadFileTool(AgentTool):
             return ToolOutput.error(f"read_file: {shown} does not exist", path=str(path))
         except OSError as exc:
             return ToolOutput.error(f"read_file: cannot stat {shown}: {exc.strerror or exc}", path=str(path))
-        if path.is_dir():
+        if stat.S_ISDIR(st.st_mode):
             return ToolOutput.error(f"read_file: {shown} is a directory; use glob_files to list it", path=str(path))
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block the read: refused before opening
+            return ToolOutput.error(f"read_file: {shown} {NotRegularFile(kind_of(st.st_mode))}", path=str(path))
         if st.st_size > ctx.config.fs_max_file_bytes:
             return ToolOutput.error(
                 f"read_file: {shown} is {st.st_size} bytes, over the {ctx.config.fs_max_file_bytes}-byte limit",
@@ -103,7 +106,9 @@ class ReadFileTool(AgentTool):
                 metadata={"path": str(path), "unchanged": True, "offset": offset, "limit": limit},
             )
         try:
-            data = path.read_bytes()
+            data = read_regular(path, ctx.config.fs_max_file_bytes)
+        except (NotRegularFile, FileTooLarge) as exc:
+            return ToolOutput.error(f"read_file: {shown} {exc}", path=str(path))
         except OSError as exc:
             return ToolOutput.error(f"read_file: cannot read {shown}: {exc.strerror or exc}", path=str(path))
         if looks_binary(data[:8192]):

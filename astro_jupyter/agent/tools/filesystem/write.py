@@ -8,13 +8,13 @@ library's notes and skills folders asks first; the hard deny list refuses outrig
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
+from .regular import NotRegularFile, kind_of, run_fs
 from .security import PathNotAllowed, display_path, resolve_path, write_permission_rules
 
 if TYPE_CHECKING:
@@ -84,12 +84,14 @@ class FileWriteTool(AgentTool):
             path = resolve_path(args.get("path", ""), ctx.config, access="write")
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_write: {exc}")
-        return await asyncio.to_thread(self._write, path, content, ctx)
+        return await run_fs(ctx.config, self._write, path, content, ctx)
 
     def _write(self, path: Path, content: str, ctx: ToolContext) -> ToolOutput:
         shown = display_path(path, ctx.config)
         if path.is_dir():
             return ToolOutput.error(f"file_write: {shown} is a directory")
+        if path.exists() and not path.is_file():  # never replace a FIFO or device node
+            return ToolOutput.error(f"file_write: {shown} {NotRegularFile(kind_of(path.stat().st_mode))}", path=str(path))
         existed = path.exists()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
