@@ -292,8 +292,10 @@ class LibraryService:
             return await self.add_pdf(path, fetch=fetch)
         return await self.resolve(text, fetch=fetch)
 
-    async def add_pdf(self, path: Path, *, fetch: bool = True) -> PaperRecord:
-        """Copy a local PDF in; metadata from the PDF, upgraded from arXiv/ADS if it names an id."""
+    async def add_pdf(self, path: Path, *, fetch: bool = True, paper_id: str | None = None) -> PaperRecord:
+        """Copy a local PDF in; metadata from the PDF, upgraded from arXiv/ADS if it names an id.
+
+        ``paper_id`` (a ``local:`` id) gives a known local paper a stable id (the demo's samples)."""
         info = await asyncio.to_thread(read_pdf_info, path)
         digest = await asyncio.to_thread(_sha256, path)
         same = await self.papers.find_by_sha256(digest)
@@ -324,8 +326,13 @@ class LibraryService:
             except Exception as exc:  # noqa: BLE001 - the PDF's own metadata is a fine fallback
                 record.metadata["fetch_error"] = str(exc)
         existing = await self.papers.find_by(arxiv_id=record.arxiv_id, doi=record.doi, bibcode=record.bibcode)
+        if existing is None and paper_id is not None:
+            if not paper_id.startswith("local:") or parse_identifier(paper_id).kind != "local":
+                raise ToolInputError(f"a stable id for a local PDF must be a 'local:' id, not {paper_id!r}")
+            existing = await self.papers.find(paper_id)
         paper_id = existing.id if existing else (
-            paper_id_for(record.arxiv_id, record.doi, record.bibcode)
+            paper_id
+            or paper_id_for(record.arxiv_id, record.doi, record.bibcode)
             or await self._free_local_id(slugify(record.title or path.stem))
         )
         self.config.papers_dir.mkdir(parents=True, exist_ok=True)
