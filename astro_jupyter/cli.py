@@ -271,7 +271,7 @@ async def cmd_sessions(args: argparse.Namespace) -> int:
     if not sessions:
         print("no sessions yet (start one with: astro-jupyter ask \"...\")")
     for s in sessions:
-        print(f"{s.id}  {s.updated_at[:19]}  {s.source or '-':<8} {s.title or '(untitled)'}")
+        print(f"{s.id}  {s.updated_at[:19]}  {s.source or '-':<8} {s.model or '-':<16} {s.title or '(untitled)'}")
     return EXIT_OK
 
 
