@@ -292,7 +292,7 @@ class AstroMagics(Magics):
             timeline.finish("cancelled", handle.session_id)
             print(f"Interrupted: the run was cancelled. Session {handle.session_id} is saved; "
                   "continue it with another %%astro cell.")
-            return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, "cancelled", calls, errors)
+            return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, "cancelled", calls, errors, shown=True)
         except BaseException:
             # Anything else leaving the cell (a question that could not be shown, a display error)
             # must not leave the run holding the session: stop it, then let the error show.
@@ -304,7 +304,7 @@ class AstroMagics(Magics):
             timeline.finish("cancelled", handle.session_id)
             raise
         timeline.finish(done.reason, handle.session_id)
-        return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, done.reason, calls, errors)
+        return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, done.reason, calls, errors, shown=True)
 
 
 _loaded: dict[int, AstroMagics] = {}

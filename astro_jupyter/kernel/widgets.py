@@ -217,11 +217,17 @@ class WidgetTimeline:
         elif kind in ("ask_user", "permission_request"):
             what = (f"Permission for <code>{html.escape(event.name)}</code>: {html.escape(event.message)}"
                     if kind == "permission_request" else html.escape(event.question))
-            self._append(self.cards, self._card(f"❓ {what}", "<br><small>answer in the input box below</small>"))
+            self._append(self.cards, self._card(f"❓ {what}", f"<br><small>{self._answer_hint(kind)}</small>"))
         elif kind == "model_switch":
             self._append(self.cards, self.w.HTML(f"<small>model {event.from_model} → {event.to_model}</small>"))
         elif kind == "error":
             self._append(self.cards, self.w.HTML(f"<span style='color:#b00020'>error: {html.escape(event.message)}</span>"))
+
+    def _answer_hint(self, kind: str) -> str:
+        """Where the answer goes: ``ask`` shows buttons when routed, else the frontend's input box."""
+        if self.route is None:
+            return "answer in the input box below"
+        return "answer with the buttons below" if kind == "permission_request" else "answer with a button or the text box below"
 
     def ask(self, event: Any) -> str:
         """Buttons (and a text box for free answers) when routed; ``input()`` otherwise."""
@@ -269,8 +275,9 @@ class WidgetTimeline:
         return answer
 
     def finish(self, reason: str, session_id: str) -> None:
-        if self.stop_button is not None:
+        if self.stop_button is not None:  # nothing left to stop: the button goes
             self.stop_button.disabled = True
+            self.stop_button.layout.display = "none"
         self._flush_text(force=True)
         where = f" · session <code>{html.escape(session_id)}</code>" if session_id else ""
         self.status.value = f"<b>astro</b> · {html.escape(reason)}{where}"
