@@ -55,7 +55,7 @@ def _parser(prog: str) -> _Parser:
 
 def _split(line: str) -> list[str]:
     try:
-        return shlex.split(line)
+        return shlex.split(line, comments=True)  # `%astro history "halo"  # a note` as in Python
     except ValueError as exc:
         raise UsageError(f"cannot read the arguments: {exc}") from None
 

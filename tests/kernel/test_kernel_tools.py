@@ -175,3 +175,18 @@ def test_conversions_say_how_to_install_a_missing_package(monkeypatch) -> None:
         r.to_pandas()
     with pytest.raises(ImportError, match="pip install astropy"):
         r.to_table()
+
+
+def test_a_trailing_comment_is_not_an_argument(load, sesame_server, monkeypatch) -> None:
+    """The README writes `r = %astro query_target name="M 31"   # r.content, ...`: that runs as written."""
+    from astro_jupyter.kernel.parsing import parse_tool_arguments
+
+    assert parse_tool_arguments('name="M 31"   # r.content, r.data') == {"name": "M 31"}
+    assert parse_tool_arguments('{"path": "notes.md", "limit": 20}  # first lines') == {"path": "notes.md", "limit": 20}
+    assert parse_tool_arguments("pattern=a#b") == {"pattern": "a#b"}  # inside a value it is text
+    monkeypatch.setenv("ASTRO_SESAME_URL", sesame_server.url)
+    ip = load()
+    outcome = ip.run_cell('r = %astro query_target name="M 31"            # r.content, r.data (structured), r.is_error')
+    assert outcome.success and ip.user_ns["r"].data["main_id"] == "M 31"
+    hits = ip.run_line_magic("astro", 'history "M 31"                   # also: %astro sessions')
+    assert hits.title == "history: M 31"
