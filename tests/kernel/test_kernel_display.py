@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from astro_jupyter.events import Subagent, TextDelta, ToolCall, ToolProgress, ToolResult
 from astro_jupyter.kernel.display import AgentAnswer, AstroResult
 from astro_jupyter.kernel.widgets import TextTimeline, WidgetTimeline
@@ -114,3 +116,22 @@ def test_stop_button_goes_when_the_run_ends_and_hints_match_the_controls() -> No
     plain = WidgetTimeline(lambda w: None)  # no subshell: questions go to input()
     plain.show(AskUser(request_id="q2", question="Which band?", options=[]))
     assert "answer in the input box below" in plain.cards.children[-1].value
+
+
+def test_search_results_become_an_astropy_table_and_a_dataframe() -> None:
+    from astropy.table import Table
+
+    hits = AstroResult("search_papers", {"query": "halo"}, "2 papers", False, {"results": [
+        {"paper_id": "arxiv:1", "title": "Halo A", "year": 2021, "authors": ["X, A.", "Y, B."], "citation_count": 12},
+        {"paper_id": "arxiv:2", "title": "Halo B", "year": 2019, "authors": [], "citation_count": None},
+    ]})
+    table = hits.to_table()
+    assert isinstance(table, Table) and table.colnames[:3] == ["paper_id", "title", "year"]
+    assert list(table["year"]) == [2021, 2019] and table["year"].dtype.kind == "i"
+    assert table["citation_count"].mask.tolist() == [False, True]  # a missing count is masked, not 0
+    assert list(table["authors"]) == ["X, A.; Y, B.", ""]
+    frame = hits.to_pandas()
+    assert frame["title"].tolist() == ["Halo A", "Halo B"] and frame.loc[0, "authors"] == ["X, A.", "Y, B."]
+    text_only = AstroResult("read_file", {}, "a file", False, {"path": "x"})
+    with pytest.raises(ValueError, match="no list of records"):
+        text_only.to_table()
