@@ -33,7 +33,7 @@ ARG USE_MIRRORS=0
 ARG PIP_MIRROR=https://pypi.tuna.tsinghua.edu.cn/simple
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md install.json ./
 COPY jupyter-config/ jupyter-config/
 COPY labextension/package.json labextension/
 COPY --from=labextension /src/astro_jupyter/ astro_jupyter/

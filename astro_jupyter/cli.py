@@ -20,7 +20,7 @@ import shutil
 import signal
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TextIO
 
 from .events import Event, to_json
 from .prompt_text import permission_lines, visible
@@ -175,6 +175,11 @@ async def cmd_ask(args: argparse.Namespace) -> int:
                 answer = await _answer_question(event, interactive=not args.json and sys.stdin.isatty())
                 handle.answer(event.request_id, answer)  # type: ignore[attr-defined]
         done = await handle.wait()
+        if done.reason == "max_steps":
+            steps = args.max_steps or config.max_steps
+            err(f"stopped after {steps} steps (the step limit) before the agent finished; continue with "
+                f"`astro-jupyter ask \"continue\" --session {done.session_id} --max-steps {steps * 2}`, "
+                "or raise the default with c.AstroConfig.max_steps (env ASTRO_MAX_STEPS)")
         if done.reason == "cancelled":
             return EXIT_CANCELLED
         if done.reason == "error":
@@ -210,8 +215,47 @@ async def _answer_question(event: Event, *, interactive: bool) -> str:
 # -- tool ---------------------------------------------------------------------------------------
 def _tool_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="tool name (see `astro-jupyter tools`)")
-    p.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments, e.g. '{\"name\": \"M 31\"}'")
+    p.add_argument(
+        "arguments", nargs="*",
+        help="key=value pairs as in %%astro (name=\"M 31\" rows=5) or one JSON object ('{\"name\": \"M 31\"}')",
+    )
     _json_flag(p)
+
+
+def tool_arguments(tokens: list[str], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The CLI's tool arguments: one JSON object, or ``key=value`` tokens as the magic reads them.
+
+    The shell has already removed the quotes, so ``name="M 31"`` arrives as ``name=M 31``; a value
+    is kept as text when the tool's schema says the parameter is a string (``name=5`` stays "5"),
+    else read as a JSON literal when it is one (``rows=5``, ``paper_ids=["a"]``). A token still
+    holding quotes (the whole line quoted once) is read exactly as ``%astro`` reads it.
+    """
+    from .kernel.parsing import ArgumentSyntaxError, parse_tool_arguments
+
+    if not tokens:
+        return {}
+    if len(tokens) == 1 and tokens[0].lstrip().startswith("{"):
+        return parse_tool_arguments(tokens[0])
+    props = (schema or {}).get("properties") or {}
+    args: dict[str, Any] = {}
+    for token in tokens:
+        key, sep, raw = token.partition("=")
+        if not sep or not key.isidentifier():
+            raise ArgumentSyntaxError(f"expected key=value, not {token!r} (e.g. name=\"M 31\" rows=5, or one JSON object)")
+        if raw[:1] in ("'", '"'):
+            parsed = parse_tool_arguments(token)
+        elif props.get(key, {}).get("type") == "string":
+            parsed = {key: raw}
+        else:
+            try:
+                parsed = {key: json.loads(raw)}
+            except ValueError:
+                parsed = {key: raw}
+        for name, value in parsed.items():
+            if name in args:
+                raise ArgumentSyntaxError(f"{name} is given twice")
+            args[name] = value
+    return args
 
 
 @command("tool", "run one tool through the executor (no LLM) and print its output", _tool_args)
@@ -221,10 +265,18 @@ async def cmd_tool(args: argparse.Namespace) -> int:
     from .agent.tools.base import ToolContext
     from .agent.tools.file_state import FileStateCache
 
-    services = await open_services()
+    from .kernel.parsing import ArgumentSyntaxError
+
+    config = make_config()
+    registry = build_default_registry(config)
+    tool = registry.get(args.name)
     try:
-        config = services.config
-        registry = build_default_registry(config)
+        arguments = tool_arguments(args.arguments, tool.parameters if tool is not None else None)
+    except ArgumentSyntaxError as exc:
+        err(f"tool {args.name}: {exc}")
+        return EXIT_ERROR
+    services = await open_services(config)
+    try:
         executor = ToolExecutor(registry, config=config)
 
         async def emit(event: Event) -> None:
@@ -250,7 +302,7 @@ async def cmd_tool(args: argparse.Namespace) -> int:
             loop.add_signal_handler(signal.SIGINT, ctx.cancelled.set)
         except (NotImplementedError, RuntimeError):
             pass
-        [result] = await executor.execute([ToolCallRequest("cli_call", args.name, args.arguments)], ctx)
+        [result] = await executor.execute([ToolCallRequest("cli_call", args.name, json.dumps(arguments))], ctx)
         if args.json:
             print(json.dumps(result.output.to_dict(), ensure_ascii=False, default=str))
         else:
@@ -277,7 +329,7 @@ async def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def _sessions_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="list at most N sessions, newest first (default 50)")
     _json_flag(p)
 
 
@@ -294,15 +346,29 @@ async def cmd_sessions(args: argparse.Namespace) -> int:
     if not sessions:
         print("no sessions yet (start one with: astro-jupyter ask \"...\")")
     for s in sessions:
-        print(f"{s.id}  {s.updated_at[:19]}  {s.source or '-':<8} {s.title or '(untitled)'}")
+        print(f"{s.id}  {s.updated_at[:19]}  {s.source or '-':<8} {s.model or '-':<16} {s.title or '(untitled)'}")
     return EXIT_OK
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 # -- entry point --------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         importlib.import_module(module)
+    from ._version import __version__
+
     parser = argparse.ArgumentParser(prog="astro-jupyter", description="A research agent for astronomers (headless use).")
+    parser.add_argument("--version", action="version", version=f"astro-jupyter {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for cmd in COMMANDS.values():
         cmd.configure(sub.add_parser(cmd.name, help=cmd.help, description=cmd.help))
@@ -325,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(COMMANDS[args.command].handler(args))
     except KeyboardInterrupt:
         return EXIT_CANCELLED
+    except BrokenPipeError:
+        # the reader went away (`astro-jupyter tools --json | head`): stop quietly, as cat does
+        _silence_stdout()
+        return EXIT_OK
     except AstroError as exc:
         err(str(exc))
         return EXIT_ERROR

@@ -19,7 +19,6 @@ from .cli import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, _json_flag, command, mak
 
 async def diagnose() -> tuple[dict[str, Any], int]:
     from .errors import AstroError, LlmUnavailableError
-    from .llm.client import NOT_CONFIGURED
 
     from .agent.tools.filesystem.protected import root_warning
 
@@ -45,9 +44,10 @@ async def diagnose() -> tuple[dict[str, Any], int]:
     except AstroError as exc:
         report["sqlite"] = {"error": str(exc)}
         code = EXIT_ERROR
-    llm: dict[str, Any] = {"base_url": config.openai_base_url or "(OpenAI default)", "model": config.llm_model}
+    llm: dict[str, Any] = {"configured": config.llm_configured, "model": config.llm_model,
+                           "base_url": config.openai_base_url or ("(OpenAI default)" if config.llm_configured else "")}
     if not config.llm_configured:
-        llm.update(reachable=False, error=NOT_CONFIGURED)
+        llm.update(reachable=False, error=TO_CONFIGURE)
         code = max(code, EXIT_UNAVAILABLE)
     else:
         from .llm.client import LlmClient
@@ -78,6 +78,13 @@ async def diagnose() -> tuple[dict[str, Any], int]:
     return report, code
 
 
+TO_CONFIGURE = (
+    "set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL (and OPENAI_API_KEY if it needs one) for any "
+    "OpenAI-compatible endpoint; or c.AstroConfig.openai_base_url / openai_api_key in jupyter_server_config.py "
+    "or ipython_config.py"
+)
+
+
 def _yes(flag: Any) -> str:
     return "yes" if flag else "NO"
 
@@ -101,7 +108,8 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
         vec = f"yes (sqlite-vec {sq['vec_version']})" if sq["vec0"] else f"NO ({sq['vec_error'] or 'extension not loadable'})"
         print(f"vec0           {vec}")
     llm = report["llm"]
-    print(f"LLM endpoint   {llm['base_url']}")
+    print(f"LLM endpoint   {llm['base_url']}" if llm.get("configured", True) else
+          "LLM endpoint   not configured: the agent (ask, %%astro, the sidebar) needs one; tools, library and demo do not")
     if llm.get("reachable"):
         listed = "listed" if llm.get("model_listed") else "NOT listed by the endpoint"
         print(f"LLM reachable  yes ({llm['latency_ms']} ms, {llm['models']} models)")

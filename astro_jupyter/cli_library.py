@@ -72,7 +72,8 @@ async def cmd_library(args: argparse.Namespace) -> int:
 
 
 async def _add(services: Any, args: argparse.Namespace) -> int:
-    paper = await services.library.add(args.source, fetch=not args.no_fetch)
+    outcome = await services.library.add_checked(args.source, fetch=not args.no_fetch)
+    paper = outcome.record
     notes: list[str] = []
     if args.download and paper.state == "metadata":
         from .services.download import DownloadFailed
@@ -87,9 +88,14 @@ async def _add(services: Any, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(paper.to_dict(), ensure_ascii=False))
         return EXIT_OK
-    print(f"added {_line(paper)}")
+    if outcome.already:
+        print(f"already in the library ({paper.id}): {_line(paper).split(None, 1)[1]}")
+    else:
+        print(f"added {_line(paper)}")
     if paper.pdf_path:
         print(f"  PDF: {paper.pdf_path}")
+    if paper.source == "local" and paper.metadata.get("fetch_error"):
+        print(f"  metadata: kept the PDF's own ({paper.metadata['fetch_error']})")
     for note in notes:
         print(f"  {note}")
     if paper.state == "metadata":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -356,7 +356,9 @@ async def write_notebook(services: "ServiceContainer", session_id: str, path: st
     if target.suffix != ".ipynb":
         target = target.with_suffix(target.suffix + ".ipynb") if target.suffix else target.with_suffix(".ipynb")
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
+    # os.open with 0o666 lets the umask decide, like any file the user saves (mkstemp would make it 0600)
+    tmp = str(target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             nbformat.write(nb, fh)

@@ -20,7 +20,7 @@ fi
 echo "== stage wheel"
 src="$work/src"
 rm -rf "$src" && mkdir -p "$src/labextension"
-cp -r "$root/pyproject.toml" "$root/README.md" "$root/jupyter-config" "$src/"
+cp -r "$root/pyproject.toml" "$root/README.md" "$root/install.json" "$root/jupyter-config" "$src/"
 cp "$root/labextension/package.json" "$src/labextension/"
 cp -r "$root/astro_jupyter" "$src/"
 find "$src" -name __pycache__ -prune -exec rm -rf {} +

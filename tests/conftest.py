@@ -18,7 +18,11 @@ from astro_jupyter.services.container import ServiceContainer
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
-SHARED_PDFS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pdfs"
+# ../shared/data/pdfs beside the project; found from a git worktree nested deeper as well
+SHARED_PDFS = next(
+    (p / "shared" / "data" / "pdfs" for p in Path(__file__).resolve().parents[1:] if (p / "shared" / "data" / "pdfs").is_dir()),
+    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pdfs",
+)
 
 _SCRUBBED = (
     "OPENAI_BASE_URL",

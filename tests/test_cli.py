@@ -228,3 +228,61 @@ def test_prompt_from_stdin_and_unknown_session(tmp_path, openai_server):
     assert openai_server.chat_requests[0]["messages"][-1]["content"] == "A long\nmulti-line prompt\n"
     missing = run_cli(env, "ask", "hi", "--session", "ses_nope")
     assert missing.returncode == 1 and "no session 'ses_nope'" in missing.stderr
+
+
+def test_version_and_sessions_help():
+    from astro_jupyter import __version__
+
+    proc = run_cli(cli_env(Path("/nonexistent")), "--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"astro-jupyter {__version__}"
+    helptext = run_cli(cli_env(Path("/nonexistent")), "sessions", "--help").stdout
+    assert "--limit N" in helptext and "list at most N sessions" in helptext
+
+
+def test_tool_accepts_the_magics_key_value_syntax(tmp_path, sesame_server):
+    env = cli_env(tmp_path / "home", sesame_url=sesame_server.url)
+    proc = run_cli(env, "tool", "query_target", 'name=M 31', "--json")  # what the shell makes of name="M 31"
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["metadata"]["main_id"] == "M 31"
+    quoted = run_cli(env, "tool", "query_target", 'name="Sgr A*"')  # the whole magic line quoted once
+    assert quoted.returncode == 0 and "17:45:40.03" in quoted.stdout
+    bad = run_cli(env, "tool", "query_target", "M 31")
+    assert bad.returncode == 1 and "key=value" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_tool_arguments_follow_the_schema():
+    from astro_jupyter.cli import tool_arguments
+
+    schema = {"properties": {"name": {"type": "string"}, "rows": {"type": "integer"}, "ids": {"type": "array"}}}
+    assert tool_arguments(["name=5", "rows=5", 'ids=["a","b"]'], schema) == {"name": "5", "rows": 5, "ids": ["a", "b"]}
+    assert tool_arguments(['name="M 31" rows=3'], schema) == {"name": "M 31", "rows": 3}
+    assert tool_arguments(['{"name": "M 31"}'], schema) == {"name": "M 31"}
+    assert tool_arguments([], schema) == {}
+
+
+def test_max_steps_end_names_the_setting(tmp_path, openai_server, sesame_server):
+    openai_server.respond_with(lambda body: Turn.call("query_target", {"name": "M 31"}))
+    proc = run_cli(cli_env(tmp_path / "home", openai_server.url, sesame_server.url), "ask", "loop", "--max-steps", "2")
+    assert "[max_steps · session" in proc.stderr
+    assert "stopped after 2 steps" in proc.stderr and "--max-steps 4" in proc.stderr
+    assert "c.AstroConfig.max_steps" in proc.stderr and "ASTRO_MAX_STEPS" in proc.stderr
+
+
+def test_piping_into_head_exits_quietly(tmp_path):
+    env = cli_env(tmp_path / "home")
+    proc = subprocess.run(
+        f"{sys.executable} -m astro_jupyter.cli tools --json | head -c 10", shell=True, env=env,
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )
+    assert proc.stdout == '[\n {\n  "ty'
+    assert proc.stderr == "", proc.stderr
+
+
+def test_doctor_without_llm_says_what_to_set(tmp_path):
+    proc = run_cli(cli_env(tmp_path / "home"), "doctor")
+    assert proc.returncode == 2
+    assert "(OpenAI default)" not in proc.stdout
+    assert "LLM endpoint   not configured" in proc.stdout
+    assert "set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL" in proc.stdout
+    report = json.loads(run_cli(cli_env(tmp_path / "home"), "doctor", "--json").stdout)
+    assert report["llm"]["configured"] is False and "OPENAI_API_KEY" in report["llm"]["error"]

@@ -103,3 +103,35 @@ def test_real_pdf_through_the_installed_command(cli_env: dict[str, str], shared_
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
     )
     assert listed.returncode == 0 and paper["id"] in listed.stdout and "downloaded" in listed.stdout
+
+
+def test_adding_the_same_pdf_or_id_twice_says_already_in_the_library(
+    cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pdf = tmp_path / "draft.pdf"
+    pdf.write_bytes(make_pdf("Variable stars in Rubin data"))
+    assert main(["library", "add", str(pdf)]) == 0
+    assert capsys.readouterr().out.startswith("added local:variable-stars-in-rubin-data")
+    copy = tmp_path / "copy of draft.pdf"
+    shutil.copyfile(pdf, copy)
+    assert main(["library", "add", str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("already in the library (local:variable-stars-in-rubin-data)") and "added" not in out
+    assert main(["library", "add", "2301.01234"]) == 0
+    assert capsys.readouterr().out.startswith("added arxiv:2301.01234")
+    assert main(["library", "add", "arXiv:2301.01234v2"]) == 0
+    assert capsys.readouterr().out.startswith("already in the library (arxiv:2301.01234)")
+    assert len(run_json(capsys, "library", "list", "--json")) == 2  # type: ignore[arg-type]
+
+
+def test_a_pdf_keeps_its_own_identity_when_ads_answers_with_another_paper(
+    cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], ads_fake: FakeServer, tmp_path: Path
+) -> None:
+    ads_fake.state["nearest"] = "2019ApJ...873..111I"
+    pdf = tmp_path / "pasa.pdf"
+    pdf.write_bytes(make_pdf("PaSa: An LLM Agent for Paper Search", extra_text="arXiv:2501.10120v1 [cs.IR] 17 Jan 2025"))
+    assert main(["library", "add", str(pdf)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("added arxiv:2501.10120") and "PaSa: An LLM Agent for Paper Search" in out
+    assert "LSST" not in out.splitlines()[0]  # only named in the note on what was ignored
+    assert "kept the PDF's own" in out and "different paper" in out

@@ -51,3 +51,4 @@ def test_build_steps_outside_docker(tmp_path: Path) -> None:
     assert "healthcheck ok" in out.stdout
     assert re.search(r"astro_jupyter.*enabled", out.stdout)
     assert re.search(r"astro-jupyter v[\d.]+.*enabled", out.stdout)
+    assert re.search(r"astro-jupyter v[\d.]+.*\(python, astro_jupyter\)", out.stdout), "install.json is in the wheel"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +182,20 @@ async def test_messages_stored_without_runs_become_turns(services: ServiceContai
     assert _result_text(_code(nb)[0]) == "M 87 RA 187.7"
     assert [s for s in sources if s.startswith("**Answer**")] == [
         "**Answer**\n\nA giant elliptical in Virgo.", "**Answer**\n\n6.5 billion solar masses."]
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])
+@pytest.mark.asyncio
+async def test_exported_notebook_respects_the_umask(recorded: Any, tmp_path: Path, umask: int, mode: int) -> None:
+    """Like any file the user saves (it was 0600: mkstemp's mode survived the rename)."""
+    from astro_jupyter.cli import main
+
+    _, sid = recorded
+    old = os.umask(umask)
+    try:
+        target = tmp_path / f"log-{umask:o}.ipynb"
+        assert await asyncio.to_thread(main, ["export", sid, "-o", str(target)]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -170,9 +170,10 @@ class AgentRuntime:
             coordinator = coordinator or session.coordinator
         else:
             session = await self.services.sessions.create(
-                owner=owner, model=model or "", coordinator=coordinator, source=source
+                owner=owner, model=model or self.llm.model, coordinator=coordinator, source=source
             )
         sid = session.id
+        run_model = model or self.llm.model
         if sid in self._active_sessions:
             raise RunConflict(f"session {sid} already has an active run ({self._active_sessions[sid].run_id})")
         run_id = new_id("run")
@@ -193,8 +194,13 @@ class AgentRuntime:
         self._active_sessions[sid] = handle  # reserved before the next await: no double start
         self.run_locks.acquire(run_id)  # before the row exists, so no other process sees it orphaned
         try:
-            await self.services.runs.create(run_id, sid, owner=owner, prompt=prompt, model=model or self.llm.model,
+            await self.services.runs.create(run_id, sid, owner=owner, prompt=prompt, model=run_model,
                                             reserve_ids=block)
+            if session.model != run_model:  # the session lists the model it runs with now
+                await self.services.sessions.update(sid, model=run_model)
+                if session.model:
+                    state.extra["model_changed_from"] = session.model
+            state.extra["session_model"] = run_model
         except BaseException:
             self._active_sessions.pop(sid, None)
             self.run_locks.release(run_id)
@@ -268,7 +274,9 @@ class AgentRuntime:
 
             history = await load_history(self.services, state.session_id)  # summary of compacted messages first
             user_msg = {"role": "user", "content": prompt}
-            await self.services.messages.append(state.session_id, user_msg, run_id=state.run_id)
+            changed = state.extra.get("model_changed_from")  # this turn runs another model than the last
+            turn_meta = {"model": state.model or self.llm.model, "previous_model": changed} if changed else None
+            await self.services.messages.append(state.session_id, user_msg, run_id=state.run_id, metadata=turn_meta)
             state.messages = [{"role": "system", "content": system}, *history, user_msg]
             reason = await self._loop(handle, registry)
         except asyncio.CancelledError:
@@ -469,8 +477,13 @@ class AgentRuntime:
             except Exception as exc:  # noqa: BLE001
                 log.warning("%s hooks failed: %s", event_name, exc)
         try:
+            changes: dict[str, Any] = {}
             if not title:
-                await self.services.sessions.update(state.session_id, title=title_from_prompt(prompt))
+                changes["title"] = title_from_prompt(prompt)
+            if state.model and state.model != state.extra.get("session_model", state.model):
+                changes["model"] = state.model  # switched during the run (fallback after overloads)
+            if changes:
+                await self.services.sessions.update(state.session_id, **changes)
             else:
                 await self.services.sessions.touch(state.session_id)
         except Exception as exc:  # noqa: BLE001 - the run's outcome matters more than its title

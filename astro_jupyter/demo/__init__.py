@@ -28,6 +28,11 @@ class DemoSummary:
     session_id: str = ""
 
 
+def demo_paper_id(paper: SamplePaper) -> str:
+    """The library id a sample paper always gets, so seeding again finds it instead of adding a copy."""
+    return f"local:{paper.slug}"
+
+
 def write_sample_pdf(paper: SamplePaper, path: Path) -> Path:
     """Typeset one sample paper (title, authors, abstract, numbered sections, references)."""
     import pymupdf
@@ -88,8 +93,15 @@ async def seed_demo(services: "ServiceContainer") -> DemoSummary:
     summary = DemoSummary()
     with tempfile.TemporaryDirectory() as tmp:
         for paper in SAMPLE_PAPERS:
+            paper_id = demo_paper_id(paper)
+            known = await services.library.find(paper_id)
+            if known is not None and known.pdf_path and Path(known.pdf_path).is_file():
+                summary.paper_ids.append(known.id)  # seeded before (maybe parsed since): left as it is
+                continue
+            # Typesetting is not byte-stable (the PDF's dates and ids change), so the content hash cannot
+            # recognise an earlier seed: the stable id does.
             pdf = write_sample_pdf(paper, Path(tmp) / f"{paper.slug}.pdf")
-            record = await services.library.add_pdf(pdf, fetch=False)
+            record = await services.library.add_pdf(pdf, fetch=False, paper_id=paper_id)
             record = await services.library.update(
                 record.id, title=paper.title, authors=list(paper.authors), year=paper.year, abstract=paper.abstract
             )

@@ -71,6 +71,58 @@ def rows_of(metadata: dict[str, Any]) -> list[dict[str, Any]] | None:
     return None
 
 
+# Tools whose text is what the user asked for (a section, passages and an answer, a file): shown
+# first, with the structured metadata folded away below it.
+TEXT_FIRST_TOOLS = frozenset({"get_paper_content", "rag_search", "read_file"})
+
+
+def _need(module: str, what: str) -> Any:
+    """Import astropy/pandas only when a result is converted, with the install line if missing."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        package = module.split(".")[0]
+        raise ImportError(f"{what} needs {package}, which is not installed: pip install {package}") from exc
+
+
+def _plain(value: Any) -> Any:
+    """A table cell astropy can hold: lists joined, mappings as JSON, everything else as is."""
+    if isinstance(value, (list, tuple)):
+        return "; ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value
+
+
+def rows_to_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> Any:
+    """An astropy ``Table`` of the rows: numeric columns stay numeric (missing values masked),
+    other columns are text."""
+    table_mod = _need("astropy.table", "to_table()")
+    cols = columns or list(dict.fromkeys(k for r in rows for k in r))
+    table = table_mod.Table()
+    for col in cols:
+        values = [_plain(r.get(col)) for r in rows]
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            fill = 0 if all(isinstance(v, int) for v in present) else 0.0
+            table[col] = table_mod.MaskedColumn([fill if v is None else v for v in values],
+                                                mask=[v is None for v in values])
+        elif present and all(isinstance(v, bool) for v in present):
+            table[col] = table_mod.MaskedColumn([bool(v) for v in values], mask=[v is None for v in values])
+        else:
+            table[col] = ["" if v is None else str(v) for v in values]
+    return table
+
+
+def rows_to_pandas(rows: list[dict[str, Any]], columns: list[str] | None = None) -> Any:
+    """A pandas ``DataFrame`` of the rows (lists such as authors kept as lists)."""
+    pd = _need("pandas", "to_pandas()")
+    frame = pd.DataFrame(rows)
+    return frame[[c for c in columns if c in frame.columns]] if columns else frame
+
+
 @dataclass
 class TableResult:
     """A list of records (tools, sessions, history hits) shown as a table."""
@@ -96,6 +148,14 @@ class TableResult:
     def __iter__(self) -> Any:
         return iter(self.rows)
 
+    def to_table(self) -> Any:
+        """The rows as an astropy ``Table`` (all fields, not just the shown columns)."""
+        return rows_to_table(self.rows)
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas ``DataFrame``."""
+        return rows_to_pandas(self.rows)
+
 
 @dataclass
 class AstroResult:
@@ -117,6 +177,32 @@ class AstroResult:
     def rows(self) -> list[dict[str, Any]] | None:
         return rows_of(self.metadata)
 
+    @property
+    def skycoord(self) -> Any:
+        """The position as an astropy ``SkyCoord`` (ICRS), for results that have one (query_target)."""
+        ra, dec = self.metadata.get("ra_deg"), self.metadata.get("dec_deg")
+        if self.is_error or ra is None or dec is None:
+            raise AttributeError(f"this {self.tool} result has no position (query_target results have one)")
+        coords = _need("astropy.coordinates", ".skycoord")
+        units = _need("astropy.units", ".skycoord")
+        return coords.SkyCoord(ra=float(ra) * units.deg, dec=float(dec) * units.deg, frame="icrs")
+
+    def to_table(self) -> Any:
+        """The result's records (search hits, library papers, passages) as an astropy ``Table``."""
+        return rows_to_table(self._records("to_table()"))
+
+    def to_pandas(self) -> Any:
+        """The result's records as a pandas ``DataFrame``."""
+        return rows_to_pandas(self._records("to_pandas()"))
+
+    def _records(self, what: str) -> list[dict[str, Any]]:
+        rows = self.rows
+        if rows is not None:
+            return rows
+        if self.metadata and not self.is_error and self.tool == "query_target":
+            return [{k: v for k, v in self.metadata.items() if not isinstance(v, dict)}]
+        raise ValueError(f"{what}: this {self.tool} result holds no list of records")
+
     def __str__(self) -> str:
         return self.content
 
@@ -130,6 +216,11 @@ class AstroResult:
         head = (f"<p><code>{html.escape(self.tool)}</code> <span style='color:{colour}'>{status}</span>"
                 f" <small>{self.duration_ms} ms</small></p>")
         rows = None if self.is_error else self.rows
+        if self.tool in TEXT_FIRST_TOOLS and not self.is_error:
+            folded = html_table(rows) if rows else html_table(
+                [{"field": k, "value": v} for k, v in self.metadata.items() if not isinstance(v, dict)], ["field", "value"])
+            return (head + f"<pre style='white-space:pre-wrap'>{html.escape(self.content)}</pre>"
+                    + f"<details><summary>metadata</summary>{folded}</details>")
         if rows:
             body = html_table(rows)
         elif not self.is_error and self.metadata:  # one record (a target, a paper): field / value
@@ -150,14 +241,25 @@ class AgentAnswer:
     reason: str = "finished"
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # The cell's timeline already showed the text: Out[n] is then a one-line handle, not the answer again.
+    shown: bool = False
 
     def __str__(self) -> str:
         return self.text
 
+    def handle(self) -> str:
+        calls = len(self.tool_calls)
+        return (f"<AgentAnswer {self.reason} · session {self.session_id} · {calls} tool call{'' if calls == 1 else 's'}"
+                f" · {len(self.text)} chars; .text has the answer>")
+
     def __repr__(self) -> str:
+        if self.shown:
+            return self.handle()
         return f"{self.text}\n[{self.reason} · session {self.session_id} · {len(self.tool_calls)} tool call(s)]"
 
-    def _repr_markdown_(self) -> str:
+    def _repr_markdown_(self) -> str | None:
+        if self.shown:
+            return None  # the plain one-line handle only
         footer = f"\n\n<small>{self.reason} · session <code>{self.session_id}</code></small>"
         return (self.text or "*(no answer)*") + footer
 

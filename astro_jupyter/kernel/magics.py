@@ -55,7 +55,7 @@ def _parser(prog: str) -> _Parser:
 
 def _split(line: str) -> list[str]:
     try:
-        return shlex.split(line)
+        return shlex.split(line, comments=True)  # `%astro history "halo"  # a note` as in Python
     except ValueError as exc:
         raise UsageError(f"cannot read the arguments: {exc}") from None
 
@@ -155,17 +155,24 @@ class AstroMagics(Magics):
         if ns.action == "add" and not ns.source:
             raise UsageError("%astro library add: give a PDF path or an arXiv id / DOI / bibcode / URL")
 
+        already: list[bool] = []
+
         async def run() -> list[dict[str, Any]]:
             services = await self.rt.services()
             if ns.action == "add":
-                return [(await services.library.add(ns.source, fetch=not ns.no_fetch)).to_dict()]
+                outcome = await services.library.add_checked(ns.source, fetch=not ns.no_fetch)
+                already.append(outcome.already)
+                return [outcome.record.to_dict()]
             return [r.to_dict() for r in await services.library.list(state=ns.state)]
 
         try:
             rows = self.rt.call(run)
         except Exception as exc:  # noqa: BLE001 - bad identifiers, unreadable files, failing services
             raise UsageError(f"%astro library {ns.action}: {exc}") from None
-        title = f"added {rows[0]['id']}" if ns.action == "add" else f"{len(rows)} papers"
+        if ns.action == "add":
+            title = f"already in the library ({rows[0]['id']})" if already and already[0] else f"added {rows[0]['id']}"
+        else:
+            title = f"{len(rows)} papers"
         return records_table(title, rows, ["id", "title", "year", "state", "pdf_path"],
                              "the library is empty (try %astro library add FILE.pdf)")
 
@@ -286,7 +293,7 @@ class AstroMagics(Magics):
             timeline.finish("cancelled", handle.session_id)
             print(f"Interrupted: the run was cancelled. Session {handle.session_id} is saved; "
                   "continue it with another %%astro cell.")
-            return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, "cancelled", calls, errors)
+            return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, "cancelled", calls, errors, shown=True)
         except BaseException:
             # Anything else leaving the cell (a question that could not be shown, a display error)
             # must not leave the run holding the session: stop it, then let the error show.
@@ -298,7 +305,7 @@ class AstroMagics(Magics):
             timeline.finish("cancelled", handle.session_id)
             raise
         timeline.finish(done.reason, handle.session_id)
-        return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, done.reason, calls, errors)
+        return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, done.reason, calls, errors, shown=True)
 
 
 _loaded: dict[int, AstroMagics] = {}

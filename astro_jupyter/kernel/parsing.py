@@ -9,6 +9,7 @@ string ``{name}`` (a name, attribute or index — not ``{3}`` or ``{2,3}``, whic
 use) is formatted in when defined. ``$name`` as a whole value works like IPython's. The
 JSON form is literal (exported research logs replay exactly what was recorded); pass a
 dict variable as ``%astro TOOL {args}`` to build arguments in Python.
+An unquoted ``#`` where a key would start begins a comment, as in Python and the shell.
 The magic is registered ``no_var_expand`` so IPython does not flatten objects to text
 first; the interpolation here is the only one.
 """
@@ -26,6 +27,9 @@ _BARE = re.compile(r"\S+")
 _WHOLE_EXPR = re.compile(r"^\{([^{}]+)\}$")
 _INNER_EXPR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*(?:\[[^\[\]{}]*\])?)\}")
 _DOLLAR = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_.]*)$")
+
+
+_NOT_JSON = object()
 
 
 class ArgumentSyntaxError(ValueError):
@@ -77,6 +81,18 @@ def _bare_value(token: str, ns: Mapping[str, Any]) -> Any:
         return _format_inner(token, ns)
 
 
+def _json_object(text: str) -> tuple[Any, ValueError | None]:
+    """The JSON value of ``text``, also when a ``# comment`` follows it; ``_NOT_JSON`` and the error otherwise."""
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        try:
+            value, end = json.JSONDecoder().raw_decode(text)
+        except ValueError:
+            return _NOT_JSON, exc
+        return (value, None) if text[end:].lstrip().startswith("#") else (_NOT_JSON, exc)
+
+
 def parse_tool_arguments(text: str, ns: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Parse the argument part of ``%astro TOOL ...``; raise ``ArgumentSyntaxError`` with a hint."""
     ns = ns or {}
@@ -84,9 +100,8 @@ def parse_tool_arguments(text: str, ns: Mapping[str, Any] | None = None) -> dict
     if not text:
         return {}
     if text.startswith("{"):
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
+        value, exc = _json_object(text)
+        if value is _NOT_JSON:
             if _WHOLE_EXPR.match(text) and ":" not in text:  # %astro TOOL {args_dict}
                 value = interpolate(text, ns)
                 if not isinstance(value, dict):
@@ -103,8 +118,8 @@ def parse_tool_arguments(text: str, ns: Mapping[str, Any] | None = None) -> dict
     pos = 0
     decoder = json.JSONDecoder()
     while pos < len(text):
-        if text[pos:].strip() == "":
-            break
+        if text[pos:].strip() == "" or text[pos:].lstrip().startswith("#"):
+            break  # the rest is a comment (`%astro query_target name="M 31"  # where is it?`), as in Python
         key_match = _KEY.match(text, pos)
         if not key_match:
             rest = text[pos:].strip()

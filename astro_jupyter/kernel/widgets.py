@@ -230,10 +230,10 @@ class WidgetTimeline:
             self._append(self.cards, self._card(
                 f"❓ Permission for <code>{html.escape(visible(event.name))}</code>",
                 "<pre class='astro-permission' style='white-space:pre-wrap;word-break:break-all;max-height:24em;"
-                f"overflow:auto;margin:4px 0'>{shown}</pre><small>answer below</small>"))
+                f"overflow:auto;margin:4px 0'>{shown}</pre><small>{self._answer_hint(kind)}</small>"))
         elif kind == "ask_user":
             self._append(self.cards, self._card(f"❓ {html.escape(visible(event.question, keep=chr(10)))}",
-                                                "<br><small>answer in the input box below</small>"))
+                                                f"<br><small>{self._answer_hint(kind)}</small>"))
         elif kind == "model_switch":
             self._append(self.cards, self.w.HTML(f"<small>model {html.escape(short(event.from_model))} → "
                                                  f"{html.escape(short(event.to_model))}</small>"))
@@ -241,6 +241,12 @@ class WidgetTimeline:
             self._append(self.cards, self.w.HTML(f"<span style='color:#8a5a00'>note: {html.escape(visible(event.message))}</span>"))
         elif kind == "error":
             self._append(self.cards, self.w.HTML(f"<span style='color:#b00020'>error: {html.escape(visible(event.message))}</span>"))
+
+    def _answer_hint(self, kind: str) -> str:
+        """Where the answer goes: ``ask`` shows buttons when routed, else the frontend's input box."""
+        if self.route is None:
+            return "answer in the input box below"
+        return "answer with the buttons below" if kind == "permission_request" else "answer with a button or the text box below"
 
     def ask(self, event: Any) -> str:
         """Buttons (and a text box for free answers) when routed; ``input()`` otherwise."""
@@ -288,8 +294,9 @@ class WidgetTimeline:
         return answer
 
     def finish(self, reason: str, session_id: str) -> None:
-        if self.stop_button is not None:
+        if self.stop_button is not None:  # nothing left to stop: the button goes
             self.stop_button.disabled = True
+            self.stop_button.layout.display = "none"
         self._flush_text(force=True)
         where = f" · session <code>{html.escape(session_id)}</code>" if session_id else ""
         self.status.value = f"<b>astro</b> · {html.escape(reason)}{where}"

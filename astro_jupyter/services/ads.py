@@ -68,6 +68,10 @@ def status_failure(service: str, response: "httpx2.Response", detail: str = "") 
     return ServiceError(f"{service} rejected the request (HTTP {code}){detail}")
 
 
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
 def _first(value: Any) -> str:
     if isinstance(value, list):
         return str(value[0]) if value else ""
@@ -106,8 +110,17 @@ def record_from_doc(doc: dict[str, Any]) -> PaperRecord:
         citation_count=doc.get("citation_count"),
         url=f"https://ui.adsabs.harvard.edu/abs/{bibcode}/abstract" if bibcode else "",
         source="ads",
-        metadata={k: doc[k] for k in ("arxiv_class",) if doc.get(k)},
+        metadata={
+            **{k: doc[k] for k in ("arxiv_class",) if doc.get(k)},
+            # every DOI and identifier ADS lists (alternate bibcodes, arXiv:...): what the answer may be matched on
+            **({"alternate_ids": alternates} if (alternates := _alternate_ids(doc)) else {}),
+        },
     )
+
+
+def _alternate_ids(doc: dict[str, Any]) -> list[str]:
+    values = [v for key in ("doi", "identifier") for v in _as_list(doc.get(key))]
+    return list(dict.fromkeys(str(v) for v in values if v))
 
 
 @dataclass

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from ..store.papers import STATES, PaperRecord, PaperRepository
 from .identifiers import (
     IdentifierError,
     PaperIdentifier,
+    normalize_arxiv,
     parse_identifier,
     paper_id_for,
     pdf_filename,
@@ -45,11 +47,39 @@ _ARXIV_STAMP = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5}(?:v\d+)?|[a-z\-]+(?:\.[A-Z]
 _DOI_IN_TEXT = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>,;]+[^\s\"<>,;.)])")
 
 
+def record_matches(record: PaperRecord, ident: PaperIdentifier) -> bool:
+    """Whether a service's answer is the paper asked for: the asked identifier (arXiv id without
+    version, DOI case-insensitively, bibcode) must be among the record's own. Services answer
+    fuzzy queries with the nearest paper; taking that as the asked one gives a PDF a stranger's identity."""
+    alternates = [str(a) for a in (record.metadata or {}).get("alternate_ids") or []]
+    if ident.kind == "arxiv":
+        found = {normalize_arxiv(a) for a in [record.arxiv_id or "", *alternates]}
+        return any(f is not None and f[0] == ident.value for f in found)
+    if ident.kind == "doi":
+        return ident.value.lower() in {d.strip().lower() for d in [record.doi or "", *alternates] if d}
+    if ident.kind == "bibcode":
+        return ident.value in {record.bibcode or "", *alternates}
+    return False
+
+
+def _describe_ids(record: PaperRecord) -> str:
+    ids = [f"arXiv {record.arxiv_id}" if record.arxiv_id else "", f"DOI {record.doi}" if record.doi else "",
+           f"bibcode {record.bibcode}" if record.bibcode else ""]
+    title = f" {record.title[:80]!r}" if record.title else ""
+    return (", ".join(i for i in ids if i) or "no identifiers") + title
+
+
 def local_status(record: PaperRecord | None) -> str:
     """``not_downloaded`` | ``downloaded`` | ``parsed`` — what a search hit shows."""
     if record is None or record.state in ("", "metadata"):
         return "not_downloaded"
     return record.state
+
+
+@dataclass
+class AddOutcome:
+    record: PaperRecord
+    already: bool  # the paper (this PDF, or this identifier) was in the library before
 
 
 class LibraryService:
@@ -152,6 +182,10 @@ class LibraryService:
             except ServiceError as exc:
                 errors.append(f"ADS: {exc}")
                 not_found += isinstance(exc, NotFoundError)
+            if ads_rec is not None and not record_matches(ads_rec, ident):
+                errors.append(f"ADS: answered with a different paper ({_describe_ids(ads_rec)}); ignored")
+                not_found += 1
+                ads_rec = None
         arxiv_id = ident.value if ident.kind == "arxiv" else (ads_rec.arxiv_id if ads_rec else None)
         if arxiv_id and self.arxiv is not None:
             try:
@@ -159,6 +193,10 @@ class LibraryService:
             except ServiceError as exc:
                 errors.append(f"arXiv: {exc}")
                 not_found += isinstance(exc, NotFoundError)
+            if arxiv_rec is not None and not record_matches(arxiv_rec, PaperIdentifier("arxiv", arxiv_id)):
+                errors.append(f"arXiv: answered with a different paper ({_describe_ids(arxiv_rec)}); ignored")
+                not_found += 1
+                arxiv_rec = None
         if ads_rec is None and arxiv_rec is None:
             if ident.kind in ("doi", "bibcode") and (self.ads is None or not self.ads.configured):
                 raise ConfigError(
@@ -226,7 +264,25 @@ class LibraryService:
     # -- adding ------------------------------------------------------------------------------------
     async def add(self, identifier_or_path: str, *, fetch: bool = True) -> PaperRecord:
         """Bring a paper into the library: a local PDF (copied into papers/) or any identifier."""
+        return (await self.add_checked(identifier_or_path, fetch=fetch)).record
+
+    async def add_checked(self, identifier_or_path: str, *, fetch: bool = True) -> "AddOutcome":
+        """``add``, also telling whether the paper was already there, so a second add says so
+        instead of claiming to have added it again."""
         text = (identifier_or_path or "").strip()
+        path = Path(text).expanduser()
+        if not text.lower().startswith(("http://", "https://")) and path.is_file():
+            digest = await asyncio.to_thread(_sha256, path)
+            same = await self.papers.find_by_sha256(digest)
+            if same is not None and same.pdf_path and Path(same.pdf_path).is_file():
+                return AddOutcome(same, already=True)
+        else:
+            known = await self.find(text)
+            if known is not None:
+                return AddOutcome(known, already=True)
+        return AddOutcome(await self._add(text, fetch=fetch), already=False)
+
+    async def _add(self, text: str, *, fetch: bool) -> PaperRecord:
         path = Path(text).expanduser()
         if text.lower().endswith(".pdf") and not text.lower().startswith(("http://", "https://")):
             if not path.is_file():
@@ -236,8 +292,10 @@ class LibraryService:
             return await self.add_pdf(path, fetch=fetch)
         return await self.resolve(text, fetch=fetch)
 
-    async def add_pdf(self, path: Path, *, fetch: bool = True) -> PaperRecord:
-        """Copy a local PDF in; metadata from the PDF, upgraded from arXiv/ADS if it names an id."""
+    async def add_pdf(self, path: Path, *, fetch: bool = True, paper_id: str | None = None) -> PaperRecord:
+        """Copy a local PDF in; metadata from the PDF, upgraded from arXiv/ADS if it names an id.
+
+        ``paper_id`` (a ``local:`` id) gives a known local paper a stable id (the demo's samples)."""
         info = await asyncio.to_thread(read_pdf_info, path)
         digest = await asyncio.to_thread(_sha256, path)
         same = await self.papers.find_by_sha256(digest)
@@ -268,8 +326,13 @@ class LibraryService:
             except Exception as exc:  # noqa: BLE001 - the PDF's own metadata is a fine fallback
                 record.metadata["fetch_error"] = str(exc)
         existing = await self.papers.find_by(arxiv_id=record.arxiv_id, doi=record.doi, bibcode=record.bibcode)
+        if existing is None and paper_id is not None:
+            if not paper_id.startswith("local:") or parse_identifier(paper_id).kind != "local":
+                raise ToolInputError(f"a stable id for a local PDF must be a 'local:' id, not {paper_id!r}")
+            existing = await self.papers.find(paper_id)
         paper_id = existing.id if existing else (
-            paper_id_for(record.arxiv_id, record.doi, record.bibcode)
+            paper_id
+            or paper_id_for(record.arxiv_id, record.doi, record.bibcode)
             or await self._free_local_id(slugify(record.title or path.stem))
         )
         self.config.papers_dir.mkdir(parents=True, exist_ok=True)

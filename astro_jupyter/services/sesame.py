@@ -15,7 +15,8 @@ aliases are merged from every database, de-duplicated, in answer order (``merge_
 
 An unknown name answers 200 with only ``<INFO>*** Nothing found ***</INFO>`` elements:
 that becomes ``NotFoundError``. Resolved answers are cached in the ``sesame_cache`` table
-under a key that names the query form (``~SNV:m 31``), so a single-database answer never
+under a key that names the query form and the normalised name (``~SNV:m31``; ``normalize_name``),
+and under each alias the databases listed (``~SNV:andromeda``, ``~SNV:ngc224``), so a single-database answer never
 stands in for a merged one; positions of named objects do not move on a human time scale,
 so a repeated question costs one SQLite read.
 """
@@ -67,6 +68,22 @@ class TargetRecord:
 
 def _clean(text: str | None) -> str:
     return re.sub(r"\s+", " ", (text or "").strip())
+
+
+_CATALOGUE_WORDS = {"messier": "m"}
+_CATALOGUE_NUMBER = re.compile(r"^([a-z]{1,8})\s*0*(\d+)\b")
+
+
+def normalize_name(name: str) -> str:
+    """The form cache keys use, so spellings of one name meet: case and spacing forgiven,
+    Simbad's ``NAME``/``*`` prefixes dropped, ``M 31`` = ``M31`` = ``Messier 31`` = ``MESSIER 031``,
+    ``NGC 0224`` = ``ngc224``."""
+    text = _clean(name).lower()
+    text = re.sub(r"^(?:name|\*{1,2})\s+", "", text)
+    first, _, rest = text.partition(" ")
+    if first in _CATALOGUE_WORDS and rest[:1].isdigit():
+        text = f"{_CATALOGUE_WORDS[first]} {rest}"
+    return _CATALOGUE_NUMBER.sub(lambda m: f"{m.group(1)}{m.group(2)}", text)
 
 
 def _sexagesimal(ra_deg: float, dec_deg: float) -> tuple[str, str]:
@@ -169,6 +186,11 @@ class SesameClient:
 
     @staticmethod
     def cache_key(name: str, databases: str = ALL_DATABASES) -> str:
+        return f"{databases}:{normalize_name(name)}"
+
+    @staticmethod
+    def _legacy_key(name: str, databases: str) -> str:
+        """The key caches written before names were normalised used (still read)."""
         return f"{databases}:{_clean(name).lower()}"
 
     async def fetch_xml(self, name: str, databases: str = ALL_DATABASES) -> str:
@@ -200,11 +222,12 @@ class SesameClient:
         key = self.cache_key(name, databases)
         if use_cache and self.db is not None:
             try:
-                cached = await self._cache_get(key)
+                cached = await self._cache_get(key, self._legacy_key(name, databases))
             except StoreError as exc:  # a locked or broken cache must not stop a lookup
                 log.warning("sesame cache read failed: %s", exc)
                 cached = None
             if cached is not None:
+                cached.name = name  # found under an alias or another spelling: still what was asked
                 return cached
         text = await self.fetch_xml(name, databases)
         records = parse_sesame_xml(text, name)
@@ -213,17 +236,20 @@ class SesameClient:
         record = merge_records(records)
         if self.db is not None:
             try:
-                await self._cache_put(key, record)
+                await self._cache_put(key, record, databases)
             except StoreError as exc:  # e.g. a read-only library: the answer is still good
                 log.warning("sesame cache write failed: %s", exc)
         return record
 
     # Each cache access is one hop to the database thread (``run_sync``), not three: the
     # lookup sits on every query_target call, so its cost shows in every agent turn.
-    async def _cache_get(self, key: str) -> TargetRecord | None:
+    async def _cache_get(self, key: str, legacy_key: str = "") -> TargetRecord | None:
         def read(conn: Any) -> Any:
-            row = conn.execute("SELECT payload FROM sesame_cache WHERE query = ?", (key,)).fetchone()
-            return None if row is None else row[0]
+            for k in dict.fromkeys((key, legacy_key or key)):
+                row = conn.execute("SELECT payload FROM sesame_cache WHERE query = ?", (k,)).fetchone()
+                if row is not None:
+                    return row[0]
+            return None
 
         payload = await self.db.run_sync(read)  # type: ignore[union-attr]
         if not payload:
@@ -235,13 +261,19 @@ class SesameClient:
         except (ValueError, TypeError):
             return None  # an old or foreign row shape: resolve again
 
-    async def _cache_put(self, key: str, record: TargetRecord) -> None:
+    async def _cache_put(self, key: str, record: TargetRecord, databases: str = ALL_DATABASES) -> None:
+        """Store under the asked name, and under the main id and every alias (``Andromeda``, ``NGC 224``)
+        unless such a key is already taken: any name the databases gave answers later, also offline."""
         data = record.to_dict()
         data.pop("cached", None)
         payload = json.dumps(data, ensure_ascii=False)
+        alias_keys = [self.cache_key(n, databases) for n in (record.main_id, *record.aliases) if _clean(n)]
+        alias_keys = [k for k in dict.fromkeys(alias_keys) if k != key and not k.endswith(":")]
 
         def write(conn: Any) -> None:
             conn.execute("INSERT OR REPLACE INTO sesame_cache (query, payload) VALUES (?, ?)", (key, payload))
+            conn.executemany("INSERT OR IGNORE INTO sesame_cache (query, payload) VALUES (?, ?)",
+                             [(k, payload) for k in alias_keys])
 
         await self.db.run_sync(write)  # type: ignore[union-attr]
 
@@ -257,5 +289,5 @@ class SesameClient:
         if self.db is None:
             raise ServiceError("priming the Sesame cache needs the database")
         record = merge_records(records)
-        await self._cache_put(self.cache_key(name, databases), record)
+        await self._cache_put(self.cache_key(name, databases), record, databases)
         return record

@@ -255,6 +255,12 @@ export class RunModel {
   }
 }
 
+/** How a session is listed in the sidebar: title, the model it runs with, last activity. */
+export function sessionLabel(s: ISession): string {
+  const when = (s.updated_at || s.created_at || '').slice(0, 16).replace('T', ' ');
+  return [s.title || 'Untitled session', s.model, when].filter(Boolean).join(' · ');
+}
+
 export class SessionsModel {
   private _sessions: ISession[] = [];
   private _currentId: string | null = null;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { IAstroBackend, SessionsModel } from '../src/model';
+import { IAstroBackend, SessionsModel, sessionLabel } from '../src/model';
 import { ISession, ISessionPatch } from '../src/tokens';
 
 /** A server whose list answers can be held back, to replay the stale-answer race. */
@@ -87,5 +87,14 @@ describe('SessionsModel', () => {
     await model.remove(s.id);
     expect(model.sessions.some(x => x.id === s.id)).toBe(false);
     expect(selected).toEqual([s.id, null]);
+  });
+});
+
+describe('sessionLabel', () => {
+  it('names the model a session runs with', () => {
+    expect(sessionLabel({ id: 's1', title: 'Halo mass', model: 'gpt-4o-mini', updated_at: '2026-12-02T20:10:11.123Z' })).toBe(
+      'Halo mass · gpt-4o-mini · 2026-12-02 20:10'
+    );
+    expect(sessionLabel({ id: 's2', title: '', model: '' })).toBe('Untitled session');
   });
 });

@@ -7,7 +7,9 @@ required (401 otherwise), only the ``fl`` fields returned, ``rows``/``start`` pa
 
 Queries containing these words trigger failures: ``cause500`` → HTTP 500, ``ratelimit`` →
 429 with X-RateLimit headers, ``slowquery`` → sleeps ``state["sleep"]`` seconds (a timeout).
-``state["fail_all"] = 500`` makes every search fail. ``state["esource"][bibcode]`` lists the
+``state["fail_all"] = 500`` makes every search fail. ``state["nearest"] = bibcode`` makes a field
+query that matches nothing answer with that document instead, as a relevance search returning
+its nearest hit does (an unrelated paper). ``state["esource"][bibcode]`` lists the
 link-resolver records (dicts with url and link_type).
 """
 
@@ -89,6 +91,8 @@ class AdsHandler(FakeHandler):
                 hits = [d for d in docs if value.lower() in [x.lower() for x in d.get("doi") or []]]
             else:
                 hits = [d for d in docs if value.lower() in [x.lower() for x in d.get("identifier") or []]]
+            if not hits and self.fake.state.get("nearest") in by_bib:
+                hits = [by_bib[self.fake.state["nearest"]]]
         else:
             words = [w.lower() for w in re.findall(r"[\w.-]+", q) if w.lower() not in {"and", "or"}]
             hits = [d for d in docs if _matches(d, words)]

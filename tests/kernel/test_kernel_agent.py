@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 import _thread
 import time
@@ -26,7 +28,9 @@ def test_cell_runs_tools_and_returns_the_answer(load, llm_env, project: Path, ca
     assert "→ read_file" in out and "← read_file" in out
     assert answer.text == "The log says M 31 was observed at 21:00."
     assert answer.reason == "finished" and answer.tool_calls == [{"name": "read_file", "is_error": False, "subagent": None}]
-    assert "M 31 was observed" in answer._repr_markdown_()
+    # the timeline streamed the answer; Out[n] is a one-line handle, not the answer a second time
+    assert "The log says M 31 was observed at 21:00." in out
+    assert answer._repr_markdown_() is None and "\n" not in repr(answer) and answer.session_id in repr(answer)
     # the tool result went back to the model
     second = llm_env.chat_requests[1]["messages"]
     assert any(m.get("role") == "tool" and "observed at 21:00" in m.get("content", "") for m in second)
@@ -44,7 +48,12 @@ def test_cell_runs_tools_and_returns_the_answer(load, llm_env, project: Path, ca
     fresh = ip.run_cell_magic("astro", "--new", "Start over")
     assert fresh.session_id != answer.session_id
     # export from the magic
-    path = ip.run_line_magic("astro", f"export {answer.session_id} -o log.ipynb")
+    old_umask = os.umask(0o022)
+    try:
+        path = ip.run_line_magic("astro", f"export {answer.session_id} -o log.ipynb")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(Path(path).stat().st_mode) == 0o644  # like any file the user saves (was 0600)
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     assert nb.metadata["astro_jupyter"]["session_id"] == answer.session_id

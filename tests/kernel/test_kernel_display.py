@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from astro_jupyter.events import Subagent, TextDelta, ToolCall, ToolProgress, ToolResult
 from astro_jupyter.kernel.display import AgentAnswer, AstroResult
 from astro_jupyter.kernel.widgets import TextTimeline, WidgetTimeline
@@ -68,3 +70,68 @@ def test_result_objects_render_tables_and_text() -> None:
     assert "error" in failed._repr_html_() and "<table>" not in failed._repr_html_()
     answer = AgentAnswer("M 31 is at 10.68°", "sess_1", "run_1", "finished", [{"name": "query_target"}])
     assert str(answer) == "M 31 is at 10.68°" and "1 tool call(s)" in repr(answer)
+
+
+def test_text_first_results_show_the_text_and_fold_the_metadata() -> None:
+    content = AstroResult("get_paper_content", {"paper_id": "arxiv:1", "section": "Results"},
+                          "Halo (arxiv:1) — section 'Results'\n\nExcluding Leo I lowers the virial mass.", False,
+                          {"paper_id": "arxiv:1", "scope": "section 'Results'", "sections": ["1 Intro", "4 Results"]}, 5)
+    html = content._repr_html_()
+    assert html.index("Excluding Leo I") < html.index("<details>") < html.index("paper_id")
+    assert "<details><summary>metadata</summary>" in html
+    rag = AstroResult("rag_search", {"query": "Leo I"}, "Answer: Leo I is bound [1].\n\n[1] Halo §4", False,
+                      {"query": "Leo I", "answer": "Leo I is bound [1].",
+                       "hits": [{"chunk_id": 7, "paper_id": "arxiv:1", "score": 0.03}]}, 9)
+    html = rag._repr_html_()
+    assert html.index("Leo I is bound") < html.index("<details>") < html.index("chunk_id")
+    # tables stay first for record lists
+    hits = AstroResult("search_papers", {}, "2 papers", False, {"results": [{"title": "A"}, {"title": "B"}]})
+    assert hits._repr_html_().index("<table>") < hits._repr_html_().index("<details>")
+
+
+def test_a_shown_answer_is_not_echoed_again() -> None:
+    from IPython.core.formatters import DisplayFormatter
+
+    answer = AgentAnswer("M 31 is at 10.68°. " * 20, "sess_1", "run_1", "finished", [{"name": "query_target"}], shown=True)
+    data, _ = DisplayFormatter().format(answer)
+    assert set(data) == {"text/plain"}  # no Markdown copy of the answer under the cell
+    assert data["text/plain"] == ("<AgentAnswer finished · session sess_1 · 1 tool call · 380 chars; "
+                                  ".text has the answer>")
+    assert str(answer) == answer.text
+    unshown = AgentAnswer("summary of a subagent", "sess_1")
+    assert "summary of a subagent" in DisplayFormatter().format(unshown)[0]["text/markdown"]
+
+
+def test_stop_button_goes_when_the_run_ends_and_hints_match_the_controls() -> None:
+    from astro_jupyter.events import AskUser, PermissionRequest
+
+    routed = WidgetTimeline(lambda w: None, route=lambda w: None, on_stop=lambda: None)
+    assert routed.stop_button is not None and routed.stop_button.layout.display != "none"
+    routed.show(PermissionRequest(request_id="p1", tool_call_id="c9", name="run_bash", arguments={"command": "ls"}, message="run ls"))
+    routed.show(AskUser(request_id="q1", question="Which band?", options=["optical", "radio"]))
+    cards = " ".join(c.value for c in routed.cards.children)
+    assert "input box" not in cards and "answer with the buttons below" in cards
+    routed.finish("finished", "sess_1")
+    assert routed.stop_button.layout.display == "none"
+    plain = WidgetTimeline(lambda w: None)  # no subshell: questions go to input()
+    plain.show(AskUser(request_id="q2", question="Which band?", options=[]))
+    assert "answer in the input box below" in plain.cards.children[-1].value
+
+
+def test_search_results_become_an_astropy_table_and_a_dataframe() -> None:
+    from astropy.table import Table
+
+    hits = AstroResult("search_papers", {"query": "halo"}, "2 papers", False, {"results": [
+        {"paper_id": "arxiv:1", "title": "Halo A", "year": 2021, "authors": ["X, A.", "Y, B."], "citation_count": 12},
+        {"paper_id": "arxiv:2", "title": "Halo B", "year": 2019, "authors": [], "citation_count": None},
+    ]})
+    table = hits.to_table()
+    assert isinstance(table, Table) and table.colnames[:3] == ["paper_id", "title", "year"]
+    assert list(table["year"]) == [2021, 2019] and table["year"].dtype.kind == "i"
+    assert table["citation_count"].mask.tolist() == [False, True]  # a missing count is masked, not 0
+    assert list(table["authors"]) == ["X, A.; Y, B.", ""]
+    frame = hits.to_pandas()
+    assert frame["title"].tolist() == ["Halo A", "Halo B"] and frame.loc[0, "authors"] == ["X, A.", "Y, B."]
+    text_only = AstroResult("read_file", {}, "a file", False, {"path": "x"})
+    with pytest.raises(ValueError, match="no list of records"):
+        text_only.to_table()

@@ -43,3 +43,32 @@ def test_library_errors_are_clear(load, project: Path) -> None:
         ip.run_line_magic("astro", f"library add {project / 'missing.pdf'}")
     empty = ip.run_line_magic("astro", "library list")
     assert empty.rows == [] and "library is empty" in repr(empty)
+
+
+def test_adding_the_same_pdf_again_says_already_in_the_library(load, project: Path) -> None:
+    pdf = _write_pdf(project / "halo.pdf", "Halo Mass from Satellites")
+    ip = load()
+    first = ip.run_line_magic("astro", f"library add {pdf} --no-fetch")
+    assert first.title.startswith("added ")
+    again = ip.run_line_magic("astro", f"library add {pdf} --no-fetch")
+    assert again.title == f"already in the library ({first.rows[0]['id']})"
+    assert "already in the library" in again._repr_html_()
+    assert len(ip.run_line_magic("astro", "library list").rows) == 1
+
+
+def test_library_results_convert_to_astropy_and_pandas(load, project: Path) -> None:
+    from astropy.table import Table
+
+    _write_pdf(project / "a.pdf", "Halo Mass from Satellites")
+    _write_pdf(project / "b.pdf", "Streams in the Outer Halo")
+    ip = load()
+    for name in ("a.pdf", "b.pdf"):
+        ip.run_line_magic("astro", f"library add {project / name} --no-fetch")
+    papers = ip.run_line_magic("astro", "library list")
+    table = papers.to_table()
+    assert isinstance(table, Table) and len(table) == 2
+    assert sorted(table["title"]) == ["Halo Mass from Satellites", "Streams in the Outer Halo"]
+    assert list(table["authors"])[0] == "A. Observer; B. Theorist"  # lists become one text cell
+    frame = papers.to_pandas()
+    assert list(frame.sort_values("title")["state"]) == ["downloaded", "downloaded"]
+    assert frame["authors"].iloc[0] == ["A. Observer", "B. Theorist"]

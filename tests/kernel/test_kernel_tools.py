@@ -145,3 +145,48 @@ def test_config_from_ipython_config(load, tmp_path: Path) -> None:
     finally:
         del shell.config.AstroConfig["llm_model"]
         del shell.config.AstroConfig["home"]
+
+
+def test_query_target_offers_a_skycoord_and_a_table(load, sesame_server, monkeypatch) -> None:
+    from astropy.coordinates import SkyCoord
+
+    monkeypatch.setenv("ASTRO_SESAME_URL", sesame_server.url)
+    ip = load()
+    ip.run_cell('r = %astro query_target name="M 31"')
+    r = ip.user_ns["r"]
+    c = r.skycoord
+    assert isinstance(c, SkyCoord) and c.frame.name == "icrs"
+    assert abs(c.ra.deg - 10.684708) < 1e-6 and abs(c.dec.deg - 41.26875) < 1e-6
+    assert c.to_string("hmsdms", precision=1).startswith("00h42m44.3s +41d16m07.5s")
+    row = r.to_table()
+    assert len(row) == 1 and row["main_id"][0] == "M 31" and abs(row["ra_deg"][0] - 10.684708) < 1e-6
+    missing = ip.run_line_magic("astro", 'query_target name="No Such Object 12345"')
+    with pytest.raises(AttributeError, match="no position"):
+        missing.skycoord
+
+
+def test_conversions_say_how_to_install_a_missing_package(monkeypatch) -> None:
+    from astro_jupyter.kernel.display import AstroResult
+
+    r = AstroResult("search_papers", {}, "1 paper", False, {"results": [{"title": "A", "year": 2020}]})
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if pandas were not installed
+    monkeypatch.setitem(sys.modules, "astropy.table", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        r.to_pandas()
+    with pytest.raises(ImportError, match="pip install astropy"):
+        r.to_table()
+
+
+def test_a_trailing_comment_is_not_an_argument(load, sesame_server, monkeypatch) -> None:
+    """The README writes `r = %astro query_target name="M 31"   # r.content, ...`: that runs as written."""
+    from astro_jupyter.kernel.parsing import parse_tool_arguments
+
+    assert parse_tool_arguments('name="M 31"   # r.content, r.data') == {"name": "M 31"}
+    assert parse_tool_arguments('{"path": "notes.md", "limit": 20}  # first lines') == {"path": "notes.md", "limit": 20}
+    assert parse_tool_arguments("pattern=a#b") == {"pattern": "a#b"}  # inside a value it is text
+    monkeypatch.setenv("ASTRO_SESAME_URL", sesame_server.url)
+    ip = load()
+    outcome = ip.run_cell('r = %astro query_target name="M 31"            # r.content, r.data (structured), r.is_error')
+    assert outcome.success and ip.user_ns["r"].data["main_id"] == "M 31"
+    hits = ip.run_line_magic("astro", 'history "M 31"                   # also: %astro sessions')
+    assert hits.title == "history: M 31"

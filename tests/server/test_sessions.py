@@ -91,3 +91,20 @@ class TestInvalidConfiguration:
         status, err = await api("GET", "astro/api/sessions")
         assert status == 503 and err["reason"] == "config"
         assert "action must be allow, deny or ask" in err["message"]
+
+
+async def test_sessions_show_the_model_they_ran_with(api: Api, astro_service, openai_server) -> None:
+    from tests.fakes.openai_server import Turn
+
+    status, created = await api("POST", "astro/api/sessions", body={"title": "Model shown"})
+    assert created["model"] == ""
+    for body in ({"prompt": "hello", "session_id": created["id"]}, {"prompt": "again", "session_id": created["id"], "model": "other-model"}):
+        openai_server.script(Turn.say("Done."))
+        status, started = await api("POST", "astro/api/runs", body=body)
+        assert status == 201, started
+        await astro_service.live_run(started["run_id"]).wait()
+    status, one = await api("GET", "astro/api/sessions", created["id"])
+    assert one["model"] == "other-model"
+    assert [r["model"] for r in one["runs"]] == [astro_service.services.config.llm_model, "other-model"]
+    status, listed = await api("GET", "astro/api/sessions")
+    assert [s["model"] for s in listed["sessions"]] == ["other-model"]

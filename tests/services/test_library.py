@@ -204,3 +204,32 @@ def test_read_pdf_info_title_has_no_ligature_glyphs(tmp_path: Path) -> None:
     info = read_pdf_info(make_ligature_pdf(tmp_path / "lig.pdf", title="Efficient profile fitting"))
     assert info["title"] == "Efficient profile fitting", info["title"]
     assert not LIGATURE_CHARS.search(info["title"])
+
+
+@pytest.mark.asyncio
+async def test_a_service_answer_for_another_paper_is_not_taken(
+    paper_services: ServiceContainer, ads_fake: FakeServer, tmp_path: Path
+) -> None:
+    """ADS answering arXiv 2501.10120 with an unrelated paper must not rename the local PDF."""
+    ads_fake.state["nearest"] = "2019ApJ...873..111I"  # LSST, arXiv 0805.2366
+    src = tmp_path / "pasa-like.pdf"
+    src.write_bytes(make_pdf("PaSa: An LLM Agent for Paper Search",
+                             extra_text="arXiv:2501.10120v1 [cs.IR] 17 Jan 2025"))
+    paper = await paper_services.library.add(str(src))
+    assert paper.id == "arxiv:2501.10120" and paper.arxiv_id == "2501.10120"
+    assert paper.title == "PaSa: An LLM Agent for Paper Search"
+    assert paper.bibcode is None and paper.doi is None and paper.journal == ""
+    assert "different paper" in paper.metadata["fetch_error"] and "0805.2366" in paper.metadata["fetch_error"]
+    # the unrelated paper's identifiers still belong to no one: resolving it fetches it as itself
+    lsst = await paper_services.library.resolve("2019ApJ...873..111I")
+    assert lsst.id == "arxiv:0805.2366" and lsst.id != paper.id
+    # get_paper_metadata / download_paper resolve through the same rule
+    with pytest.raises(NotFoundError, match="different paper"):
+        await paper_services.library.resolve("10.1000/not-in-ads")
+
+
+@pytest.mark.asyncio
+async def test_a_matching_answer_by_doi_or_alternate_id_is_taken(paper_services: ServiceContainer, ads_fake: FakeServer) -> None:
+    ads_fake.state["nearest"] = "1929PNAS...15..168H"
+    paper = await paper_services.library.resolve("10.1051/0004-6361/201117353")  # upper/lower case, listed DOI
+    assert paper.id == "arxiv:1111.0962" and paper.bibcode == "2012A&A...538A...8S"

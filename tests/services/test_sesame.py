@@ -180,3 +180,48 @@ def test_fake_first_database_form_drops_later_blocks():
     assert [r.source_db for r in parse_sesame_xml(select_resolvers(text, "SNV", every=False), "M 31")] == ["Simbad"]
     assert [r.source_db for r in parse_sesame_xml(select_resolvers(text, "SNV", every=True), "M 31")] == ["Simbad", "NED", "VizieR"]
     assert [r.source_db for r in parse_sesame_xml(select_resolvers(text, "NV", every=False), "M 31")] == ["NED"]
+
+
+@pytest.mark.asyncio
+async def test_offline_cache_answers_other_spellings_and_aliases(tmp_path):
+    """The demo's cache, Sesame unreachable: M31, Messier 31, NGC 224 and the alias Andromeda all answer."""
+    from astro_jupyter.demo import sample_sesame_files
+
+    cfg = AstroConfig(home=str(tmp_path / "home"), sesame_url="http://127.0.0.1:9", http_timeout_secs=0.5)
+    c = await ServiceContainer(cfg).start()
+    try:
+        for name, xml_text in sample_sesame_files():
+            await c.sesame.prime_cache(name, xml_text)
+        for asked in ("M 31", "M31", "m31", "  M   31 ", "Messier 31", "MESSIER 031", "NGC 224", "NGC 0224",
+                      "Andromeda", "andromeda galaxy", "NAME Andromeda", "LEDA 2557"):
+            rec = await c.sesame.resolve(asked)
+            assert rec.main_id == "M 31" and rec.cached and rec.name == " ".join(asked.split())
+        assert (await c.sesame.resolve("M87")).main_id == "M 87"
+        assert (await c.sesame.resolve("sgr a*")).main_id == "NAME Sgr A*"
+        assert (await c.sesame.resolve("alf Cen A")).main_id == "* alf Cen A"
+        with pytest.raises(ServiceError, match="Cannot reach Sesame"):
+            await c.sesame.resolve("M 33")  # not cached: a real lookup, which fails offline
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_an_alias_never_replaces_an_asked_name(container, sesame_server):
+    """Aliases fill free keys only: another object listing 'NGC 224' does not take over M 31's entry."""
+    from astro_jupyter.demo import sample_sesame_files
+
+    m31 = await container.sesame.resolve("NGC 224")
+    assert m31.main_id == "M 31"
+    m87_xml = dict(sample_sesame_files())["M 87"].replace("<alias>", "<alias>NGC 224</alias><alias>", 1)
+    await container.sesame.prime_cache("M 87", m87_xml)
+    assert (await container.sesame.resolve("NGC 224")).main_id == "M 31"
+    assert (await container.sesame.resolve("M87")).main_id == "M 87"
+
+
+@pytest.mark.asyncio
+async def test_cache_rows_written_before_normalisation_are_still_read(container, sesame_server):
+    await container.sesame.resolve("M 31")
+    await container.db.execute("UPDATE sesame_cache SET query = '~SNV:m 31' WHERE query = '~SNV:m31'")
+    await container.db.execute("DELETE FROM sesame_cache WHERE query != '~SNV:m 31'")
+    assert (await container.sesame.resolve("M 31")).cached
+    assert sesame_server.names_asked == ["M 31"]  # the first lookup only

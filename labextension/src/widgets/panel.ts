@@ -9,7 +9,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Panel, Widget } from '@lumino/widgets';
 
 import { AstroAPI, AstroAPIError } from '../handler';
-import { RunModel, RunStatus, SessionsModel } from '../model';
+import { RunModel, RunStatus, SessionsModel, sessionLabel } from '../model';
 import { TimelineModel } from '../timeline';
 import { ISearchHit, ISession } from '../tokens';
 import { button, h } from './dom';
@@ -433,9 +433,7 @@ export class AstroPanel extends Panel {
     this.sessionSelect.textContent = '';
     this.sessionSelect.appendChild(h('option', { value: '', text: current ? '— choose a session —' : 'New session' }));
     for (const s of this.sessions.sessions) {
-      const when = (s.updated_at || s.created_at || '').slice(0, 16).replace('T', ' ');
-      const label = `${s.title || 'Untitled session'}${when ? ` · ${when}` : ''}`;
-      this.sessionSelect.appendChild(h('option', { value: s.id, text: label }));
+      this.sessionSelect.appendChild(h('option', { value: s.id, text: sessionLabel(s) }));
     }
     this.sessionSelect.value = current ?? '';
     this.updateSessionControls();

@@ -182,3 +182,15 @@ async def test_rows_limits_the_merged_list_and_keeps_both_sources(paper_services
     assert out.content.startswith('4 papers for "galaxy" (ADS: 4 of 4; arXiv: 4 of 4).')
     out, _ = await run_search(paper_services, query="galaxy", rows=1, sort="date")
     assert [r["paper_id"] for r in out.metadata["results"]] == ["arxiv:2301.01234"]
+
+
+@pytest.mark.asyncio
+async def test_get_paper_metadata_refuses_an_answer_about_another_paper(paper_services: ServiceContainer, ads_fake: FakeServer) -> None:
+    """ADS answering a DOI it does not know with its nearest paper: the tool says so, stores nothing."""
+    ads_fake.state["nearest"] = "2019ApJ...873..111I"
+    executor = make_executor(paper_services, [GetPaperMetadataTool()], mode="auto")
+    [result] = await executor.execute([call("get_paper_metadata", json.dumps({"paper_id": "10.1000/unknown.doi"}))],
+                                      make_ctx(paper_services, Recorder()))
+    assert result.output.is_error
+    assert "different paper" in result.output.content and "LSST" in result.output.content
+    assert await paper_services.library.list() == []
