@@ -10,9 +10,10 @@ them as [n]; the tool maps each n back to paper, section and pages.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Sequence
 
 import numpy as np
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 RRF_K = 60
 Mode = Literal["hybrid", "vector", "fts"]
+EmbedProgress = Callable[[int, int], Awaitable[None]]
 _FTS_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
@@ -91,6 +93,7 @@ class RagAnswer:
     cited: list[int] = field(default_factory=list)  # 1-based indexes into hits
     llm_error: str = ""
     vector_error: str = ""  # set when only full-text search could run
+    reembed: dict[str, Any] = field(default_factory=dict)  # a background re-embedding under way
 
 
 class RagService:
@@ -111,6 +114,8 @@ class RagService:
         self._sync_lock = asyncio.Lock()
         self._synced_at: int | None = None  # PRAGMA data_version when every chunk last had a vector
         self.last_vector_error = ""
+        self._reembed_task: asyncio.Task[None] | None = None
+        self.reembed_status: dict[str, Any] = {}
 
     # -- embedding ----------------------------------------------------------------------
     @staticmethod
@@ -120,13 +125,19 @@ class RagService:
 
     async def space(self, sample: np.ndarray | None = None) -> "Space":
         if self._space is None:
+            resolve = getattr(self.embedder, "resolve", None)
+            if resolve is not None:  # ``auto``: the backend is decided (endpoint asked) on first use
+                await resolve()
             if sample is None:
                 sample = await self.embedder.embed(["dimension probe"])
             self._space = await self.repo.ensure_space(self.embedder.name, int(sample.shape[1]))
         return self._space
 
-    async def embed_chunks(self, chunks: Sequence["ChunkRow"], *, batch: int = 256) -> int:
-        """Embed and store vectors for these chunks (references are skipped); returns how many."""
+    async def embed_chunks(
+        self, chunks: Sequence["ChunkRow"], *, batch: int = 32, progress: "EmbedProgress | None" = None
+    ) -> int:
+        """Embed and store vectors for these chunks (references are skipped); returns how many.
+        Batches are stored as they finish, so an interrupted run keeps what it did."""
         chunks = [c for c in chunks if c.part != "references"]
         done = 0
         for start in range(0, len(chunks), batch):
@@ -137,24 +148,73 @@ class RagService:
             await self.repo.put_vectors(space, ids, matrix)
             self.index.add(space, ids, matrix)
             done += len(part)
+            if progress is not None:
+                await progress(done, len(chunks))
         return done
 
     async def sync(self, paper_ids: Sequence[str] | None = None) -> int:
         """Embed chunks that have no vector in the active space (new backend, failed embedding).
 
-        The full check runs once per process and again only after another connection wrote
-        (``PRAGMA data_version``) or an embedding failed: this process's own parses embed
-        their chunks as they store them.
+        A few (``embed_inline_max``) are embedded before the search answers; more — a changed
+        backend, a large library — go to a background job (``reembed``) while searches go on:
+        the chunks not embedded yet are still found by full-text search. The full check runs
+        once per process and again only after another connection wrote (``PRAGMA data_version``)
+        or an embedding failed: this process's own parses embed their chunks as they store them.
         """
         async with self._sync_lock:
             version = await self.repo.db.fetchval("PRAGMA data_version")
             if self._synced_at is not None and version == self._synced_at:
                 return 0
+            if self.reembed_running:
+                return 0
             space = await self.space()
             missing = await self.repo.missing_vectors(space)
+            if len(missing) > max(0, self.config.embed_inline_max):
+                self.start_reembed(missing)
+                return 0
             done = await self.embed_chunks(missing) if missing else 0
             self._synced_at = version
             return done
+
+    @property
+    def reembed_running(self) -> bool:
+        return self._reembed_task is not None and not self._reembed_task.done()
+
+    def start_reembed(self, missing: Sequence["ChunkRow"]) -> None:
+        """Embed ``missing`` in the background (one job at a time); progress in ``reembed_status``."""
+        if self.reembed_running:
+            return
+        status = {"backend": self.embedder.name, "done": 0, "total": len(missing), "state": "running", "error": ""}
+        self.reembed_status = status
+
+        async def progress(done: int, total: int) -> None:
+            status["done"] = done
+
+        async def run() -> None:
+            try:
+                await self.embed_chunks(missing, progress=progress)
+                status["state"] = "done"
+            except asyncio.CancelledError:
+                status["state"] = "cancelled"
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported in search results and doctor; retried next search
+                status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+            finally:
+                self._synced_at = None  # the next search checks again (new chunks, a failed batch)
+
+        self._reembed_task = asyncio.get_running_loop().create_task(run(), name="astro-reembed")
+
+    async def wait_reembed(self) -> None:
+        if self._reembed_task is not None:
+            await asyncio.shield(self._reembed_task)
+
+    async def aclose(self) -> None:
+        """Stop a background re-embedding (what it stored stays; the rest is done next time)."""
+        task, self._reembed_task = self._reembed_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     def mark_unsynced(self) -> None:
         """Some chunks were stored without vectors (the embedding backend failed)."""
@@ -214,6 +274,8 @@ class RagService:
     async def answer(self, query: str, k: int = 8, *, paper_ids: Sequence[str] | None = None) -> RagAnswer:
         hits = await self.search(query, k, paper_ids=paper_ids)
         result = RagAnswer(query, hits, vector_error=self.last_vector_error)
+        if self.reembed_running:
+            result.reembed = dict(self.reembed_status)
         if not hits or self.llm is None or not getattr(self.llm, "configured", False):
             return result
         try:

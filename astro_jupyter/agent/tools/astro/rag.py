@@ -80,6 +80,11 @@ class RagSearchTool(AgentTool):
             "vector_error": result.vector_error,
         }
         note = f"\n(vector search unavailable, full-text only: {result.vector_error})" if result.vector_error else ""
+        if result.reembed:
+            r = result.reembed
+            meta["reembed"] = r
+            note += (f"\n(re-embedding the library for {r['backend']}: {r['done']}/{r['total']} chunks done; "
+                     "passages not embedded yet are found by full-text search)")
         budget = max(1500, ctx.config.max_output_chars - 400)
         if result.answer:
             lines = [result.answer, "", "Sources:"]
