@@ -7,6 +7,7 @@ is used, then the default. Keeping all knobs here is why no module hard-codes a 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,20 @@ class AstroConfig(Configurable):
     @default("rerank_threshold")
     def _rerank_threshold_default(self) -> float:
         return _env_float("ASTRO_RERANK_THRESHOLD", 5.0)
+
+    llm_prices = Dict(
+        help="USD per million tokens by model, e.g. {\"gpt-4o-mini\": {\"input\": 0.15, \"output\": 0.6}}, so "
+        "rag_search reports what its LLM calls cost (env ASTRO_LLM_PRICES, JSON; tokens are reported either way)."
+    ).tag(config=True)
+
+    @default("llm_prices")
+    def _llm_prices_default(self) -> dict[str, Any]:
+        raw = _env("ASTRO_LLM_PRICES")
+        try:
+            value = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
     rerank_passage_chars = Int(
         900, help="Characters of each passage shown to the re-ranking call (env ASTRO_RERANK_PASSAGE_CHARS)."

@@ -182,7 +182,8 @@ async def test_answer_without_llm_returns_passages(library: ServiceContainer) ->
 async def test_answer_with_llm_cites_passages(openai_server, tmp_path) -> None:
     from tests.fakes.openai_server import Turn
 
-    cfg = AstroConfig(home=str(tmp_path / "h"), openai_base_url=openai_server.url, openai_api_key="k", embed_model="lexical")
+    cfg = AstroConfig(home=str(tmp_path / "h"), openai_base_url=openai_server.url, openai_api_key="k",
+                      embed_model="lexical", rerank=False)  # re-ranking off: one answering call
     c = ServiceContainer(cfg)
     await c.start()
     try:
