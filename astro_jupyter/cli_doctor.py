@@ -67,12 +67,7 @@ async def diagnose() -> tuple[dict[str, Any], int]:
             llm.update(reachable=False, error=str(exc))
             code = max(code, EXIT_UNAVAILABLE)
     report["llm"] = llm
-    try:
-        from .services.embed import active_embedding_backend
-
-        report["embeddings"] = active_embedding_backend(config)
-    except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
-        report["embeddings"] = f"unavailable ({type(exc).__name__}: {exc})"
+    report["embeddings"] = await _embeddings(config, services)
     if services is not None:
         await services.close()
     return report, code
@@ -83,6 +78,32 @@ TO_CONFIGURE = (
     "OpenAI-compatible endpoint; or c.AstroConfig.openai_base_url / openai_api_key in jupyter_server_config.py "
     "or ipython_config.py"
 )
+
+
+async def _embeddings(config: Any, services: Any) -> dict[str, Any]:
+    """The backend ``auto`` picks (asking the endpoint), why, how to get a better one, and how much
+    of the library has vectors in its space."""
+    from .services.embed import choose_backend, static_choice
+
+    try:
+        llm = services.llm if services is not None else None
+        choice = await choose_backend(config, llm) if llm is not None else static_choice(config)
+    except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
+        return {"active": "unavailable", "reason": f"{type(exc).__name__}: {exc}", "hint": ""}
+    out: dict[str, Any] = {"active": choice.name, "reason": choice.reason, "hint": choice.hint}
+    if services is not None:
+        try:
+            spaces = {s.backend: s for s in await services.chunks.spaces()}
+            space = spaces.get(choice.name)
+            embedded = await services.chunks.vector_count(space) if space is not None else 0
+            missing = len(await services.chunks.missing_vectors(space)) if space is not None else None
+            if missing is None:  # no space yet for this backend: every searchable chunk is missing
+                missing = await services.chunks.searchable_count()
+            out["chunks"] = embedded + int(missing)
+            out["embedded"] = embedded
+        except Exception as exc:  # noqa: BLE001
+            out["coverage_error"] = str(exc)
+    return out
 
 
 def _yes(flag: Any) -> str:
@@ -116,5 +137,11 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"LLM model      {llm['model']} ({listed})")
     else:
         print(f"LLM reachable  NO: {llm.get('error', '')}")
-    print(f"Embeddings     {report['embeddings']}")
+    emb = report["embeddings"]
+    print(f"Embeddings     {emb['active']} ({emb['reason']})")
+    if "chunks" in emb and emb["chunks"]:
+        print(f"               {emb['embedded']} of the library's chunks have vectors in this space"
+              + ("" if emb["embedded"] >= emb["chunks"] else " (the rest are embedded by the next rag_search, in the background)"))
+    if emb.get("hint"):
+        print(f"               better: {emb['hint']}")
     return code

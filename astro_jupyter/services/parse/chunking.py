@@ -83,10 +83,37 @@ def chunk_section(
     return chunks
 
 
-def chunk_sections(sections: list[Section], *, target: int = 1200, max_chars: int = 1500) -> list[Chunk]:
-    out: list[Chunk] = []
+PATH_SEP = " › "
+_CONTENTS = re.compile(r"^(?:table of )?contents$", re.IGNORECASE)
+
+
+def section_paths(sections: list[Section]) -> list[str]:
+    """Each section's headings from the top ("4 Methodology › 4.2 Crawler"), by heading level."""
+    stack: list[tuple[int, str]] = []
+    out: list[str] = []
+    part = ""
     for section in sections:
-        if not section.paragraphs:
+        if section.part != part:
+            stack, part = [], section.part
+        if section.part == "front" or not section.name:
+            out.append(section.name)
             continue
-        out.extend(chunk_section(section, start_seq=len(out), target=target, max_chars=max_chars))
+        while stack and stack[-1][0] >= section.level:
+            stack.pop()
+        stack.append((section.level, section.name))
+        out.append(PATH_SEP.join(name for _, name in stack))
+    return out
+
+
+def chunk_sections(sections: list[Section], *, target: int = 1200, max_chars: int = 1500) -> list[Chunk]:
+    """Chunks of each section in turn (never across a boundary); a chunk's section is its path,
+    so full-text and vector search see the headings above the text too."""
+    out: list[Chunk] = []
+    for section, path in zip(sections, section_paths(sections)):
+        if not section.paragraphs or _CONTENTS.match(section.name):
+            continue  # a table of contents repeats the headings and answers nothing
+        for chunk in chunk_section(section, start_seq=len(out), target=target, max_chars=max_chars):
+            if path and section.part != "front":
+                chunk.section = path
+            out.append(chunk)
     return out

@@ -17,6 +17,7 @@ from .text import SOFT_HYPHEN, clean_line
 _TABLE_CAPTION = re.compile(r"^(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
 _TWO_LETTERS = re.compile(r"[A-Za-z]{2}")
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi\b|-medi|\.b$|cmbx", re.IGNORECASE)
+_MONO_FONT = re.compile(r"mono|courier|cmtt|typewriter|consol|menlo|inconsolata|lmtt|sfTT|nimbusmon|code", re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -45,6 +46,7 @@ class Line:
     chars: int = 0
     raw: list[dict[str, Any]] = field(default_factory=list)  # PyMuPDF's lines, for table cells
     italic: bool = False  # every character italic (AASTeX sets subsection titles so)
+    mono: bool = False  # every character in a monospaced font: code, never a heading
 
     @property
     def pieces(self) -> list[Piece]:
@@ -88,14 +90,15 @@ _style_cache: dict[tuple[int, str], int] = {}
 
 
 def _style(span: dict[str, Any]) -> int:
-    """Bit 1: bold, bit 2: italic — from the span flags or the font name, cached per font."""
+    """Bit 1: bold, bit 2: italic, bit 4: monospaced — from the span flags or the font name, cached per font."""
     key = (span["flags"] & 18, span["font"])
     style = _style_cache.get(key)
     if style is None:
         font = key[1]
         bold = bool(key[0] & 16) or bool(_BOLD_FONT.search(font))
         italic = bool(key[0] & 2) or "Ital" in font or "Obli" in font
-        style = _style_cache[key] = int(bold) | (2 if italic else 0)
+        mono = bool(span["flags"] & 8) or bool(_MONO_FONT.search(font))
+        style = _style_cache[key] = int(bold) | (2 if italic else 0) | (4 if mono else 0)
     return style
 
 
@@ -133,12 +136,13 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
             x0, y0, x1, y1 = raw["bbox"]
             return Line(
                 x0, y0, x1, y1, clean_line(" ".join(text.split())), round(span["size"] * 2) / 2,
-                bool(style & 1), "", len(text) - text.count(" "), [raw], bool(style & 2),
+                bool(style & 1), "", len(text) - text.count(" "), [raw], bool(style & 2), bool(style & 4),
             )
     texts: list[str] = []
     sizes: dict[float, int] = {}
     bold_chars = 0
     italic_chars = 0
+    mono_chars = 0
     chars = 0
     prefix_open = True
     prefix: list[str] = []
@@ -164,6 +168,8 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
                 style = _style(span)
             if style & 2:
                 italic_chars += n
+            if style & 4:
+                mono_chars += n
             if style & 1:
                 bold_chars += n
                 if prefix_open:
@@ -187,7 +193,7 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
         boxes = [r["bbox"] for r in kept]
         x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
         x1, y1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
-    return Line(x0, y0, x1, y1, text, size, all_bold, bold_prefix, chars, kept, italic)
+    return Line(x0, y0, x1, y1, text, size, all_bold, bold_prefix, chars, kept, italic, chars > 0 and mono_chars == chars)
 
 
 def extract_page(page: Any, number: int) -> PageData:
@@ -271,18 +277,49 @@ def _margin_key(block: TextBlock, height: float) -> str | None:
     return None
 
 
+_FOLIO = re.compile(r"^(\d{1,4})\s+\S.*|.*\S\s+(\d{1,4})$")
+
+
+def _folio_offset(block: TextBlock, page: PageData) -> int | None:
+    """A one-line block at the very top or bottom of a page that starts or ends with a number:
+    a running head with its page number ("58 CHAPTER 5. ROUTINES", "5.2. FILE ACCESS 33").
+    Returns printed-minus-physical page number, which is the same on every page of the book."""
+    if len(block.lines) != 1 or not (block.y0 < page.height * 0.16 or block.y1 > page.height * 0.84):
+        return None
+    match = _FOLIO.match(block.text.strip())
+    if match is None:
+        return None
+    return int(match.group(1) or match.group(2)) - page.number
+
+
+def _edge_blocks(page: PageData) -> list[TextBlock]:
+    if not page.blocks:
+        return []
+    top = min(page.blocks, key=lambda b: b.y0)
+    bottom = max(page.blocks, key=lambda b: b.y1)
+    return [top] if top is bottom else [top, bottom]
+
+
 def remove_running_lines(pages: list[PageData]) -> None:
-    """Drop page numbers and lines repeated at the same place on many pages."""
+    """Drop page numbers, lines repeated at the same place on many pages, and running heads
+    whose text changes with the section but whose page number keeps step with the page."""
     counts: Counter[str] = Counter()
+    offsets: Counter[int] = Counter()
     for page in pages:
         for key in {k for k in (_margin_key(b, page.height) for b in page.blocks) if k}:
             counts[key] += 1
+        for offset in {o for o in (_folio_offset(b, page) for b in _edge_blocks(page)) if o is not None}:
+            offsets[offset] += 1
     threshold = max(2, int(len(pages) * 0.3))
+    folio = {o for o, n in offsets.items() if n >= max(3, int(len(pages) * 0.2))}
     for page in pages:
         kept = []
+        edges = _edge_blocks(page) if folio else []
         for block in page.blocks:
             key = _margin_key(block, page.height)
             if key is not None and (counts[key] >= threshold or _PAGE_NUMBER.match(block.text.strip())):
+                continue
+            if any(block is e for e in edges) and _folio_offset(block, page) in folio:
                 continue
             kept.append(block)
         page.blocks = kept

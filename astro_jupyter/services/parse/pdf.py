@@ -42,6 +42,28 @@ _CAPS_SECTION = re.compile(
 _APPENDIX = re.compile(r"^appendix\b", re.IGNORECASE)
 _CAPTION = re.compile(r"^(?:figure|fig\.|table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
+# code and page furniture that is bold or large but never a heading
+_CODE_MARKS = re.compile(r"[;{}]|#\s*(?:include|define|if|endif)\b|==|!=|->|::|&&|\|\||\+\+|\w\[\w*\]|^\s*(?:def|class|import|return)\s")
+_SIGNATURE = re.compile(r"\b[A-Za-z_]\w*\s*\((?:[^()]*[,*&][^()]*|\s*)\)")
+_CODE_WORDS = frozenset(
+    "int char unsigned void long short float double const struct ret str len bool def elif typedef size_t "
+    "uint8_t int32_t int64_t uint32_t uint64_t nullptr null sizeof printf malloc argc argv stdin stdout "
+    "fitsfile lambda async await".split()
+)
+_TOC_LINE = re.compile(r"^(?:(?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,3}\.?\s+)?\S.*?(?:\s*\.){0,}\s+\d{1,4}$")
+_CHAPTER = re.compile(r"^(?:chapter|part|appendix)\s+(\d{1,2}|[IVX]{1,4}|[A-Z])$", re.IGNORECASE)
+
+
+def looks_like_code(line: Line, text: str) -> bool:
+    """Monospaced, a function signature, C/Python punctuation, or mostly type names and keywords
+    ("int fits_open_file(fitsfile **fptr, ...)", "ret len unsigned char str int")."""
+    if line.mono or _CODE_MARKS.search(text):
+        return True
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)
+    code = sum(1 for w in words if w.lower() in _CODE_WORDS)
+    if _SIGNATURE.search(text) and (code or "_" in text or text.rstrip().endswith(";")):
+        return True
+    return code >= 2 and code >= 0.4 * len(words)
 
 
 def open_pdf(path: str | Path) -> Any:
@@ -104,6 +126,8 @@ def _looks_like_heading(line: Line, body: float) -> bool:
     if _CAPTION.match(text) or text[0].islower() or text[-1] in ",;-–":
         return False
     if re.search(r"@|https?://|www\.|[∗†‡§¶✉]|,$", text):
+        return False
+    if looks_like_code(line, text) or sum(c.isalpha() for c in text) < 0.5 * len(text.replace(" ", "")):
         return False
     if text.endswith(".") and not _NUMBERED.match(text):
         return False  # a bold sentence, not a title
@@ -211,7 +235,9 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
     title_more = _title_continuation(pages, title_block) if title_block is not None else []
     blocks: list[Block] = []
     sizes: dict[int, float] = {}  # id(heading block) → font size, for the level pass
+    toc_pages = _contents_pages(pages)
     for page in pages:
+        in_toc = page.number in toc_pages
         for block in _footnotes_last(reading_order(page), page, body):
             if block.table is not None:
                 blocks.append(Block("table", block.table, page.number))
@@ -227,12 +253,21 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
                 continue
             # leading heading lines of the block (a heading may wrap over two lines)
             head: list[Line] = []
-            while lines and _looks_like_heading(lines[0], body) and (not head or abs(lines[0].size - head[0].size) < 0.6):
+            def heading_line(line: Line) -> bool:
+                # a table of contents lists headings with their page numbers; they are not headings there
+                return _looks_like_heading(line, body) and not (in_toc and _TOC_LINE.match(line.text.strip()))
+
+            while lines and heading_line(lines[0]) and (not head or abs(lines[0].size - head[0].size) < 0.6):
                 head.append(lines.pop(0))
-                if len(head) == 2 or (lines and not _looks_like_heading(lines[0], body)):
+                if len(head) == 2 or (lines and not heading_line(lines[0])):
                     break
+            if len(head) == 1 and _CHAPTER.match(head[0].text.strip()) and lines and heading_line(lines[0]):
+                head.append(lines.pop(0))  # "Chapter 2" over "Using the Library", in one block
             if head:
                 text = " ".join(ln.text for ln in head)
+                chapter = _CHAPTER.match(head[0].text.strip()) if len(head) == 2 else None
+                if chapter:
+                    text = f"{chapter.group(1)} {head[1].text}"
                 if _numbered_ok(text) and len(text) <= 150:
                     heading = Block("heading", text, page.number, 0)
                     sizes[id(heading)] = head[0].size
@@ -258,10 +293,44 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
                 blocks.append(Block(kind, para, page.number))
     for block, text in zip(blocks, resolve_breaks([b.text for b in blocks])):
         block.text = text
+    blocks = _merge_chapter_labels(blocks, sizes)
     _assign_levels(blocks, sizes, body)
     body_blocks, references = split_references(blocks)
     title = next((b.text for b in body_blocks if b.kind == "heading" and b.level == 1), "")
     return ParsedDocument(body_blocks, references, len(pages), "pdf", title)
+
+
+def _contents_pages(pages: list[PageData]) -> set[int]:
+    """Pages of a table of contents: three or more lines that end in a page number, on a page that
+    says "Contents" or continues such a page."""
+    found: set[int] = set()
+    for page in pages:
+        lines = [ln.text.strip() for b in page.blocks for ln in b.lines]
+        entries = sum(1 for t in lines if _TOC_LINE.match(t) and len(re.findall(r"[A-Za-z]", t)) >= 3)
+        titled = any(re.fullmatch(r"(?:table of )?contents", t, re.IGNORECASE) for t in lines)
+        if entries >= 3 and (titled or page.number - 1 in found) and entries >= 0.3 * max(1, len(lines)):
+            found.add(page.number)
+    return found
+
+
+def _merge_chapter_labels(blocks: list[Block], sizes: dict[int, float]) -> list[Block]:
+    """"Chapter 2" set above its title is one heading: "2 Creating the Library"."""
+    out: list[Block] = []
+    skip = False
+    for i, block in enumerate(blocks):
+        if skip:
+            skip = False
+            continue
+        match = _CHAPTER.match(block.text.strip()) if block.kind == "heading" else None
+        nxt = blocks[i + 1] if i + 1 < len(blocks) else None
+        if match and nxt is not None and nxt.kind == "heading" and id(nxt) in sizes and id(block) in sizes:
+            merged = Block("heading", f"{match.group(1)} {nxt.text}", block.page, 0)
+            sizes[id(merged)] = max(sizes[id(block)], sizes[id(nxt)])
+            out.append(merged)
+            skip = True
+            continue
+        out.append(block)
+    return out
 
 
 def _assign_levels(blocks: list[Block], sizes: dict[int, float], body: float) -> None:

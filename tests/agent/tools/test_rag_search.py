@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -53,35 +55,117 @@ async def test_unknown_paper_filter_is_an_error(services: ServiceContainer) -> N
     assert out.is_error and "not in the library" in out.content
 
 
+def _passages(prompt: str) -> dict[int, str]:
+    """The re-ranking prompt's passages by id (what the scripted model reads)."""
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r'<passage id="(\d+)"[^>]*>\n(.*?)\n</passage>', prompt, re.S)}
+
+
+def _scripted_reader(fact: str, quote: str, *, cite: str = "{n}"):
+    """A scripted model: scores passages containing ``fact`` 9 (quoting ``quote``), others 1, then
+    answers citing the evidence passage that holds the fact (by its number in the answer prompt)."""
+
+    def respond(body):
+        from tests.fakes.openai_server import Turn
+
+        system, prompt = body["messages"][0]["content"], body["messages"][-1]["content"]
+        if "relevance score" in system:
+            scores = [{"id": n, "score": 9 if fact in text else 1, "quote": quote if fact in text else ""}
+                      for n, text in _passages(prompt).items()]
+            return Turn.say(json.dumps({"scores": scores}), usage={"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 1280})
+        for block in prompt.split("\n\n["):
+            if fact in block:
+                n = block.lstrip("[").split("]", 1)[0]
+                return Turn.say(f"It follows a cored Burkert profile [{cite.format(n=n)}].")
+        return Turn.say("The passages do not say.")
+
+    return respond
+
+
 @pytest.mark.asyncio
-async def test_answer_cites_passages_with_scripted_llm(openai_server, tmp_path: Path, shared_pdfs: Path) -> None:
+async def test_answer_from_reranked_evidence_with_scripted_llm(openai_server, tmp_path: Path, shared_pdfs: Path) -> None:
+    """Mechanism only (the scripted model follows a rule): one batched scoring call over the hybrid
+    pool, evidence above the threshold, an answer whose [n] maps to paper, section and pages, and
+    the re-ranking call's latency, tokens and cost in the metadata."""
+    cfg = AstroConfig(home=str(tmp_path / "h"), project_root=str(tmp_path), openai_base_url=openai_server.url,
+                      openai_api_key="k", llm_prices={"gpt-4o-mini": {"input": 0.15, "output": 0.6}})
+    c = ServiceContainer(cfg)
+    await c.start()
+    try:
+        halo = await add_and_parse(c, PDFS / "two_column.pdf")
+        await add_and_parse(c, shared_pdfs / "pasa.pdf")
+        openai_server.respond_with(_scripted_reader("cored Burkert", "The halo follows a cored Burkert profile"))
+        out = await run_tool(c, "rag_search", {"query": "Which profile does the dwarf galaxy halo follow?", "k": 4})
+        assert not out.is_error, out.content
+        assert len(openai_server.chat_requests) == 2  # one scoring call for the whole pool, one answer
+        scored = _passages(openai_server.chat_requests[0]["messages"][-1]["content"])
+        assert len(scored) == min(cfg.rerank_pool, await c.chunks.searchable_count())
+        rerank = out.metadata["rerank"]
+        assert rerank["passages"] == len(scored) and rerank["kept"] >= 1 and rerank["latency_ms"] > 0
+        assert rerank["usage"]["prompt_tokens"] == 1200 and rerank["cost_usd"] == pytest.approx((1200 * 0.15 + 80 * 0.6) / 1e6)
+        n = out.metadata["cited"][0]
+        assert out.content.startswith(f"It follows a cored Burkert profile [{n}].")
+        source = out.metadata["sources"][n]
+        assert source["paper_id"] == halo and source["section"] == "3 Results" and source["relevance"] == 9
+        # every evidence passage is above the threshold; only they are numbered in the answer prompt
+        assert all(h["relevance"] >= cfg.rerank_threshold for h in out.metadata["hits"])
+        answer_prompt = openai_server.chat_requests[1]["messages"][-1]["content"]
+        assert len(re.findall(r"^\[\d+\] \(", answer_prompt, re.M)) == len(out.metadata["hits"])
+        assert f"[{n}] Dark Matter in Dwarf Galaxies: A Synthetic Study, 3 Results" in out.content
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_no_relevant_passage_refuses_without_an_answer_call(openai_server, tmp_path: Path) -> None:
+    cfg = AstroConfig(home=str(tmp_path / "h"), project_root=str(tmp_path), openai_base_url=openai_server.url, openai_api_key="k")
+    c = ServiceContainer(cfg)
+    await c.start()
+    try:
+        await add_and_parse(c, PDFS / "two_column.pdf")
+        openai_server.respond_with(_scripted_reader("no such fact anywhere", ""))
+        out = await run_tool(c, "rag_search", {"query": "What is the Hubble constant?"})
+        assert not out.is_error and out.metadata["refused"] is True
+        assert out.content.startswith("The library's passages do not answer this question")
+        assert "Top " in out.content and "relevance 1/10" in out.content  # the closest passages, with their scores
+        assert len(openai_server.chat_requests) == 1 and out.metadata["rerank"]["kept"] == 0
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_citation_outside_the_evidence_is_corrected_or_refused(openai_server, tmp_path: Path) -> None:
+    cfg = AstroConfig(home=str(tmp_path / "h"), project_root=str(tmp_path), openai_base_url=openai_server.url, openai_api_key="k")
+    c = ServiceContainer(cfg)
+    await c.start()
+    try:
+        await add_and_parse(c, PDFS / "two_column.pdf")
+        openai_server.respond_with(_scripted_reader("cored Burkert", "", cite="{n}, 17"))
+        out = await run_tool(c, "rag_search", {"query": "Which profile does the dwarf galaxy halo follow?", "k": 3})
+        n = out.metadata["cited"][0]
+        assert out.content.startswith(f"It follows a cored Burkert profile [{n}].")
+        assert "(Removed citation [17]: not among the evidence passages.)" in out.content
+        assert out.metadata["citation_check"] == {"invalid": [17], "action": "corrected"}
+        openai_server.respond_with(_scripted_reader("cored Burkert", "", cite="40"))
+        bad = await run_tool(c, "rag_search", {"query": "Which profile does the dwarf galaxy halo follow?", "k": 3})
+        assert bad.metadata["citation_check"] == {"invalid": [40], "action": "refused"} and bad.metadata["answer"] == ""
+        assert "answer refused" in bad.content and "[40]" in bad.content and "cored Burkert" in bad.content
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_unusable_scoring_answer_keeps_the_hybrid_order(openai_server, tmp_path: Path) -> None:
     from tests.fakes.openai_server import Turn
 
     cfg = AstroConfig(home=str(tmp_path / "h"), project_root=str(tmp_path), openai_base_url=openai_server.url, openai_api_key="k")
     c = ServiceContainer(cfg)
     await c.start()
     try:
-        halo = await add_and_parse(c, PDFS / "two_column.pdf")
-        await add_and_parse(c, shared_pdfs / "pasa.pdf")
-
-        def answer(body):
-            prompt = body["messages"][-1]["content"]
-            # cite the passage that really contains the fact, by its number in the prompt
-            for block in prompt.split("\n\n["):
-                if "cored Burkert" in block:
-                    n = block.lstrip("[").split("]", 1)[0]
-                    return Turn.say(f"It follows a cored Burkert profile [{n}].")
-            return Turn.say("The passages do not say.")
-
-        openai_server.respond_with(answer)
-        out = await run_tool(c, "rag_search", {"query": "Which profile does the dwarf galaxy halo follow?", "k": 4})
-        assert not out.is_error, out.content
-        n = out.metadata["cited"][0]
-        assert out.content.startswith(f"It follows a cored Burkert profile [{n}].")
-        source = out.metadata["sources"][n]
-        assert source["paper_id"] == halo and source["section"] == "3 Results"
-        assert f"[{n}] Dark Matter in Dwarf Galaxies: A Synthetic Study, 3 Results" in out.content
-        assert len(openai_server.chat_requests) == 1
+        await add_and_parse(c, PDFS / "two_column.pdf")
+        openai_server.script(Turn.say("Sure! Passage 3 looks great."), Turn.say("A cored Burkert profile [1]."))
+        out = await run_tool(c, "rag_search", {"query": "cored Burkert profile", "k": 3})
+        assert "no JSON object" in out.metadata["rerank"]["error"]
+        assert out.content.startswith("A cored Burkert profile [1].") and out.metadata["hits"][0]["relevance"] is None
     finally:
         await c.close()
 

@@ -21,8 +21,9 @@ MAX_K = 20
 class RagSearchTool(AgentTool):
     name = "rag_search"
     description = (
-        "Search the parsed papers in the library (vector kNN + full-text BM25, fused) and answer with citations "
-        "[n] to the passages (paper, section, pages); without an LLM, returns the ranked passages."
+        "Search the parsed papers in the library (vector kNN + full-text BM25, fused; with an LLM, passages "
+        "re-ranked by relevance) and answer with citations [n] to the passages (paper, section, pages); "
+        "without an LLM, returns the ranked passages."
     )
     parameters = {
         "type": "object",
@@ -69,7 +70,8 @@ class RagSearchTool(AgentTool):
             scope = f" in {', '.join(paper_ids)}" if paper_ids else ""
             return ToolOutput(f"No passages{scope} match {query!r}.", metadata={"query": query, "hits": []})
         sources = {n: {"paper_id": h.chunk.paper_id, "title": h.chunk.title, "section": h.chunk.section,
-                       "page_start": h.chunk.page_start, "page_end": h.chunk.page_end, "chunk_id": h.chunk.id}
+                       "page_start": h.chunk.page_start, "page_end": h.chunk.page_end, "chunk_id": h.chunk.id,
+                       "relevance": h.relevance, "quote": h.quote}
                    for n, h in enumerate(hits, 1)}
         meta: dict[str, Any] = {
             "query": query,
@@ -78,20 +80,32 @@ class RagSearchTool(AgentTool):
             "cited": result.cited,
             "sources": sources,
             "vector_error": result.vector_error,
+            "rerank": result.rerank,
+            "answer_call": result.answer_call,
+            "citation_check": result.citation_check,
+            "refused": result.refused,
         }
         note = f"\n(vector search unavailable, full-text only: {result.vector_error})" if result.vector_error else ""
+        if result.reembed:
+            r = result.reembed
+            meta["reembed"] = r
+            note += (f"\n(re-embedding the library for {r['backend']}: {r['done']}/{r['total']} chunks done; "
+                     "passages not embedded yet are found by full-text search)")
         budget = max(1500, ctx.config.max_output_chars - 400)
-        if result.answer:
+        if result.answer and not result.refused:
             lines = [result.answer, "", "Sources:"]
             for n in result.cited or range(1, len(hits) + 1):
                 h = hits[n - 1]
-                lines.append(f"[{n}] {h.label()} ({h.chunk.paper_id})")
+                quote = f' — "{h.quote}"' if h.quote else ""
+                lines.append(f"[{n}] {h.label()} ({h.chunk.paper_id}){quote}")
             return ToolOutput(_fit("\n".join(lines), budget - len(note)) + note, metadata=meta)
-        lines = [f"Top {len(hits)} passages for {query!r}" + (f" (no answer: {result.llm_error})" if result.llm_error else "") + ":"]
+        head = f"Top {len(hits)} passages for {query!r}" + (f" (no answer: {result.llm_error})" if result.llm_error else "") + ":"
+        lines = [result.answer, "", head] if result.refused else [head]
         per = max(200, (budget - 200) // len(hits) - 120)
         for n, h in enumerate(hits, 1):
             text = h.chunk.text if len(h.chunk.text) <= per else h.chunk.text[:per].rsplit(" ", 1)[0] + " …"
-            lines.append(f"\n[{n}] {h.label()} ({h.chunk.paper_id}; score {h.score:.4f})\n{text}")
+            score = f"relevance {h.relevance:g}/10" if h.relevance is not None else f"score {h.score:.4f}"
+            lines.append(f"\n[{n}] {h.label()} ({h.chunk.paper_id}; {score})\n{text}")
         return ToolOutput(_fit("\n".join(lines), budget - len(note)) + note, metadata=meta)
 
 

