@@ -205,37 +205,49 @@ class HistorySearch:
         limit = max(1, min(int(limit), 200))
         digest = _digest(match, session_id)
         states = _parse_cursor(cursor, digest) if cursor else {"m": None, "s": None}
+        args = (match, terms, session_id, exclude_run_id, owner, states if cursor else None, limit)
+        hits, positions, more = await self.db.run_sync(self._page_sync, *args)  # one hop to the connection thread
+        next_cursor = _format_cursor(digest, positions) if more else None
+        return HistoryPage(hits, next_cursor, self.window)
+
+    def _page_sync(
+        self,
+        conn: Any,
+        match: str,
+        terms: list[tuple[str, bool]],
+        session_id: str | None,
+        exclude_run_id: str,
+        owner: str | None,
+        states: dict[str, _State | None] | None,
+        limit: int,
+    ) -> tuple[list[dict[str, Any]], dict[str, _State | None], bool]:
         plans = [
-            await self._message_plan(match, terms, session_id, exclude_run_id, owner),
-            await self._session_plan(match, terms, session_id, owner),
+            self._message_plan(conn, match, terms, session_id, exclude_run_id, owner),
+            self._session_plan(conn, match, terms, session_id, owner),
         ]
         fetched: dict[str, _Fetched] = {}
         for plan in plans:
             key = plan.source.key
-            if cursor and states[key] is _DONE:
-                fetched[key] = _Fetched(None)
+            if states is not None and states[key] is _DONE:
+                fetched[key] = _Fetched(_DONE)
             else:
-                fetched[key] = await self.db.run_sync(self._fetch_sync, plan, states[key] if cursor else None, limit + 1)
+                fetched[key] = self._fetch_sync(conn, plan, states[key] if states is not None else None, limit + 1)
         chosen, positions, more = _merge(fetched, limit)
-        hits = await self._hits(plans, chosen)
-        next_cursor = _format_cursor(digest, positions) if more else None
-        return HistoryPage(hits, next_cursor, self.window)
+        return self._hits(conn, match, chosen), positions, more
 
     # -- plans: filters become a rowid filter query and, where possible, a rowid range ------------------
-    async def _message_plan(
-        self, match: str, terms: list[tuple[str, bool]], session_id: str | None, exclude_run_id: str, owner: str | None
+    def _message_plan(
+        self, conn: Any, match: str, terms: list[tuple[str, bool]], session_id: str | None, exclude_run_id: str, owner: str | None
     ) -> _Plan:
         clauses: list[str] = []
         params: list[Any] = []
         plan = _Plan(_MESSAGES, match, terms, None, [])
         if session_id:
-            span = await self.db.fetchone(
-                "SELECT min(id) AS lo, max(id) AS hi FROM agent_messages WHERE session_id = ?", (session_id,)
-            )
-            if not span or span["lo"] is None:
+            lo, hi = conn.execute("SELECT min(id), max(id) FROM agent_messages WHERE session_id = ?", (session_id,)).fetchone()
+            if lo is None:
                 plan.empty = True
                 return plan
-            plan.low, plan.high = int(span["lo"]), int(span["hi"])
+            plan.low, plan.high = int(lo), int(hi)
             clauses.append("m.session_id = ?")
             params.append(session_id)
         if exclude_run_id:
@@ -251,14 +263,15 @@ class HistorySearch:
             plan.filter_params = params
         return plan
 
-    async def _session_plan(
-        self, match: str, terms: list[tuple[str, bool]], session_id: str | None, owner: str | None
+    def _session_plan(
+        self, conn: Any, match: str, terms: list[tuple[str, bool]], session_id: str | None, owner: str | None
     ) -> _Plan:
         clauses: list[str] = []
         params: list[Any] = []
         plan = _Plan(_SESSIONS, match, terms, None, [])
         if session_id:
-            rowid = await self.db.fetchval("SELECT rowid FROM agent_sessions WHERE id = ?", (session_id,))
+            found = conn.execute("SELECT rowid FROM agent_sessions WHERE id = ?", (session_id,)).fetchone()
+            rowid = None if found is None else found[0]
             if rowid is None:
                 plan.empty = True
                 return plan
@@ -394,15 +407,12 @@ class HistorySearch:
         return idf
 
     # -- the rows shown: snippets and the session join, only for them -------------------------------
-    async def _hits(self, plans: list[_Plan], chosen: list[tuple[str, _Item]]) -> list[dict[str, Any]]:
-        if not chosen:
-            return []
-        match = plans[0].match
+    def _hits(self, conn: Any, match: str, chosen: list[tuple[str, _Item]]) -> list[dict[str, Any]]:
         by_key: dict[str, dict[int, dict[str, Any]]] = {}
         for key in ("m", "s"):
             ids = [item.rowid for k, item in chosen if k == key]
             if ids:
-                by_key[key] = await self._details(key, match, ids)
+                by_key[key] = self._details(conn, key, match, ids)
         hits: list[dict[str, Any]] = []
         for key, item in chosen:
             row = by_key.get(key, {}).get(item.rowid)
@@ -414,7 +424,8 @@ class HistorySearch:
                 hits.append(_hit(row, item.rank, message_id=None, run_id="", role="session"))
         return hits
 
-    async def _details(self, key: str, match: str, ids: list[int]) -> dict[int, dict[str, Any]]:
+    def _details(self, conn: Any, key: str, match: str, ids: list[int]) -> dict[int, dict[str, Any]]:
+        """Snippet, session title and message fields of the rows shown (only these are read)."""
         marks = ",".join(str(int(i)) for i in ids)
         tokens = int(self.snippet_tokens)
         if key == "m":
@@ -432,8 +443,9 @@ class HistorySearch:
                 " FROM agent_sessions_fts CROSS JOIN agent_sessions s ON s.rowid = agent_sessions_fts.rowid"
                 f" WHERE agent_sessions_fts MATCH ? AND agent_sessions_fts.rowid IN ({marks})"
             )
-        rows = await self.db.fetchall(sql, (MARK_START, MARK_END, ELLIPSIS, match))
-        return {int(r["rid"]): r for r in rows}
+        cursor = conn.execute(sql, (MARK_START, MARK_END, ELLIPSIS, match))
+        names = [d[0] for d in cursor.description]
+        return {int(r[0]): dict(zip(names, tuple(r))) for r in cursor.fetchall()}
 
 
 # -- pure helpers -------------------------------------------------------------------------------------
