@@ -378,10 +378,12 @@ class HistorySearch:
             plan.corpus = _corpus_sync(conn, plan.source)
         if plan.idf is None:
             plan.idf = self._idf_sync(conn, plan, plan.corpus)
+        words = plan.words
         counted: list[tuple[int, list[int], int]] = []
         for row in rows:
-            text = " ".join(str(v or "") for v in tuple(row)[1:])
-            counted.append((int(row[0]), _term_counts(text, plan.words), len(_TOKEN.findall(text))))
+            text = " ".join(str(v or "") for v in tuple(row)[1:]) if len(row) > 2 else str(row[1] or "")
+            tf = [max(1, text.count(_HL_OPEN))] if len(words) == 1 else _term_counts(text, words)
+            counted.append((int(row[0]), tf, len(_TOKEN.findall(text))))
         avg = plan.corpus.mean_tokens or ((sum(n for _, _, n in counted) / len(counted)) if counted else 1.0)
         scored = [(rowid, -_bm25(tf, length, avg, plan.idf)) for rowid, tf, length in counted]
         scored.sort(key=lambda item: (item[1], -item[0]))
