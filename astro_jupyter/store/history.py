@@ -311,7 +311,7 @@ class HistorySearch:
                 if out:
                     out[-1].after = _DONE
                 return _Fetched(start if out else _DONE, out)
-            if scanned >= self.scan_limit:
+            if plan.filter_sql is not None and scanned >= self.scan_limit:
                 # the filters skipped most matches: stop; the cursor continues below what was examined
                 if out:
                     out[-1].after = _State(low, 0)

@@ -189,3 +189,41 @@ async def test_a_cursor_is_checked(services) -> None:
     with pytest.raises(InvalidCursor, match="different search"):
         await search.search_page("nova", session_id=s.id, cursor=cursor)
     assert len((await search.search_page("nova", limit=2, cursor=cursor)).hits) == 2
+
+
+@pytest.mark.asyncio
+async def test_paging_returns_every_match_exactly_once_for_any_window_limit_and_filter(services) -> None:
+    """Against plain SQL: whatever the window, page size, scan limit and filters, the pages hold each match once."""
+    import random
+
+    rng = random.Random(5)
+    owners = ["", "ann", "ben"]
+    sessions = []
+    for i in range(6):
+        s = await services.sessions.create(title=rng.choice(["comet tail", "asteroid belt", "comet coma"]), owner=owners[i % 3])
+        sessions.append(s)
+    for _ in range(40):
+        s = rng.choice(sessions)
+        words = rng.choices(["comet", "comets", "dust", "ion", "tail", "nucleus"], k=rng.randint(1, 6))
+        await services.messages.append(s.id, {"role": "user", "content": " ".join(words)}, run_id=rng.choice(["r1", "r2"]))
+    for query in ("comet", "comet tail", "dust ion"):
+        for window, limit, scan in ((1, 1, 1), (2, 3, 3), (3, 2, 50), (5, 7, 6), (50, 4, 50)):
+            for owner, session, exclude in ((None, None, ""), ("ann", None, "r1"), (None, sessions[1].id, ""), ("ben", sessions[2].id, "r2")):
+                search = HistorySearch(services.db, window=window, scan_limit=scan)
+                pages = await _all_pages(search, query, limit, owner=owner, session_id=session, exclude_run_id=exclude)
+                got = [h["message_id"] for p in pages for h in p if h["message_id"]]
+                got_sessions = [h["session_id"] for p in pages for h in p if not h["message_id"]]
+                want = await services.db.fetchall(
+                    "SELECT m.id, s.owner, m.session_id, m.run_id FROM agent_messages_fts f JOIN agent_messages m ON m.id = f.rowid"
+                    " JOIN agent_sessions s ON s.id = m.session_id WHERE agent_messages_fts MATCH ?", (fts_query(query),)
+                )
+                expected = [r["id"] for r in want if (owner is None or r["owner"] in ("", owner))
+                            and (session is None or r["session_id"] == session) and r["run_id"] != exclude]
+                assert sorted(got) == sorted(expected), (query, window, limit, scan, owner, session)
+                titles = await services.db.fetchall(
+                    "SELECT s.id, s.owner FROM agent_sessions_fts f JOIN agent_sessions s ON s.rowid = f.rowid"
+                    " WHERE agent_sessions_fts MATCH ?", (fts_query(query),)
+                )
+                expected_s = [r["id"] for r in titles if (owner is None or r["owner"] in ("", owner)) and session in (None, r["id"])]
+                assert sorted(got_sessions) == sorted(expected_s), (query, window, limit, scan, owner, session)
+                assert all(len(p) == limit for p in pages[:-1] if scan >= 50 or owner is None and session is None and not exclude)
