@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 
@@ -473,6 +473,29 @@ class AstroConfig(Configurable):
     memory_jaccard_threshold = Float(
         0.7, help="A new memory whose word set overlaps a stored one at least this much (Jaccard) is a duplicate."
     ).tag(config=True)
+    history_search_window = Int(
+        help="History search ranks (BM25) the newest this-many matches; older ones come as \"more results\" "
+        "(env ASTRO_HISTORY_SEARCH_WINDOW). Bounds a search's cost however common the words are."
+    ).tag(config=True)
+
+    @default("history_search_window")
+    def _history_search_window_default(self) -> int:
+        return _env_int("ASTRO_HISTORY_SEARCH_WINDOW", 200)
+
+    history_search_scan_limit = Int(
+        help="Most matches one history-search request examines while filters (session, owner) skip them; "
+        "past it the page ends early with a cursor to continue (env ASTRO_HISTORY_SEARCH_SCAN_LIMIT)."
+    ).tag(config=True)
+
+    @default("history_search_scan_limit")
+    def _history_search_scan_limit_default(self) -> int:
+        return _env_int("ASTRO_HISTORY_SEARCH_SCAN_LIMIT", 20000)
+
+    @validate("history_search_window", "history_search_scan_limit")
+    def _validate_history_search(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise TraitError(f"{proposal['trait'].name} must be at least 1")
+        return int(proposal["value"])
 
     # -- server extension -------------------------------------------------------------------
     sse_keepalive_secs = Float(help="Seconds between SSE keep-alive comments (env ASTRO_SSE_KEEPALIVE).").tag(config=True)

@@ -107,9 +107,11 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                         "501": {"$ref": "#/components/responses/Error"}}, params=sid),
         },
         "/astro/api/search/history": {
-            "get": _op("Full-text search over the caller's sessions and messages; snippets mark matches with «»",
-                       {"200": _json(_obj({"query": _STR, "results": {"type": "array", "items": _ref("SearchHit")}}))},
-                       params=[_query("q", required=True), _query("session_id"), _query("limit", {"type": "integer"})]),
+            "get": _op("Full-text search over the caller's sessions and messages; snippets mark matches with «». "
+                       "The newest `window` matches are ranked first; pass `next_cursor` back as `cursor` for more results",
+                       {"200": _json(_obj({"query": _STR, "results": {"type": "array", "items": _ref("SearchHit")},
+                                           "next_cursor": {"type": "string", "nullable": True}, "window": {"type": "integer"}}))},
+                       params=[_query("q", required=True), _query("session_id"), _query("limit", {"type": "integer"}), _query("cursor")]),
         },
         "/astro/api/papers": {
             "get": _op("The paper library with each paper's state", {"200": _json(_obj({"papers": {"type": "array", "items": _ref("Paper")}}))},

@@ -1,4 +1,8 @@
-"""``GET astro/api/search/history?q=&session_id=``: FTS5 search over the caller's sessions and messages."""
+"""``GET astro/api/search/history?q=&session_id=&limit=&cursor=``: FTS5 search over the caller's sessions and messages.
+
+The newest matches are ranked first; ``next_cursor`` in the reply, passed back as ``cursor``,
+fetches the next page ("more results"), older matches included.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +26,9 @@ class HistorySearchHandler(AstroHandler):
             raise InvalidRequest("the query is longer than 1000 characters", reason="invalid_query")
         session_id = self.get_argument("session_id", None) or None
         limit = self.int_arg("limit", 20, 1, 200)
-        results = await self.service.search_history(self.owner, query, session_id=session_id, limit=limit)
-        self.write_json({"query": query, "session_id": session_id, "results": results})
+        cursor = self.get_argument("cursor", None) or None
+        page = await self.service.search_history(self.owner, query, session_id=session_id, limit=limit, cursor=cursor)
+        self.write_json({"query": query, "session_id": session_id, **page})
 
 
 handlers = [

@@ -226,14 +226,21 @@ class AstroService:
 
     # -- history search ----------------------------------------------------------------------
     async def search_history(
-        self, owner: str, query: str, *, session_id: str | None = None, limit: int = 20
-    ) -> list[dict[str, Any]]:
-        from ..store.history import snippet_to_html
+        self, owner: str, query: str, *, session_id: str | None = None, limit: int = 20, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """A page of hits over the sessions ``owner`` may see, and the cursor of the next page ("more results")."""
+        from ..store.history import InvalidCursor, snippet_to_html
 
         if session_id:
             await self.session(owner, session_id)
-        hits = await self.services.history.search(query, session_id=session_id, limit=limit, owner=owner)
-        return [{**hit, "snippet_html": snippet_to_html(hit["snippet"])} for hit in hits]
+        try:
+            page = await self.services.history.search_page(
+                query, session_id=session_id, limit=limit, owner=owner, cursor=cursor
+            )
+        except InvalidCursor as exc:
+            raise InvalidRequest(str(exc), reason="invalid_cursor") from exc
+        results = [{**hit, "snippet_html": snippet_to_html(hit["snippet"])} for hit in page.hits]
+        return {"results": results, "next_cursor": page.next_cursor, "window": page.window}
 
     # -- runs ----------------------------------------------------------------------------------
     def check_prompt(self, prompt: Any) -> str:

@@ -119,7 +119,9 @@ class ServiceContainer:
         """FTS5 search over sessions and messages (``store/history.py``)."""
         from ..store.history import HistorySearch
 
-        return HistorySearch(self.db)
+        return HistorySearch(
+            self.db, window=self.config.history_search_window, scan_limit=self.config.history_search_scan_limit
+        )
 
     @cached_property
     def skills(self) -> Any:

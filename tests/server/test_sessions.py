@@ -108,3 +108,25 @@ async def test_sessions_show_the_model_they_ran_with(api: Api, astro_service, op
     assert [r["model"] for r in one["runs"]] == [astro_service.services.config.llm_model, "other-model"]
     status, listed = await api("GET", "astro/api/sessions")
     assert [s["model"] for s in listed["sessions"]] == ["other-model"]
+
+
+async def test_history_search_more_results(api: Api, astro_service) -> None:
+    services = astro_service.services
+    await astro_service.start()
+    s = await services.sessions.create(title="Cepheid work")
+    ids = [await services.messages.append(s.id, {"role": "user", "content": f"the cepheid note {i}"}) for i in range(25)]
+    status, first = await api("GET", "astro/api/search/history", params={"q": "cepheid notes", "limit": "10"})
+    assert status == 200 and len(first["results"]) == 10 and first["next_cursor"]
+    assert first["window"] == astro_service.config.history_search_window
+    seen = [r["message_id"] for r in first["results"]]
+    reply = first
+    while reply["next_cursor"]:
+        status, reply = await api("GET", "astro/api/search/history", params={"q": "cepheid notes", "limit": "10", "cursor": reply["next_cursor"]})
+        assert status == 200
+        seen += [r["message_id"] for r in reply["results"]]
+    assert sorted(seen) == ids and len(reply["results"]) == 5
+
+    status, err = await api("GET", "astro/api/search/history", params={"q": "cepheid", "cursor": "garbage"})
+    assert status == 400 and err["reason"] == "invalid_cursor" and "cursor" in err["message"]
+    status, err = await api("GET", "astro/api/search/history", params={"q": "cepheid", "cursor": first["next_cursor"]})
+    assert status == 400 and err["reason"] == "invalid_cursor" and "different search" in err["message"]

@@ -32,3 +32,28 @@ async def test_finds_earlier_work_with_highlights_and_filters_by_session(service
 def test_is_deferred_and_concurrency_safe() -> None:
     tool = SearchHistoryTool()
     assert tool.defer_loading and tool.is_concurrency_safe({}) and not tool.is_readonly
+
+
+@pytest.mark.asyncio
+async def test_more_results_through_the_cursor(services) -> None:
+    services.config.history_search_window = 3  # small windows, so paging crosses from tier to tier
+    s = await services.sessions.create(title="lensing work")
+    ids = [await services.messages.append(s.id, {"role": "user", "content": f"microlensing event {i}"}) for i in range(8)]
+    ctx, _ = make_ctx(services, session_id=s.id, run_id="run_now")
+    tool = SearchHistoryTool()
+    seen: list[int] = []
+    out = await tool.execute({"query": "microlensing", "limit": 3}, ctx)
+    assert out.metadata["next_cursor"] and f"cursor {out.metadata['next_cursor']!r}" in out.content
+    assert {h["message_id"] for h in out.metadata["hits"]} == set(ids[-3:])  # the newest first
+    seen += [h["message_id"] for h in out.metadata["hits"]]
+    while out.metadata["next_cursor"]:
+        out = await tool.execute({"query": "microlensing", "limit": 3, "cursor": out.metadata["next_cursor"]}, ctx)
+        assert not out.is_error and "(continued)" in out.content
+        seen += [h["message_id"] for h in out.metadata["hits"]]
+    assert sorted(seen) == ids and "More results" not in out.content
+
+    bad = await tool.execute({"query": "microlensing", "cursor": "page-2"}, ctx)
+    assert bad.is_error and "not a history-search cursor" in bad.content
+    cursor = (await tool.execute({"query": "microlensing", "limit": 3}, ctx)).metadata["next_cursor"]
+    other = await tool.execute({"query": "lensing", "cursor": cursor}, ctx)
+    assert other.is_error and "different search" in other.content
