@@ -107,7 +107,7 @@ class AgentRuntime:
         if self._coordinator_registry is None:
             from .tools import COORDINATOR_FAMILY, ToolRegistry, family_tools
 
-            merged = ToolRegistry(self._registry.sorted_tools())
+            merged = self._registry.subset(self._registry.names())  # keeps the unavailable reasons
             for tool in family_tools(COORDINATOR_FAMILY, self.config):
                 merged.replace(tool)
             self._coordinator_registry = merged
@@ -147,6 +147,7 @@ class AgentRuntime:
         coordinator: bool = False,
         max_steps: int | None = None,
         source: str = "",
+        extra: dict[str, Any] | None = None,
     ) -> RunHandle:
         """Create (or resume) the session, register the run and start its task."""
         from ..store.sessions import new_id
@@ -182,6 +183,7 @@ class AgentRuntime:
             model=model or None,
             max_steps=max_steps or self.config.max_steps,
             coordinator=coordinator,
+            extra=dict(extra or {}),  # e.g. the sidebar's open notebook (notebook tools read it)
         )
         bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs)
         handle = RunHandle(state, bus, asyncio.Event())
@@ -469,6 +471,9 @@ class AgentRuntime:
         except Exception as exc:  # noqa: BLE001 - e.g. another process holds the lock: retried by the next run
             log.warning("could not mark run %s %s: %s", state.run_id, reason, exc)
             self._unsettled[state.run_id] = reason
+        release = getattr(self.services, "release_run", None)  # kernels notebook_run started for this run
+        if release is not None:
+            await release(state.run_id)
         self.run_locks.release(state.run_id)
         self.run_locks.release(f"ses-{state.session_id}")
         done = Done(session_id=state.session_id, run_id=state.run_id, reason=reason)  # type: ignore[arg-type]
