@@ -22,6 +22,8 @@ import threading
 import time
 from typing import Any, Callable, TextIO
 
+from IPython.core.error import StdinNotImplementedError
+
 from ..timeline_text import LinePrinter, short
 
 InputFn = Callable[[str], str]
@@ -78,7 +80,11 @@ def _input(prompt: str) -> str:
 def ask_text(event: Any, input_fn: InputFn = _input) -> str:
     """One question on stdin; permission prompts map y/always, anything else denies."""
     if event.type == "permission_request":
-        reply = input_fn(f"Allow {event.name}? {event.message} [y/N/always] ")
+        always = "always (this notebook)" if getattr(event, "scope", "") else "always"
+        try:
+            reply = input_fn(f"Allow {event.name}? {event.message} [y/N/{always}] ")
+        except (EOFError, StdinNotImplementedError):
+            return "deny"  # no one can answer here: no consent
         return permission_answer(reply)
     options = f" ({' / '.join(event.options)})" if getattr(event, "options", None) else ""
     return input_fn(f"{event.question}{options}: ")
@@ -103,7 +109,7 @@ class TextTimeline(LinePrinter):
         elif kind == "error":
             self._line(f"error: {event.message}")
 
-    def ask(self, event: Any) -> str:
+    def ask(self, event: Any, timeout: float | None = None) -> str:
         return ask_text(event, self.input_fn)
 
     def finish(self, reason: str, session_id: str) -> None:
@@ -215,7 +221,10 @@ class WidgetTimeline:
                 self._append(self._subagents[event.id],
                              self.w.HTML(f"<small>summary: {html.escape(short(event.summary, 400))}</small>"))
         elif kind in ("ask_user", "permission_request"):
-            what = (f"Permission for <code>{html.escape(event.name)}</code>: {html.escape(event.message)}"
+            message = html.escape(getattr(event, "message", ""))
+            if "\n" in message:  # e.g. kernel_run's code: shown as code, exactly
+                message = f"<pre style='white-space:pre-wrap;margin:2px 0'>{message}</pre>"
+            what = (f"Permission for <code>{html.escape(event.name)}</code>: {message}"
                     if kind == "permission_request" else html.escape(event.question))
             self._append(self.cards, self._card(f"❓ {what}", "<br><small>answer in the input box below</small>"))
         elif kind == "model_switch":
@@ -223,8 +232,11 @@ class WidgetTimeline:
         elif kind == "error":
             self._append(self.cards, self.w.HTML(f"<span style='color:#b00020'>error: {html.escape(event.message)}</span>"))
 
-    def ask(self, event: Any) -> str:
-        """Buttons (and a text box for free answers) when routed; ``input()`` otherwise."""
+    def ask(self, event: Any, timeout: float | None = None) -> str:
+        """Buttons (and a text box for free answers) when routed; ``input()`` otherwise.
+
+        After ``timeout`` seconds (the run's own wait) the buttons are withdrawn: a permission
+        nobody answered is denied, a question gets no answer."""
         if self.route is None:
             return ask_text(event, self.input_fn)
         w = self.w
@@ -239,7 +251,8 @@ class WidgetTimeline:
             return handler
 
         if event.type == "permission_request":
-            labels = [("Allow", "allow"), ("Always allow", "always"), ("Deny", "deny")]
+            always = "Allow for this notebook" if getattr(event, "scope", "") and event.name.startswith("notebook_") else "Always allow"
+            labels = [("Allow", "allow"), (always, "always"), ("Deny", "deny")]
             buttons = [w.Button(description=label, layout=w.Layout(width="auto")) for label, _ in labels]
             for button, (_, value) in zip(buttons, labels):
                 button.on_click(pick(value))
@@ -258,14 +271,17 @@ class WidgetTimeline:
         self._append(self.cards, row)
         for widget in controls:
             self.route(widget)
+        deadline = None if not timeout else time.monotonic() + timeout
         while not self._answered.wait(0.05):  # a kernel interrupt lands here as KeyboardInterrupt
-            pass
+            if deadline is not None and time.monotonic() >= deadline:
+                break
         for button in buttons:
             button.disabled = True
         if text_box is not None:
             text_box.disabled = True
         answer = chosen[0] if chosen else ("deny" if event.type == "permission_request" else "")
-        self._append(self.cards, w.HTML(f"<small>answered: {html.escape(answer)}</small>"))
+        said = html.escape(answer) if chosen else f"no answer in time ({html.escape(answer or 'nothing')})"
+        self._append(self.cards, w.HTML(f"<small>answered: {said}</small>"))
         return answer
 
     def finish(self, reason: str, session_id: str) -> None:
