@@ -258,7 +258,7 @@ class AgentRuntime:
             from .compaction import load_history
 
             history = await load_history(self.services, state.session_id)  # summary of compacted messages first
-            user_msg = {"role": "user", "content": prompt}
+            user_msg = {"role": "user", "content": prompt + str(state.extra.get("prompt_context") or "")}  # e.g. the open notebook
             await self.services.messages.append(state.session_id, user_msg, run_id=state.run_id)
             state.messages = [{"role": "system", "content": system}, *history, user_msg]
             reason = await self._loop(handle, registry)

@@ -236,7 +236,10 @@ class KernelRuntime:
             runtime=runtime, ask_permission=ask_permission,
         )
         call_id = f"kernel_{next(self._ids)}"
-        [done] = await executor.execute([ToolCallRequest(call_id, name, arguments_json)], ctx)
+        try:
+            [done] = await executor.execute([ToolCallRequest(call_id, name, arguments_json)], ctx)
+        finally:
+            await runtime.services.release_run("kernel")  # a kernel notebook_run started lives for this call only
         return ToolRun(name, done.arguments, done.output.content, done.output.is_error,
                        dict(done.output.metadata), done.duration_ms, events)
 
