@@ -40,6 +40,7 @@ class ServerNotebookBackend:
         self.config = config
         self._checkpointed: set[tuple[str, str]] = set()
         self._clients: dict[tuple[str, str], Any] = {}
+        self._saved: dict[str, tuple[tuple[Any, Any], "NotebookNode"]] = {}  # api path → (stamp, what we saved)
         self._lock = asyncio.Lock()
 
     @property
@@ -70,13 +71,22 @@ class ServerNotebookBackend:
         return api
 
     # -- contents --------------------------------------------------------------------------------
-    async def load(self, path: Path) -> "NotebookNode | None":
+    async def load(self, path: Path, *, for_edit: bool = False) -> "NotebookNode | None":
+        """The notebook through the ContentsManager. ``for_edit``: the caller changes and saves it
+        under the notebook's lock, so the copy this backend saved last may be handed out again
+        when the file has not changed since (same ``last_modified`` and size): a large notebook
+        is then not parsed and validated again for every edit of a run."""
         api = self._api(path)
         try:
             if not await ensure_async(self.contents.file_exists(api)):
                 if await ensure_async(self.contents.dir_exists(api)):
                     raise NotebookError(f"{api} is a directory, not a notebook")
                 return None
+            cached = self._saved.pop(api, None) if for_edit else None
+            if cached is not None:
+                stamp = await ensure_async(self.contents.get(api, content=False, type="notebook"))
+                if (stamp.get("last_modified"), stamp.get("size")) == cached[0]:
+                    return cached[1]
             model = await ensure_async(self.contents.get(api, content=True, type="notebook"))
         except web.HTTPError as exc:
             raise NotebookError(f"{api} is not a readable notebook: {exc.log_message or exc}") from exc
@@ -93,7 +103,11 @@ class ServerNotebookBackend:
             if (key not in self._checkpointed or not run_id) and await ensure_async(self.contents.file_exists(api)):
                 await ensure_async(self.contents.create_checkpoint(api))
                 self._checkpointed.add(key)
-            await ensure_async(self.contents.save({"type": "notebook", "format": "json", "content": nb}, api))
+            self._saved.pop(api, None)
+            saved = await ensure_async(self.contents.save({"type": "notebook", "format": "json", "content": nb}, api))
+            stamp = await ensure_async(self.contents.get(api, content=False, type="notebook"))
+            if (saved or {}).get("last_modified") == stamp.get("last_modified"):
+                self._saved[api] = ((stamp.get("last_modified"), stamp.get("size")), nb)
         except web.HTTPError as exc:
             raise NotebookError(f"the server could not save {api}: {exc.log_message or exc}") from exc
 

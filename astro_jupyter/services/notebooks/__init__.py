@@ -35,7 +35,7 @@ ACTIONS = ("insert", "replace", "delete")
 class NotebookBackend(Protocol):
     where: str
 
-    async def load(self, path: Path) -> "NotebookNode | None": ...
+    async def load(self, path: Path, *, for_edit: bool = False) -> "NotebookNode | None": ...
     async def save(self, path: Path, nb: "NotebookNode", *, run_id: str) -> None: ...
     async def execute(self, path: Path, nb: "NotebookNode", index: int, *, run_id: str) -> "NotebookNode": ...
     async def release_run(self, run_id: str) -> None: ...
@@ -125,7 +125,7 @@ class NotebookService:
         if action in ("insert", "replace") and source is None:
             raise NotebookError(f"{action} needs the cell's source")
         async with self._lock(path):
-            nb = await self.backend.load(path)
+            nb = await self.backend.load(path, for_edit=True)
             created = nb is None
             if nb is None:
                 if action != "insert":
@@ -134,7 +134,7 @@ class NotebookService:
             nbcells.ensure_ids(nb)
             result = self.apply(nb, action, cell_id=cell_id, index=index, cell_type=cell_type, source=source)
             result.created = created
-            nbcells.validate(nb)
+            nbcells.validate_cells(nb, [] if action == "delete" else [nb.cells[result.index]])
             await self.backend.save(path, nb, run_id=run_id)
             return result
 
@@ -169,7 +169,7 @@ class NotebookService:
         executed = await self.backend.execute(path, nb, index, run_id=run_id)
         note = ""
         async with self._lock(path):  # the notebook may have changed while the cell ran
-            current = await self.backend.load(path)
+            current = await self.backend.load(path, for_edit=True)
             if current is not None:
                 nbcells.ensure_ids(current)
                 try:
@@ -180,7 +180,7 @@ class NotebookService:
                     target = current.cells[position]
                     target["outputs"] = executed.get("outputs", [])
                     target["execution_count"] = executed.get("execution_count")
-                    nbcells.validate(current)
+                    nbcells.validate_cells(current, [target])
                     await self.backend.save(path, current, run_id=run_id)
                     index = position
         record = nbcells.cell_record(index, executed, self.limits)

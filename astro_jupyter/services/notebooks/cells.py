@@ -136,6 +136,18 @@ def validate(nb: "NotebookNode") -> None:
         raise NotebookError(f"the notebook would not be valid nbformat: {str(exc).splitlines()[0]}") from exc
 
 
+def validate_cells(nb: "NotebookNode", cells: list[Any]) -> None:
+    """Validate only what an edit wrote (the cells, the top-level shape): a whole-notebook check
+    costs ~50 ms per 500 cells, and the untouched cells are as valid as they were."""
+    import nbformat.v4 as nbf
+
+    probe = nbf.new_notebook()
+    probe.metadata = nb.get("metadata", {})
+    probe.nbformat_minor = nb.get("nbformat_minor", 5)
+    probe.cells = list(cells)
+    validate(probe)
+
+
 # -- rendering for the model ---------------------------------------------------------------------
 def image_size(mime: str, data: Any) -> tuple[int, int] | None:
     """Width and height from a base64 PNG/GIF/JPEG header, without decoding the whole image."""

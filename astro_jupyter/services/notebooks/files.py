@@ -49,16 +49,50 @@ def read_notebook_file(path: Path) -> "NotebookNode | None":
     except OSError as exc:
         raise NotebookError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
     try:
-        return nbformat.reads(text, as_version=4)
+        return fast_reads(text)
     except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds for a bad file
         raise NotebookError(f"{path.name} is not a readable notebook: {type(exc).__name__}: {exc}"[:500]) from exc
 
 
-def write_notebook_file(path: Path, nb: "NotebookNode") -> None:
-    """Validated nbformat JSON via temp file + rename: a crash never leaves half a notebook."""
-    import nbformat
+def fast_reads(text: str) -> "NotebookNode":
+    """A v4 notebook from JSON without nbformat's whole-notebook validation and deep copies.
 
-    text = nbformat.writes(nb)
+    ``nbformat.reads`` validates every cell (and copies the notebook) on each read, which
+    costs hundreds of ms on a large notebook; an edit only needs the structure, and the cells
+    it writes are validated one by one (``cells.validate_cells``). Other versions go through
+    nbformat's converter.
+    """
+    import json
+
+    import nbformat
+    from nbformat.v4.rwbase import rejoin_lines, strip_transient
+
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("nbformat") != 4 or not isinstance(data.get("cells"), list):
+        return nbformat.reads(text, as_version=4)
+    nb = nbformat.from_dict(data)
+    nb.setdefault("metadata", nbformat.NotebookNode())
+    return strip_transient(rejoin_lines(nb))
+
+
+def fast_writes(nb: "NotebookNode") -> str:
+    """nbformat's on-disk JSON (sorted keys, indent 1, multi-line text split into lines), without
+    re-validating and deep-copying the whole notebook; ``nb`` is left as it was."""
+    import json
+
+    from nbformat.v4.rwbase import rejoin_lines, split_lines, strip_transient
+
+    strip_transient(split_lines(nb))
+    try:
+        text = json.dumps(nb, sort_keys=True, indent=1, separators=(",", ": "), ensure_ascii=False)
+    finally:
+        rejoin_lines(nb)
+    return text + "\n"
+
+
+def write_notebook_file(path: Path, nb: "NotebookNode") -> None:
+    """nbformat JSON via temp file + rename: a crash never leaves half a notebook."""
+    text = fast_writes(nb)
     mode = None
     try:
         mode = path.stat().st_mode & 0o7777
@@ -179,7 +213,7 @@ class FileNotebookBackend:
         self.kernels = NotebookKernels(config)
         self._checkpointed: set[tuple[str, Path]] = set()
 
-    async def load(self, path: Path) -> "NotebookNode | None":
+    async def load(self, path: Path, *, for_edit: bool = False) -> "NotebookNode | None":
         return await asyncio.to_thread(read_notebook_file, path)
 
     async def save(self, path: Path, nb: "NotebookNode", *, run_id: str) -> None:
