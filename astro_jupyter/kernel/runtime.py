@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..agent.run import RunHandle
     from ..config import AstroConfig
     from ..events import Event
@@ -64,6 +66,26 @@ class ToolRun:
     metadata: dict[str, Any]
     duration_ms: int
     events: list[Any] = field(default_factory=list)
+
+
+OWN_NOTEBOOK = (
+    "this is the notebook this kernel belongs to: it is open in JupyterLab, and changing its file from here could "
+    "overwrite or lose the user's unsaved work. Use kernel_run to run code in this kernel, or put cells into another "
+    "notebook (the user can copy them over)"
+)
+
+
+def own_notebook(shell: Any) -> "Path | None":
+    """The notebook file this kernel was started for (jupyter_server sets JPY_SESSION_NAME; ipykernel
+    copies it to ``__session__``), when it is an absolute .ipynb path."""
+    import os
+    from pathlib import Path
+
+    ns = getattr(shell, "user_ns", None) or {}
+    raw = os.environ.get("JPY_SESSION_NAME") or ns.get("__session__") or ""
+    if isinstance(raw, str) and raw.endswith(".ipynb") and os.path.isabs(raw):
+        return Path(raw)
+    return None
 
 
 class KernelRuntime:
@@ -183,6 +205,9 @@ class KernelRuntime:
             from ..services.container import ServiceContainer
 
             self._services = await ServiceContainer(self.config).start()
+            own = own_notebook(self.shell)
+            if own is not None:
+                self._services.notebooks.protect(own, OWN_NOTEBOOK)
         return self._services
 
     async def runtime(self) -> Any:

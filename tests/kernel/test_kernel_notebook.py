@@ -163,3 +163,29 @@ def test_kernel_run_survives_bad_code(load, monkeypatch, code: str, needle: str)
     out = ip.run_line_magic("astro", "kernel_run " + json.dumps({"code": code}))
     assert out.is_error and needle in out.content
     assert ip.run_line_magic("astro", "kernel_run " + json.dumps({"code": "1 + 1"})).content == "result: 2"
+
+
+def test_the_kernels_own_notebook_is_not_written_under_the_browser(load, llm_env, monkeypatch, project: Path) -> None:
+    """jupyter_server tells the kernel its notebook (JPY_SESSION_NAME): edits and runs of it are refused."""
+    import nbformat.v4 as nbf
+
+    own = project / "session.ipynb"
+    nb = nbf.new_notebook()
+    nb.cells = [nbf.new_code_cell("%%astro\nadd a cell")]
+    own.write_text(nbformat.writes(nb))
+    before = own.read_text()
+    monkeypatch.setenv("JPY_SESSION_NAME", str(own))
+    monkeypatch.setenv("ASTRO_PERMISSION_RULES", json.dumps([{"action": "allow", "tool": "notebook_edit|notebook_run"}]))
+    llm_env.script(
+        Turn.call("notebook_edit", {"path": "session.ipynb", "action": "insert", "source": "x = 1"}),
+        Turn.call("notebook_run", {"path": "session.ipynb", "cell_id": nb.cells[0].id}),
+        Turn.call("notebook_read", {"path": "session.ipynb"}),
+        Turn.say("I used kernel_run instead."),
+    )
+    ip = load()
+    ip.run_cell_magic("astro", "", "add a cell")
+    edit, run, read = [m["content"] for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
+    assert "the notebook this kernel belongs to" in edit and "kernel_run" in edit
+    assert "the notebook this kernel belongs to" in run
+    assert "add a cell" in read  # reading the saved file is fine
+    assert own.read_text() == before

@@ -14,6 +14,7 @@ A per-notebook lock makes read-modify-write atomic inside this process.
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -69,6 +70,17 @@ class NotebookService:
         self.config = config
         self.backend: NotebookBackend = backend or FileNotebookBackend(config)
         self._locks: dict[Path, asyncio.Lock] = {}
+        self.protected: dict[Path, str] = {}  # real path → why this process must not write it
+
+    def protect(self, path: Path, reason: str) -> None:
+        """Refuse edits and runs (which save outputs) of ``path``: e.g. the notebook a kernel runs in,
+        open in a browser, whose file must not change under its unsaved work."""
+        self.protected[Path(os.path.realpath(path))] = reason
+
+    def _check_writable(self, path: Path) -> None:
+        reason = self.protected.get(Path(os.path.realpath(path)))
+        if reason:
+            raise NotebookError(reason)
 
     @property
     def limits(self) -> RenderLimits:
@@ -124,6 +136,7 @@ class NotebookService:
             raise NotebookError(f"{action} needs the cell_id of the cell (see notebook_read)")
         if action in ("insert", "replace") and source is None:
             raise NotebookError(f"{action} needs the cell's source")
+        self._check_writable(path)
         async with self._lock(path):
             nb = await self.backend.load(path, for_edit=True)
             created = nb is None
@@ -159,6 +172,7 @@ class NotebookService:
     # -- run -------------------------------------------------------------------------------------
     async def run(self, path: Path, cell_id: str, *, run_id: str = "", shown: str = "") -> tuple[str, dict[str, Any]]:
         """Execute one code cell, store its outputs in the notebook, return them as notebook_read shows them."""
+        self._check_writable(path)
         nb = await self.load(path)
         index = nbcells.find_cell(nb, cell_id)
         cell = nb.cells[index]
