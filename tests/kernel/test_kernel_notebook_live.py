@@ -126,3 +126,23 @@ def test_kernel_run_figure_denial_and_replayed_export(kernel: Any, llm_env: Any,
     replayed = [c for c in replay.cells if c.cell_type == "code"][1]
     assert any(o.get("output_type") == "stream" and o.get("text") == "plotted\n" for o in replayed.outputs)
     assert any("image/png" in (o.get("data") or {}) for o in replayed.outputs)
+
+
+def test_kernel_inspect_in_a_real_kernel(kernel: Any, llm_env: Any) -> None:
+    from tests.kernel.test_kernel_notebook import SETUP
+
+    setup = run_cell(kernel, SETUP)
+    assert setup["reply"]["status"] == "ok", setup
+    llm_env.script(
+        Turn.calls_(("kernel_inspect", {"name": "arr"}), ("kernel_inspect", {"name": "df"}),
+                    ("kernel_inspect", {"name": "t"}), ("kernel_inspect", {"name": "c"}), ("kernel_inspect", {})),
+        Turn.say("Looked."),
+    )
+    out = run_cell(kernel, "%%astro\nwhat data do I have?")
+    assert out["reply"]["status"] == "ok" and "Looked." in out["result"]["text/plain"]
+    arr, df, table, coord, listing = [m["content"] for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
+    assert "shape=(2, 2) dtype=float64" in arr and "NaN count: 1" in arr
+    assert "pandas.DataFrame shape=(3, 2)" in df and "NaN per column: mag: 1" in df
+    assert "ra: float64 [deg]" in table and "flux: float64 [mJy]" in table
+    assert "frame=icrs" in coord and "83.82 -5.39" in coord
+    assert "DataFrame 3×2" in listing and "HDUList 2 HDUs" in listing

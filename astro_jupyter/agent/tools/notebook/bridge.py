@@ -64,6 +64,8 @@ async def ask_client(ctx: "ToolContext", action: str, path: str, arguments: dict
         raise NotOpen(path)
     request_id = f"nbreq_{uuid.uuid4().hex[:16]}"
     timeout = float(ctx.config.notebook_bridge_timeout_secs)
+    if action == "run":  # the cell itself may run up to notebook_run_timeout_secs
+        timeout += float(ctx.config.notebook_run_timeout_secs)
     future = handle.answers.create(request_id)  # before the event: an instant answer is not lost
     try:
         await ctx.emit(NotebookRequest(request_id=request_id, tool_call_id=ctx.tool_call_id, action=action,  # type: ignore[arg-type]

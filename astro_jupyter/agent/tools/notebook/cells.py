@@ -184,6 +184,13 @@ class NotebookRunTool(_NotebookTool):
     }
     interrupt_behavior = InterruptBehavior.CANCEL  # a cancel interrupts the kernel
 
+    @property
+    def timeout_secs(self) -> float | None:
+        """A cell may run up to ``notebook_run_timeout_secs`` after its kernel started (not the generic tool timeout)."""
+        if self.config is None:
+            return None
+        return float(self.config.notebook_run_timeout_secs + self.config.notebook_kernel_startup_secs + 30)
+
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         reason = (f"notebook_run wants to run cell {args.get('cell_id')} of {args.get('path')} "
                   "(its code runs in the notebook's kernel)")
