@@ -62,8 +62,10 @@ def run_cell(kc: Any, code: str, on_button: Callable[[Any, dict[str, str]], None
                     out["buttons"][state.get("description")] = content["comm_id"]
                     if on_button is not None:
                         on_button(kc, out["buttons"])
-            elif kind == "status" and content["execution_state"] == "idle" and reply is not None:
-                return out
+            elif kind == "status" and content["execution_state"] == "idle":
+                out["idle"] = True
+        if reply is not None and out.get("idle"):
+            return out
         if reply is None:
             try:
                 shell = kc.get_shell_msg(timeout=0.01)
