@@ -15,12 +15,15 @@ import argparse
 import asyncio
 import importlib
 import json
+import pydoc
+import shutil
 import signal
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable, TextIO
 
 from .events import Event, to_json
+from .prompt_text import permission_lines, visible
 from .timeline_text import LinePrinter
 
 if TYPE_CHECKING:
@@ -80,25 +83,38 @@ def err(message: str) -> None:
 
 
 class TimelinePrinter(LinePrinter):
-    """Human-readable rendering of a run's events for a terminal."""
+    """Human-readable rendering of a run's events for a terminal.
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        super().__init__(out)
+    Model and tool text never reaches the terminal raw (``prompt_text.visible``), and a
+    permission request is printed in full, wrapped at the terminal width; one taller than
+    the terminal goes through the pager first, so no part of it scrolls away unseen.
+    """
+
+    def __init__(self, out: TextIO = sys.stdout, width: int | None = None) -> None:
+        super().__init__(out, width if width is not None else shutil.get_terminal_size().columns)
 
     def show(self, event: Event) -> None:
+        if event.type == "permission_request" and self.out.isatty():
+            lines = permission_lines(event, self.width)
+            if len(lines) > shutil.get_terminal_size().lines - 2:
+                pydoc.pager("\n".join(lines))
+                self._line(f"? permission for {visible(event.name)}: {len(lines)} lines shown in the pager above")  # type: ignore[attr-defined]
+                return
         if self._show_common(event):
             return
         kind = event.type
         if kind == "text_delta":
             self._stream(event.delta)  # type: ignore[attr-defined]
         elif kind == "thinking_delta":
-            self.out.write(f"\x1b[2m{event.delta}\x1b[0m" if self.out.isatty() else "")  # type: ignore[attr-defined]
+            shown = visible(event.delta, keep="\n\t")  # type: ignore[attr-defined]
+            self.out.write(f"\x1b[2m{shown}\x1b[0m" if self.out.isatty() else "")
         elif kind == "ask_user":
-            self._line(f"? {event.question} (answer from the sidebar or a notebook; the CLI cannot answer)")  # type: ignore[attr-defined]
+            self._line(f"? {visible(event.question, keep=chr(10))} (answer from the sidebar or a notebook; the CLI cannot answer)")  # type: ignore[attr-defined]
         elif kind == "error":
             if self.mid_line:
                 self._line("")
-            err(f"error: {event.message}")  # type: ignore[attr-defined]
+            label = "note" if event.reason == "notice" else "error"  # type: ignore[attr-defined]
+            err(f"{label}: {visible(event.message, keep=chr(10))}")  # type: ignore[attr-defined]
         elif kind == "done":
             if self.mid_line:
                 self._line("")
@@ -153,7 +169,7 @@ async def cmd_ask(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
             else:
                 printer.show(event)
-            if event.type == "error":
+            if event.type == "error" and event.reason != "notice":  # type: ignore[attr-defined]
                 error_reason = event.reason  # type: ignore[attr-defined]
             elif event.type in ("ask_user", "permission_request") and not event.subagent_id:
                 answer = await _answer_question(event, interactive=not args.json and sys.stdin.isatty())
@@ -173,13 +189,13 @@ async def _answer_question(event: Event, *, interactive: bool) -> str:
     """Questions are asked on the terminal when there is one; a script gets an immediate refusal."""
     if not interactive:
         if event.type == "permission_request":
-            err(f"denied {event.name}: a non-interactive CLI cannot grant permission")  # type: ignore[attr-defined]
+            err(f"denied {visible(event.name)}: a non-interactive CLI cannot grant permission")  # type: ignore[attr-defined]
             return "deny"
         return "(no answer: the question was asked in a non-interactive CLI)"
     if event.type == "permission_request":
-        prompt = "allow? [y/N/always] "
+        prompt = f"allow {visible(event.name)}? [y/N/always] "  # type: ignore[attr-defined]
     else:
-        options = event.options  # type: ignore[attr-defined]
+        options = [visible(str(o)) for o in event.options]  # type: ignore[attr-defined]
         prompt = f"answer{(' (' + ' / '.join(options) + ')') if options else ''}: "
     loop = asyncio.get_running_loop()
     try:
@@ -214,13 +230,20 @@ async def cmd_tool(args: argparse.Namespace) -> int:
         async def emit(event: Event) -> None:
             if not args.json and event.type == "tool_progress":
                 p = event.progress  # type: ignore[attr-defined]
-                print(f"… {p.get('done', '')}/{p.get('total', '')} {p.get('message', '')}", file=sys.stderr, flush=True)
+                print(f"… {p.get('done', '')}/{p.get('total', '')} {visible(str(p.get('message', '')))}", file=sys.stderr,
+                      flush=True)
             elif event.type == "error":
-                err(event.message)  # type: ignore[attr-defined]
+                err(visible(event.message, keep="\n"))  # type: ignore[attr-defined]
+
+        async def ask_permission(request: Event) -> str:
+            """On a terminal the call's permission question is asked like ``ask`` does; a script is refused."""
+            TimelinePrinter(sys.stderr).show(request)
+            return await _answer_question(request, interactive=True)
 
         ctx = ToolContext(
             config=config, services=services, session_id="", cancelled=asyncio.Event(), emit=emit,
             file_state=FileStateCache(), run_id="cli",
+            ask_permission=ask_permission if not args.json and sys.stdin.isatty() else None,
         )
         loop = asyncio.get_running_loop()
         try:

@@ -1,7 +1,8 @@
 """``astro-jupyter doctor``: what this installation can do, checked for real.
 
 Reports the SQLite driver and version, whether FTS5 and sqlite-vec (vec0) work (as probed
-by the store when it picked the driver), ASTRO_HOME, the LLM endpoint and whether the
+by the store when it picked the driver), ASTRO_HOME, the project root the file tools work
+in (with a warning when it is the home directory), the LLM endpoint and whether the
 configured model is listed there, and the embedding backend. Exit 2 when no LLM endpoint
 is configured or reachable (the agent cannot run), 1 when the store cannot open, else 0.
 """
@@ -20,8 +21,11 @@ async def diagnose() -> tuple[dict[str, Any], int]:
     from .errors import AstroError, LlmUnavailableError
     from .llm.client import NOT_CONFIGURED
 
+    from .agent.tools.filesystem.protected import root_warning
+
     config = make_config()
-    report: dict[str, Any] = {"astro_home": str(config.home_path), "db_path": str(config.db_path)}
+    report: dict[str, Any] = {"astro_home": str(config.home_path), "db_path": str(config.db_path),
+                              "project_root": config.project_root, "project_root_warning": root_warning(config)}
     code = EXIT_OK
     services = None
     try:
@@ -85,6 +89,9 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
         print(json.dumps(report, ensure_ascii=False, indent=1))
         return code
     print(f"ASTRO_HOME     {report['astro_home']}")
+    print(f"Project root   {report['project_root']}")
+    if report["project_root_warning"]:
+        print(f"WARNING        {report['project_root_warning']}")
     sq = report["sqlite"]
     if "error" in sq:
         print(f"SQLite         ERROR: {sq['error']}")

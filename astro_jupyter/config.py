@@ -260,6 +260,35 @@ class AstroConfig(Configurable):
 
     permission_timeout_secs = Float(300.0, help="How long a permission question waits for an answer.").tag(config=True)
 
+    fs_protected_paths = List(
+        Unicode(),
+        help="More paths (absolute) or globs (on the full path or the file name) the file tools may neither read "
+        "nor write, whatever the permission rules; added to the built-in deny list "
+        "(env ASTRO_FS_PROTECTED, separated by the OS path separator).",
+    ).tag(config=True)
+
+    @default("fs_protected_paths")
+    def _protected_default(self) -> list[str]:
+        return [p for p in _env("ASTRO_FS_PROTECTED").split(os.pathsep) if p.strip()]
+
+    fs_secret_names = List(
+        Unicode(),
+        [".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".pgpass", ".git-credentials", ".npmrc",
+         ".pypirc", ".env", ".env.*", ".envrc", ".config", ".local", ".jupyter", ".ipython", ".password-store",
+         ".vault-token", ".mozilla", ".*_history", ".*history"],
+        help="Dotfile/dot-directory names (globs) where credentials live: the file tools may not even read them. "
+        "(Writing any dotfile is refused regardless.)",
+    ).tag(config=True)
+
+    prompt_width = Int(
+        help="Columns a permission prompt wraps at when the terminal width is unknown, e.g. in a notebook "
+        "(env ASTRO_PROMPT_WIDTH)."
+    ).tag(config=True)
+
+    @default("prompt_width")
+    def _prompt_width_default(self) -> int:
+        return max(40, _env_int("ASTRO_PROMPT_WIDTH", 100))
+
     ask_user_timeout_secs = Float(
         help="How long ask_user waits for an answer (env ASTRO_ASK_USER_TIMEOUT)."
     ).tag(config=True)
@@ -432,6 +461,11 @@ class AstroConfig(Configurable):
     @property
     def skills_dir(self) -> Path:
         return self.home_path / "skills"
+
+    @property
+    def notes_dir(self) -> Path:
+        """The agent's own Markdown notes: like skills/, file_write may write here without asking."""
+        return self.home_path / "notes"
 
     @property
     def team_dir(self) -> Path:

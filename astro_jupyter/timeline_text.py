@@ -10,47 +10,55 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from .prompt_text import permission_lines, visible
+
 
 def short(value: Any, limit: int = 160) -> str:
-    """One line of at most ``limit`` characters (JSON for non-strings, whitespace folded)."""
+    """One line of at most ``limit`` characters (JSON for non-strings, whitespace folded,
+    control and bidi characters shown as escapes so a summary cannot act on the terminal)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
+    text = visible(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def event_lines(event: Any) -> list[str] | None:
+def event_lines(event: Any, width: int | None = None) -> list[str] | None:
     """The printed lines for the event kinds every text surface shows alike; None for the rest."""
     indent = "    " if getattr(event, "subagent_id", None) else ""
     kind = event.type
     if kind == "tool_call":
-        return [f"{indent}→ {event.name}({short(event.arguments, 120)})"]
+        return [f"{indent}→ {short(event.name, 80)}({short(event.arguments, 120)})"]
     if kind == "tool_progress":
         p = event.progress
         done, total = p.get("done"), p.get("total")
         count = f" {done}/{total}" if done is not None and total else ""
-        return [f"{indent}  …{count} {p.get('message', '')}".rstrip()]
+        return [f"{indent}  …{count} {short(p.get('message', ''), 400)}".rstrip()]
     if kind == "tool_result":
         mark = "✗" if event.is_error else "←"
-        return [f"{indent}{mark} {event.name} ({event.duration_ms} ms): {short(event.output)}"]
+        return [f"{indent}{mark} {short(event.name, 80)} ({event.duration_ms} ms): {short(event.output)}"]
     if kind == "subagent":
         what = event.task if event.phase == "start" else event.summary
-        return [f"{indent}[subagent {event.id} {event.phase}] {short(what)}"]
+        return [f"{indent}[subagent {short(event.id, 60)} {event.phase}] {short(what)}"]
     if kind == "model_switch":
-        return [f"[model switched {event.from_model} → {event.to_model}: {event.reason}]"]
+        return [f"[model switched {short(event.from_model)} → {short(event.to_model)}: {short(event.reason)}]"]
     if kind == "compaction":
-        return [f"[context compacted: {event.message or event.layer}]"]
+        return [f"[context compacted: {short(event.message or event.layer, 400)}]"]
     if kind == "todo_update":
-        return [f"  [{todo.get('status', ' ')}] {todo.get('content', todo)}" for todo in event.todos]
+        return [f"  [{short(todo.get('status', ' '))}] {short(todo.get('content', todo), 400)}" for todo in event.todos]
     if kind == "permission_request":
-        return [f"? permission for {event.name}: {event.message}"]
+        return permission_lines(event, width)  # in full: what the person allows is what runs
     return None
 
 
 class LinePrinter:
-    """Writes whole lines to ``out``, first ending a line that streamed text left open."""
+    """Writes whole lines to ``out``, first ending a line that streamed text left open.
 
-    def __init__(self, out: TextIO) -> None:
+    Streamed model text keeps its line breaks and tabs; every other control or bidi
+    character is written as an escape, so the text cannot erase or disguise a prompt.
+    """
+
+    def __init__(self, out: TextIO, width: int | None = None) -> None:
         self.out = out
+        self.width = width  # permission prompts wrap at this many columns (None: no wrapping)
         self.mid_line = False
 
     def _line(self, text: str) -> None:
@@ -61,13 +69,13 @@ class LinePrinter:
         self.out.flush()
 
     def _stream(self, delta: str) -> None:
-        self.out.write(delta)
+        self.out.write(visible(delta, keep="\n\t"))
         self.out.flush()
         self.mid_line = not delta.endswith("\n")
 
     def _show_common(self, event: Any) -> bool:
         """Print the shared lines for ``event``; False if the caller must render it itself."""
-        lines = event_lines(event)
+        lines = event_lines(event, self.width)
         if lines is None:
             return False
         for line in lines:

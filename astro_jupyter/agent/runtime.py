@@ -89,6 +89,7 @@ class AgentRuntime:
         self._started = False
         self._closing = False
         self._unsettled: dict[str, str] = {}  # run id → final status a locked store refused to take
+        self._root_noticed = False  # the first run of this runtime warns when the project root is $HOME
 
     # -- wiring -----------------------------------------------------------------------------
     @property
@@ -249,6 +250,13 @@ class AgentRuntime:
         reason = "finished"
         base = {"session_id": state.session_id, "run_id": state.run_id}
         bus.publish(SessionStarted(session_id=state.session_id, run_id=state.run_id, title=title, model=state.model or self.llm.model))
+        if not self._root_noticed:
+            self._root_noticed = True
+            from .tools.filesystem.protected import root_warning
+
+            warning = root_warning(self.config)
+            if warning:
+                bus.publish(Error(message=warning, reason="notice"))
         try:
             self.hooks.fire_and_forget("UserPromptSubmit", {**base, "prompt": prompt, "owner": state.owner})
             await self.hooks.run("SessionStart", {**base, "owner": state.owner})

@@ -111,10 +111,10 @@ class AstroMagics(Magics):
             count = f" {p.get('done')}/{p.get('total')}" if p.get("done") is not None and p.get("total") else ""
             print(f"…{count} {p.get('message', '')}".rstrip(), flush=True)
 
-    @staticmethod
-    def _ask_permission(request: Any) -> str:
-        from .widgets import ask_text
+    def _ask_permission(self, request: Any) -> str:
+        from .widgets import ask_text, print_permission
 
+        print_permission(request, self.rt.config.prompt_width)  # the whole request, escapes visible
         return ask_text(request, input)
 
     def _tools(self, rest: str) -> TableResult:
@@ -269,7 +269,8 @@ class AstroMagics(Magics):
     def _follow(self, handle: Any, *, text: bool) -> AgentAnswer:
         from .widgets import make_timeline
 
-        timeline = make_timeline(self.shell, force_text=text, on_stop=lambda: self.rt.cancel_run(handle))
+        timeline = make_timeline(self.shell, force_text=text, on_stop=lambda: self.rt.cancel_run(handle),
+                                 width=self.rt.config.prompt_width)
         calls: list[dict[str, Any]] = []
         errors: list[str] = []
         try:
@@ -277,7 +278,7 @@ class AstroMagics(Magics):
                 timeline.show(event)
                 if event.type == "tool_result":
                     calls.append({"name": event.name, "is_error": event.is_error, "subagent": event.subagent_id})
-                elif event.type == "error":
+                elif event.type == "error" and event.reason != "notice":
                     errors.append(event.message)
                 elif event.type in ("ask_user", "permission_request") and not event.subagent_id:
                     self.rt.answer(handle, event.request_id, timeline.ask(event, timeout=self._question_timeout(event)))

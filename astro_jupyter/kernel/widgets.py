@@ -24,6 +24,7 @@ from typing import Any, Callable, TextIO
 
 from IPython.core.error import StdinNotImplementedError
 
+from ..prompt_text import permission_lines, visible
 from ..timeline_text import LinePrinter, short
 
 InputFn = Callable[[str], str]
@@ -78,23 +79,32 @@ def _input(prompt: str) -> str:
 
 
 def ask_text(event: Any, input_fn: InputFn = _input) -> str:
-    """One question on stdin; permission prompts map y/always, anything else denies."""
+    """One question on stdin; permission prompts map y/always, anything else denies.
+
+    The request itself (every argument in full) is on screen already: the timeline printed
+    it, or the caller did (``print_permission``); the input line only names the tool.
+    """
     if event.type == "permission_request":
         always = "always (this notebook)" if getattr(event, "scope", "") else "always"
         try:
-            reply = input_fn(f"Allow {event.name}? {event.message} [y/N/{always}] ")
+            reply = input_fn(f"Allow {visible(event.name)}? [y/N/{always}] ")
         except (EOFError, StdinNotImplementedError):
             return "deny"  # no one can answer here: no consent
         return permission_answer(reply)
-    options = f" ({' / '.join(event.options)})" if getattr(event, "options", None) else ""
-    return input_fn(f"{event.question}{options}: ")
+    options = f" ({' / '.join(visible(str(o)) for o in event.options)})" if getattr(event, "options", None) else ""
+    return input_fn(f"{visible(event.question, keep=chr(10))}{options}: ")
+
+
+def print_permission(event: Any, width: int | None = None, out: TextIO | None = None) -> None:
+    """Print a permission request in full (for callers without a timeline, e.g. ``%astro TOOL``)."""
+    print("\n".join(permission_lines(event, width)), file=out or sys.stdout, flush=True)
 
 
 class TextTimeline(LinePrinter):
     """Terminal IPython (or no ipywidgets): the timeline as printed lines."""
 
-    def __init__(self, out: TextIO | None = None, input_fn: InputFn = _input) -> None:
-        super().__init__(out or sys.stdout)
+    def __init__(self, out: TextIO | None = None, input_fn: InputFn = _input, width: int | None = None) -> None:
+        super().__init__(out or sys.stdout, width)
         self.input_fn = input_fn
 
     def show(self, event: Any) -> None:
@@ -105,9 +115,9 @@ class TextTimeline(LinePrinter):
             if not event.subagent_id:
                 self._stream(event.delta)
         elif kind == "ask_user":
-            self._line(f"? {event.question}")
+            self._line(f"? {visible(event.question, keep=chr(10))}")
         elif kind == "error":
-            self._line(f"error: {event.message}")
+            self._line(f"{'note' if event.reason == 'notice' else 'error'}: {visible(event.message, keep=chr(10))}")
 
     def ask(self, event: Any, timeout: float | None = None) -> str:
         return ask_text(event, self.input_fn)
@@ -171,7 +181,7 @@ class WidgetTimeline:
     def _flush_text(self, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - self._last_flush >= _TEXT_REFRESH_SECS:
-            self.text.value = f"<div style='white-space:pre-wrap'>{html.escape(self._text)}</div>"
+            self.text.value = f"<div style='white-space:pre-wrap'>{html.escape(visible(self._text, keep=chr(10) + chr(9)))}</div>"
             self._last_flush = now
 
     def _card(self, title: str, body: str = "") -> Any:
@@ -189,7 +199,7 @@ class WidgetTimeline:
             self._flush_text()
         elif kind == "tool_call":
             args = html.escape(short(event.arguments, 300))
-            card = self._card(f"⏳ <code>{html.escape(event.name)}</code> <small>{args}</small>")
+            card = self._card(f"⏳ <code>{html.escape(short(event.name, 80))}</code> <small>{args}</small>")
             bar = self.w.IntProgress(value=0, min=0, max=1, layout=self.w.Layout(display="none", width="60%"))
             group = self.w.VBox([card, bar])
             self._tools[event.id] = (card, bar, event.name, args)
@@ -207,9 +217,10 @@ class WidgetTimeline:
             mark = "✗" if event.is_error else "✓"
             bar.layout.display = "none"
             card.value = self._card(
-                f"{mark} <code>{html.escape(name)}</code> <small>{args} · {event.duration_ms} ms</small>",
+                f"{mark} <code>{html.escape(short(name, 80))}</code> <small>{args} · {event.duration_ms} ms</small>",
                 f"<details><summary>{html.escape(short(event.output, 120))}</summary>"
-                f"<pre style='white-space:pre-wrap'>{html.escape(event.output[:20000])}</pre></details>",
+                f"<pre style='white-space:pre-wrap'>{html.escape(visible(event.output[:20000], keep=chr(10) + chr(9)))}</pre>"
+                "</details>",
             ).value
         elif kind == "subagent":
             if event.phase == "start":
@@ -220,17 +231,22 @@ class WidgetTimeline:
             elif event.id in self._subagents:
                 self._append(self._subagents[event.id],
                              self.w.HTML(f"<small>summary: {html.escape(short(event.summary, 400))}</small>"))
-        elif kind in ("ask_user", "permission_request"):
-            message = html.escape(getattr(event, "message", ""))
-            if "\n" in message:  # e.g. kernel_run's code: shown as code, exactly
-                message = f"<pre style='white-space:pre-wrap;margin:2px 0'>{message}</pre>"
-            what = (f"Permission for <code>{html.escape(event.name)}</code>: {message}"
-                    if kind == "permission_request" else html.escape(event.question))
-            self._append(self.cards, self._card(f"❓ {what}", "<br><small>answer in the input box below</small>"))
+        elif kind == "permission_request":  # in full, scrollable: what is allowed is what runs
+            shown = html.escape("\n".join(permission_lines(event)))
+            self._append(self.cards, self._card(
+                f"❓ Permission for <code>{html.escape(visible(event.name))}</code>",
+                "<pre class='astro-permission' style='white-space:pre-wrap;word-break:break-all;max-height:24em;"
+                f"overflow:auto;margin:4px 0'>{shown}</pre><small>answer below</small>"))
+        elif kind == "ask_user":
+            self._append(self.cards, self._card(f"❓ {html.escape(visible(event.question, keep=chr(10)))}",
+                                                "<br><small>answer in the input box below</small>"))
         elif kind == "model_switch":
-            self._append(self.cards, self.w.HTML(f"<small>model {event.from_model} → {event.to_model}</small>"))
+            self._append(self.cards, self.w.HTML(f"<small>model {html.escape(short(event.from_model))} → "
+                                                 f"{html.escape(short(event.to_model))}</small>"))
+        elif kind == "error" and event.reason == "notice":
+            self._append(self.cards, self.w.HTML(f"<span style='color:#8a5a00'>note: {html.escape(visible(event.message))}</span>"))
         elif kind == "error":
-            self._append(self.cards, self.w.HTML(f"<span style='color:#b00020'>error: {html.escape(event.message)}</span>"))
+            self._append(self.cards, self.w.HTML(f"<span style='color:#b00020'>error: {html.escape(visible(event.message))}</span>"))
 
     def ask(self, event: Any, timeout: float | None = None) -> str:
         """Buttons (and a text box for free answers) when routed; ``input()`` otherwise.
@@ -259,7 +275,7 @@ class WidgetTimeline:
             controls: list[Any] = buttons
             text_box = None
         else:
-            buttons = [w.Button(description=o, layout=w.Layout(width="auto")) for o in event.options]
+            buttons = [w.Button(description=visible(str(o)), layout=w.Layout(width="auto")) for o in event.options]
             for button, option in zip(buttons, event.options):
                 button.on_click(pick(option))
             text_box = w.Text(placeholder="your answer", layout=w.Layout(width="50%"))
@@ -280,7 +296,7 @@ class WidgetTimeline:
         if text_box is not None:
             text_box.disabled = True
         answer = chosen[0] if chosen else ("deny" if event.type == "permission_request" else "")
-        said = html.escape(answer) if chosen else f"no answer in time ({html.escape(answer or 'nothing')})"
+        said = html.escape(visible(answer)) if chosen else f"no answer in time ({html.escape(answer or 'nothing')})"
         self._append(self.cards, w.HTML(f"<small>answered: {said}</small>"))
         return answer
 
@@ -292,8 +308,10 @@ class WidgetTimeline:
         self.status.value = f"<b>astro</b> · {html.escape(reason)}{where}"
 
 
-def make_timeline(shell: Any, *, force_text: bool = False, on_stop: Callable[[], None] | None = None) -> Any:
-    """Widgets when the shell is a notebook kernel and ipywidgets imports; text otherwise."""
+def make_timeline(shell: Any, *, force_text: bool = False, on_stop: Callable[[], None] | None = None,
+                  width: int | None = None) -> Any:
+    """Widgets when the shell is a notebook kernel and ipywidgets imports; text otherwise
+    (permission prompts wrapped at ``width`` columns)."""
     if not force_text and getattr(shell, "kernel", None) is not None:
         try:
             from IPython.display import display
@@ -301,4 +319,4 @@ def make_timeline(shell: Any, *, force_text: bool = False, on_stop: Callable[[],
             return WidgetTimeline(display, route=comm_router(shell), on_stop=on_stop)
         except ImportError:
             pass
-    return TextTimeline()
+    return TextTimeline(width=width)

@@ -1,6 +1,6 @@
 """The bookmarklet: its page, its token, and the one cross-origin route it posts to.
 
-``astro/bookmarklet`` (logged-in page) shows a ``javascript:`` link carrying the user's own
+``astro/bookmarklet`` (logged-in page) makes, on a button press (an XSRF-checked POST), a ``javascript:`` link carrying the user's own
 token. Clicked on an arXiv or ADS abstract page, the script finds the paper's identifier in
 the URL (``arxiv.org/abs/ID``, ``ui.adsabs.harvard.edu/abs/BIBCODE``) or in the page's meta
 tags (``citation_arxiv_id``, ``citation_doi``, ``dc.identifier``) and posts it to
@@ -62,7 +62,8 @@ def intake_url_for(handler: web.RequestHandler) -> str:
 
 
 class BookmarkletPageHandler(ExtensionHandlerMixin, JupyterHandler):
-    """The HTML page; a first visit makes the token, later visits offer to replace it."""
+    """The HTML page. A GET changes nothing: the token is made by the page's button, a POST to
+    the token route that carries the XSRF token, so a cross-site GET or a prefetch cannot mint one."""
 
     auth_resource = AUTH_RESOURCE
 
@@ -76,13 +77,11 @@ class BookmarkletPageHandler(ExtensionHandlerMixin, JupyterHandler):
         await self.service.start()
         owner = owner_of(self.current_user)
         status = await self.service.bookmarklet_status(owner)
-        token = None if status is not None else await self.service.rotate_bookmarklet_token(owner)
         self.set_header("Cache-Control", "no-store")
         self.finish(render_page(
             intake_url=intake_url_for(self),
             token_url=url_path_join(self.settings.get("base_url", "/"), TOKEN_PATH),
             xsrf=self.xsrf_token.decode("ascii"),
-            href=bookmarklet_href(intake_url_for(self), token) if token else None,
             status=status,
             recent=await self.service.recent_intake(owner),
         ))
@@ -170,21 +169,21 @@ def _recent_table(recent: list[dict[str, Any]]) -> str:
 
 
 def render_page(
-    *, intake_url: str, token_url: str, xsrf: str, href: str | None, status: dict[str, Any] | None,
+    *, intake_url: str, token_url: str, xsrf: str, status: dict[str, Any] | None,
     recent: list[dict[str, Any]] | None = None,
 ) -> str:
     esc = html.escape
-    if href:
-        link = f'<p><a id="astro-bookmarklet" href="{esc(href)}">Add to astro-jupyter</a></p>'
-        state = "Drag the link below to your bookmarks bar. It carries a token only you have."
+    link = '<p><a id="astro-bookmarklet" hidden href="#">Add to astro-jupyter</a></p>'
+    if status is None:
+        state = "You have no bookmarklet yet: make one with the button below."
     else:
-        link = '<p><a id="astro-bookmarklet" hidden href="#">Add to astro-jupyter</a></p>'
-        used = (status or {}).get("last_used_at") or "never"
+        used = status.get("last_used_at") or "never"
         state = (
-            f"You already have a bookmarklet (made {esc(str((status or {}).get('created_at', '')))}, last used {esc(used)}). "
+            f"You already have a bookmarklet (made {esc(str(status.get('created_at', '')))}, last used {esc(used)}). "
             "Its token is stored only as a hash, so it cannot be shown again; make a new one below "
             "(the old bookmarklet then stops working)."
         )
+    make = "Make a bookmarklet" if status is None else "Make a new bookmarklet"
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>astro-jupyter bookmarklet</title>
 <style>body{{font-family:sans-serif;max-width:42em;margin:2em auto;line-height:1.5}}
@@ -196,7 +195,7 @@ def render_page(
 <p>On an arXiv abstract page or an ADS abstract page, click it: the paper's identifier
 is sent to this Jupyter server ({esc(intake_url)}) and queued for download and parsing.
 The bookmarklet can do nothing else.</p>
-<p><button id="astro-rotate">Make a new bookmarklet</button>
+<p><button id="astro-rotate">{make}</button>
 <button id="astro-revoke">Revoke</button></p>
 <h2>Recently queued</h2>
 {_recent_table(recent or [])}
@@ -207,7 +206,7 @@ function post(body){{return fetch(url,{{method:'POST',credentials:'same-origin',
  headers:{{'X-XSRFToken':xsrf,'Content-Type':'application/json'}},body:JSON.stringify(body)}}).then(function(r){{return r.json();}});}}
 document.getElementById('astro-rotate').onclick=function(){{post({{}}).then(function(j){{
  var a=document.getElementById('astro-bookmarklet');a.href=j.bookmarklet;a.hidden=false;
- document.getElementById('astro-state').textContent='New bookmarklet made; drag it to your bookmarks bar and delete the old one.';}});}};
+ document.getElementById('astro-state').textContent='New bookmarklet made; drag it to your bookmarks bar (and delete any old one).';}});}};
 document.getElementById('astro-revoke').onclick=function(){{post({{revoke:true}}).then(function(){{
  var a=document.getElementById('astro-bookmarklet');a.hidden=true;a.href='#';
  document.getElementById('astro-state').textContent='Revoked: no bookmarklet works now.';}});}};

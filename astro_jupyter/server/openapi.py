@@ -143,11 +143,11 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
             "get": _op("This document", {"200": _json({"type": "object"})}),
         },
         "/astro/bookmarklet": {
-            "get": _op("HTML page with the bookmarklet (makes the token on a first visit)",
+            "get": _op("HTML page of the bookmarklet (a GET changes nothing; its button POSTs to the token route)",
                        {"200": {"description": "HTML", "content": {"text/html": {"schema": _STR}}}}),
         },
         "/astro/api/bookmarklet/token": {
-            "post": _op("Replace the bookmarklet token (the old one stops working), or {revoke: true}",
+            "post": _op("Make or replace the bookmarklet token (the old one stops working), or {revoke: true}; XSRF-checked for cookie sessions",
                         {"201": _json(_obj({"token": _STR, "intake_url": _STR, "bookmarklet": _STR})),
                          "200": _json(_obj({"revoked": {"type": "boolean"}}))},
                         body=_body(_obj({"revoke": {"type": "boolean"}}), required=False)),

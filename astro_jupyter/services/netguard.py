@@ -4,7 +4,8 @@ A URL the model (or a publisher redirect) hands us could point at the notebook s
 cloud metadata endpoint or the LAN. Before every request — the first and each redirect —
 the host is resolved and *every* address it resolves to is checked with ``ipaddress``:
 loopback, private, link-local, reserved, multicast and unspecified addresses are refused
-unless ``allow_private_downloads`` is set. (A DNS answer that changes between this check
+unless ``allow_private_downloads`` is set. IPv6 transition forms (IPv4-mapped/-compatible,
+SIIT, 6to4, NAT64, Teredo) are judged on the IPv4 address they embed. (A DNS answer that changes between this check
 and the connect is not covered; the check still stops every plain private-address target.)
 """
 
@@ -25,10 +26,32 @@ class BlockedAddressError(ServiceError):
     reason = "blocked_address"
 
 
-def is_public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+_NAT64_PREFIXES = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_V4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible ::a.b.c.d
+_V4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT ::ffff:0:a.b.c.d
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 transition form carries (empty for a plain IPv6 address).
+
+    A packet to 6to4 ``2002:7f00:1::``, NAT64 ``64:ff9b::7f00:1``, a Teredo address or
+    ``::ffff:127.0.0.1`` ends up at the embedded IPv4 address, so that is what must be judged.
+    """
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.ipv4_mapped is not None:
+        return [ip.ipv4_mapped]
+    if ip.sixtofour is not None:
+        return [ip.sixtofour]
+    if ip.teredo is not None:
+        return list(ip.teredo)  # (server, client): traffic reaches both
+    if any(ip in net for net in _NAT64_PREFIXES) or ip in _V4_TRANSLATED:
+        return [low32]
+    if ip in _V4_COMPATIBLE and int(ip) > 1:  # not :: or ::1, which are judged as IPv6
+        return [low32]
+    return []
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not (
         ip.is_loopback
         or ip.is_private
@@ -38,6 +61,16 @@ def is_public_address(address: str) -> bool:
         or ip.is_unspecified
         or not ip.is_global
     )
+
+
+def is_public_address(address: str) -> bool:
+    """Public internet only; IPv6 forms that embed an IPv4 address are judged on that address."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = embedded_ipv4(ip)
+        if embedded:
+            return all(_is_public(v4) for v4 in embedded)
+    return _is_public(ip)
 
 
 async def resolve_host(host: str, port: int) -> list[str]:

@@ -140,7 +140,8 @@ def test_permission_prompt_in_a_cell(load, llm_env, project: Path, monkeypatch, 
     monkeypatch.setattr("builtins.input", lambda prompt="": prompts.append(prompt) or "y")
     ip = load()
     answer = ip.run_cell_magic("astro", "", "make a file")
-    assert prompts and "Allow run_bash?" in prompts[0] and "echo from-bash" in prompts[0]
+    assert prompts and "Allow run_bash?" in prompts[0]
+    assert "│ echo from-bash > made.txt" in capsys.readouterr().out  # the whole request is printed before the prompt
     assert (project / "made.txt").read_text() == "from-bash\n"
     assert answer.text == "Done."
     llm_env.script(Turn.call("run_bash", {"command": "echo again > again.txt"}), Turn.say("Refused."))

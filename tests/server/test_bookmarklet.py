@@ -31,12 +31,6 @@ def astro_overrides(arxiv_fake, file_fake) -> dict[str, Any]:  # noqa: F811
     }
 
 
-def _href(page: str) -> str:
-    match = re.search(r'id="astro-bookmarklet" href="([^"]+)"', page)
-    assert match, page
-    return html.unescape(match.group(1))
-
-
 def _token(href: str) -> str:
     match = re.search(r'T="([^"]+)"', unquote(href))
     assert match
@@ -65,10 +59,13 @@ async def _wait_done(service: Any, item_id: int, timeout: float = 20.0) -> Any:
 
 async def test_page_token_intake_and_background_download(api: Api, jp_fetch: Any, astro_service: Any) -> None:
     page = await _page(jp_fetch)
-    href = _href(page)
+    assert "no bookmarklet yet" in page and "javascript:" not in page  # a GET makes no token
+    status, made = await api("POST", "astro/api/bookmarklet/token")  # the page's button does this POST
+    assert status == 201
+    href = made["bookmarklet"]
     assert href.startswith("javascript:")
     token = _token(href)
-    assert len(token) >= 40
+    assert len(token) >= 40 and token == made["token"]
 
     status, queued = await api(
         "POST", INTAKE, body={"identifier": "https://arxiv.org/abs/2301.01234v2", "page_title": "arXiv"},
@@ -169,9 +166,9 @@ globalThis.alert = (m) => console.log('ALERT ' + m);
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 async def test_script_reads_identifiers_from_arxiv_and_ads_pages(api: Api, jp_fetch: Any, astro_service: Any) -> None:
-    page = await _page(jp_fetch)
-    href = _href(page)
-    source = unquote(href[len("javascript:"):])
+    status, made = await api("POST", "astro/api/bookmarklet/token")
+    assert status == 201
+    source = unquote(made["bookmarklet"][len("javascript:"):])
     cases = [
         ("https://arxiv.org/abs/2301.01234v2", {}, "arxiv:2301.01234"),
         ("https://arxiv.org/pdf/astro-ph/0601001v1.pdf", {}, "arxiv:astro-ph/0601001"),

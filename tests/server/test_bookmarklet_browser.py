@@ -7,7 +7,7 @@ Chromium maps ``arxiv.org`` to it, so the script also reads the id from the URL 
 from __future__ import annotations
 
 import asyncio
-import html
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,8 @@ class _AbstractPages(FakeHandler):
 
 async def test_bookmarklet_in_chromium_on_foreign_pages(jp_fetch: Any, astro_service: Any) -> None:
     async_api = pytest.importorskip("playwright.async_api")
-    page_html = (await jp_fetch("astro", "bookmarklet")).body.decode()
-    href = html.unescape(re.search(r'id="astro-bookmarklet" href="([^"]+)"', page_html).group(1))
+    made = await jp_fetch("astro", "api", "bookmarklet", "token", method="POST", body=b"{}")
+    href = json.loads(made.body)["bookmarklet"]
     with FakeServer(_AbstractPages) as pages:
         async with async_api.async_playwright() as p:
             browser = await p.chromium.launch(
@@ -84,6 +84,11 @@ async def test_bookmarklet_page_buttons_in_chromium(jp_serverapp: Any, jp_http_p
         try:
             page = await browser.new_page()
             await page.goto(url)
+            assert await page.get_attribute("#astro-bookmarklet", "href") == "#"  # the GET made no token
+            assert await page.inner_text("#astro-rotate") == "Make a bookmarklet"
+            await page.click("#astro-rotate")  # a cookie-authenticated POST with the page's XSRF token
+            await page.wait_for_function("() => document.querySelector('#astro-bookmarklet').href.startsWith('javascript:')",
+                                         timeout=10_000)
             first = await page.get_attribute("#astro-bookmarklet", "href")
             assert first and first.startswith("javascript:")
             await page.click("#astro-rotate")  # a cookie-authenticated POST with the page's XSRF token

@@ -2,7 +2,8 @@
 
 Read-only and concurrency-safe: ``read_file``, ``grep_files``, ``glob_files``.
 Side effects: ``run_bash`` (asks permission, Cancel), ``file_write`` and ``file_edit``
-(Block: a started write finishes). ``security.py`` holds the path sandbox.
+(Block: a started write finishes; they ask outside the library's notes/skills folders).
+``security.py`` holds the path sandbox, ``protected.py`` the hard deny list inside it.
 """
 
 from __future__ import annotations
@@ -24,4 +25,4 @@ __all__ = ["FileEditTool", "FileWriteTool", "GlobFilesTool", "GrepFilesTool", "R
 
 
 def tools(config: "AstroConfig") -> list["AgentTool"]:
-    return [ReadFileTool(), GrepFilesTool(), GlobFilesTool(), RunBashTool(), FileWriteTool(), FileEditTool()]
+    return [ReadFileTool(), GrepFilesTool(), GlobFilesTool(), RunBashTool(), FileWriteTool(config), FileEditTool(config)]

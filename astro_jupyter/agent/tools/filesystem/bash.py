@@ -17,6 +17,7 @@ from ...proc import kill_process_group
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 
 MAX_TIMEOUT_SECS = 3600.0
+SHORT_COMMAND_CHARS = 80  # a command this short and free of control characters is quoted in the question
 
 
 def truncate_middle(text: str, limit: int) -> tuple[str, bool]:
@@ -51,8 +52,14 @@ class RunBashTool(AgentTool):
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         command = str(args.get("command", ""))
-        shown = command if len(command) <= 200 else command[:197] + "..."
-        return [PermissionRule("ask", "run_bash", f"run_bash wants to run: {shown}")]
+        # Never a shortened copy (it hid the tail that ran): a short plain command is quoted
+        # whole, anything else is described, and every surface shows the ``command`` argument
+        # in full with control and bidi characters made visible.
+        if len(command) <= SHORT_COMMAND_CHARS and command.isprintable():
+            return [PermissionRule("ask", "run_bash", f"run_bash wants to run: {command}")]
+        lines = command.count("\n") + 1
+        return [PermissionRule("ask", "run_bash", f"run_bash wants to run a shell command ({len(command)} characters, "
+                                                  f"{lines} line{'s' if lines != 1 else ''}; shown in full)")]
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         command = args.get("command")

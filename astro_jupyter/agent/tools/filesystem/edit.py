@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .read import format_lines, looks_binary
-from .security import PathNotAllowed, display_path, resolve_path
+from .security import PathNotAllowed, display_path, resolve_path, write_permission_rules
+
+if TYPE_CHECKING:
+    from ....config import AstroConfig
 from .write import atomic_write_text
 
 SNIPPET_CONTEXT = 3
@@ -49,8 +52,19 @@ class FileEditTool(AgentTool):
     interrupt_behavior = InterruptBehavior.BLOCK
     is_readonly = False
 
+    def __init__(self, config: "AstroConfig | None" = None) -> None:
+        self.config = config
+
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return False
+
+    def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
+        old, new = args.get("old_string"), args.get("new_string")
+        what = "edit it"
+        if isinstance(old, str) and isinstance(new, str):
+            every = "every occurrence of " if args.get("replace_all") else ""
+            what = f"replace {every}{len(old)} characters with {len(new)} characters"
+        return write_permission_rules(self.name, args.get("path"), self.config, what)
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         old, new = args.get("old_string"), args.get("new_string")
@@ -61,7 +75,7 @@ class FileEditTool(AgentTool):
         if old == new:
             return ToolOutput.error("file_edit: old_string and new_string are identical; nothing to change")
         try:
-            path = resolve_path(args.get("path", ""), ctx.config)
+            path = resolve_path(args.get("path", ""), ctx.config, access="write")
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_edit: {exc}")
         return await asyncio.to_thread(self._edit, path, old, new, bool(args.get("replace_all", False)), ctx)

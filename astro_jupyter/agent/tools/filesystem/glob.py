@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
-from .security import MAX_DEPTH, PathNotAllowed, display_path, is_allowed_file, resolve_path, sandbox_roots
+from .protected import Protection, protection
+from .security import MAX_DEPTH, PathNotAllowed, display_path, is_allowed_file, real_path, resolve_path, run_owner, sandbox_roots
 
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".ipynb_checkpoints"})
 DEFAULT_MAX_RESULTS = 200
@@ -60,11 +61,12 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
-def walk_files(base: Path, roots: list[Path], cancelled: Any = None) -> Iterator[Path]:
+def walk_files(base: Path, roots: list[Path], cancelled: Any = None, protect: Protection | None = None) -> Iterator[Path]:
     """Files under ``base`` (inside the roots) in sorted depth-first order.
 
     Iterative (no recursion limit on deep trees), never descends into directory
-    symlinks, skips VCS/cache directories and trees deeper than ``MAX_DEPTH``.
+    symlinks, skips VCS/cache directories, trees deeper than ``MAX_DEPTH`` and whatever
+    the deny list ``protect`` shuts for reading (a file is judged by its real path).
     """
     stack: list[tuple[Path, int]] = [(base, 0)]
     while stack:
@@ -81,12 +83,17 @@ def walk_files(base: Path, roots: list[Path], cancelled: Any = None) -> Iterator
             path = Path(entry.path)
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRS and depth + 1 < MAX_DEPTH:
+                    if entry.name not in SKIPPED_DIRS and depth + 1 < MAX_DEPTH and (
+                        protect is None or protect.reason(entry.path, write=False) is None
+                    ):
                         subdirs.append(path)
                     continue
-                if entry.is_symlink() and (not is_allowed_file(path, roots) or path.is_dir()):
+                link = entry.is_symlink()
+                if link and (not is_allowed_file(path, roots) or path.is_dir()):
                     continue
-            except OSError:
+                if protect is not None and protect.reason(real_path(path) if link else entry.path, write=False):
+                    continue
+            except (OSError, RuntimeError, ValueError):
                 continue
             yield path
         stack.extend((d, depth + 1) for d in reversed(subdirs))
@@ -108,8 +115,8 @@ def resolve_search_dir(raw: Any, ctx: ToolContext) -> Path:
         raw = "."
     if raw == ".":
         base = Path(ctx.config.project_root or os.getcwd())
-        return resolve_path(str(base), ctx.config)
-    return resolve_path(str(raw), ctx.config)
+        return resolve_path(str(base), ctx.config, owner=run_owner(ctx))
+    return resolve_path(str(raw), ctx.config, owner=run_owner(ctx))
 
 
 class GlobFilesTool(AgentTool):
@@ -149,7 +156,7 @@ class GlobFilesTool(AgentTool):
         regex = glob_to_regex(pattern)
         roots = sandbox_roots(ctx.config)
         found: list[tuple[float, Path]] = []
-        for path in walk_files(base, roots, ctx.cancelled):
+        for path in walk_files(base, roots, ctx.cancelled, protection(ctx.config, run_owner(ctx))):
             rel = path.relative_to(base).as_posix()
             if regex.match(rel):
                 try:

@@ -14,7 +14,8 @@ from typing import Any
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .glob import check_pattern, glob_to_regex, resolve_search_dir, walk_files
 from .read import MAX_LINE_CHARS, looks_binary
-from .security import PathNotAllowed, display_path, sandbox_roots
+from .protected import protection
+from .security import PathNotAllowed, display_path, run_owner, sandbox_roots
 
 DEFAULT_MAX_RESULTS = 100
 
@@ -63,7 +64,8 @@ class GrepFilesTool(AgentTool):
 
     def _grep(self, regex: re.Pattern[str], base: Path, file_glob: str | None, max_results: int, ctx: ToolContext) -> ToolOutput:
         roots = sandbox_roots(ctx.config)
-        files = [base] if base.is_file() else walk_files(base, roots, ctx.cancelled)
+        protect = protection(ctx.config, run_owner(ctx))
+        files = [base] if base.is_file() else walk_files(base, roots, ctx.cancelled, protect)
         matcher = glob_to_regex(file_glob) if file_glob else None
         matches: list[dict[str, Any]] = []
         skipped_binary = skipped_large = searched = 0

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
-from .security import PathNotAllowed, display_path, resolve_path
+from .security import PathNotAllowed, display_path, resolve_path, run_owner
 
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -73,7 +73,7 @@ class ReadFileTool(AgentTool):
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
-            path = resolve_path(args.get("path", ""), ctx.config)
+            path = resolve_path(args.get("path", ""), ctx.config, owner=run_owner(ctx))
             offset = _int_arg(args, "offset", 1, 1) or 1
             limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1)
         except (PathNotAllowed, ValueError) as exc:

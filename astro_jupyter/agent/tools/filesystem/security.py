@@ -6,8 +6,11 @@ Unicode look-alikes that normalise to ``..``, absurd lengths are refused outrigh
 as the real path it names — symlinks resolved from the deepest existing ancestor, a
 dangling symlink followed to its target — which must be ``is_relative_to`` a resolved
 root. Tools then operate on the *resolved* path, so a link cannot redirect the I/O
-after the check. Errors say what was wrong and which roots are allowed, because the
-model reads them and should be able to correct its call.
+after the check. Inside the roots, the hard deny list of ``protected.py`` (the database,
+other owners' tool results, dotfiles, Jupyter/IPython config, site-packages ...) is
+enforced here for every access, after any permission rule or hook had its say.
+Errors say what was wrong and which roots are allowed, because the model reads them
+and should be able to correct its call.
 """
 
 from __future__ import annotations
@@ -15,10 +18,15 @@ from __future__ import annotations
 import os
 import unicodedata
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Literal
+
+from ..base import PermissionRule
+from .protected import free_write_dirs, protection
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
+
+Access = Literal["read", "write"]
 
 MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
@@ -27,6 +35,15 @@ MAX_DEPTH = 64  # components; deeper trees are almost surely a runaway loop, not
 
 class PathNotAllowed(ValueError):
     """A path the sandbox refuses; ``str(exc)`` is the message the model sees."""
+
+
+class PathProtected(PathNotAllowed):
+    """A path inside the roots that the hard deny list shuts for this access."""
+
+
+def run_owner(ctx: Any) -> str:
+    """The owner of the run a tool call belongs to ("" for the kernel, the CLI, the shared-token user)."""
+    return str(getattr(getattr(ctx, "run_state", None), "owner", "") or "")
 
 
 def sandbox_roots(config: "AstroConfig") -> list[Path]:
@@ -79,10 +96,11 @@ def inside_roots(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def resolve_path(raw: str, config: "AstroConfig") -> Path:
+def resolve_path(raw: str, config: "AstroConfig", *, access: Access | None = "read", owner: str | None = "") -> Path:
     """Check ``raw`` and return the resolved path inside a root, or raise ``PathNotAllowed``.
 
-    Relative paths are taken from the project root. The same check serves reads and writes.
+    Relative paths are taken from the project root. ``access`` picks the deny list to
+    apply (``PathProtected``); None skips it, for callers that judge the path themselves.
     """
     _check_string(raw)
     roots = sandbox_roots(config)
@@ -96,7 +114,37 @@ def resolve_path(raw: str, config: "AstroConfig") -> Path:
         shown = ", ".join(str(r) for r in roots)
         via = f" (it resolves to {resolved})" if resolved != candidate else ""
         raise PathNotAllowed(f"path {_short(raw)} is outside the allowed roots{via}; allowed: {shown}")
+    if access is not None:
+        why = protection(config, owner).reason(resolved, write=access == "write")
+        if why:
+            raise PathProtected(protected_message(raw, resolved, why, access))
     return resolved
+
+
+def protected_message(raw: str, resolved: Path, why: str, access: Access) -> str:
+    via = f" (it resolves to {resolved})" if str(resolved) != raw else ""
+    verb = "written" if access == "write" else "read"
+    return f"path {_short(raw)}{via} cannot be {verb}: {why}. This is a hard limit no permission can lift."
+
+
+def write_permission_rules(tool_name: str, raw: Any, config: "AstroConfig | None", what: str) -> list[PermissionRule]:
+    """The permission rule of a write: Deny on the hard deny list, none in the library's notes and
+    skills folders, Ask everywhere else. A path the sandbox refuses gets no rule: the tool
+    itself then reports the sandbox error. ``what`` describes the change for the question."""
+    if config is None:  # built without a config: nothing to judge against, so a person decides
+        return [PermissionRule("ask", tool_name, f"{tool_name} wants to change {raw!r}: {what}")]
+    if not isinstance(raw, str):
+        return []
+    try:
+        path = resolve_path(raw, config, access=None)
+    except PathNotAllowed:
+        return []
+    why = protection(config).reason(path, write=True)
+    if why:
+        return [PermissionRule("deny", tool_name, protected_message(raw, path, why, "write"))]
+    if inside_roots(path, free_write_dirs(config)):
+        return []
+    return [PermissionRule("ask", tool_name, f"{tool_name} wants to change {display_path(path, config)}: {what}")]
 
 
 def is_allowed_file(path: Path, roots: Iterable[Path]) -> bool:

@@ -2,7 +2,8 @@
 
 The text goes to a temporary file in the same directory and is renamed over the
 target, so a crash or cancel never leaves half a file (the tool is ``Block``: once
-started it finishes). The existing file's permission bits are kept.
+started it finishes). The existing file's permission bits are kept. A write outside the
+library's notes and skills folders asks first; the hard deny list refuses outright.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import asyncio
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
-from .security import PathNotAllowed, display_path, resolve_path
+from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
+from .security import PathNotAllowed, display_path, resolve_path, write_permission_rules
+
+if TYPE_CHECKING:
+    from ....config import AstroConfig
 
 
 def atomic_write_text(path: Path, content: str) -> int:
@@ -61,15 +65,23 @@ class FileWriteTool(AgentTool):
     interrupt_behavior = InterruptBehavior.BLOCK
     is_readonly = False
 
+    def __init__(self, config: "AstroConfig | None" = None) -> None:
+        self.config = config
+
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return False
+
+    def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
+        content = args.get("content")
+        size = f"{len(content)} characters" if isinstance(content, str) else "content"
+        return write_permission_rules(self.name, args.get("path"), self.config, f"write {size}")
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         content = args.get("content")
         if not isinstance(content, str):
             return ToolOutput.error("file_write: content must be a string")
         try:
-            path = resolve_path(args.get("path", ""), ctx.config)
+            path = resolve_path(args.get("path", ""), ctx.config, access="write")
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_write: {exc}")
         return await asyncio.to_thread(self._write, path, content, ctx)

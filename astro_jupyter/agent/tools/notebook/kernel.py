@@ -22,7 +22,6 @@ UNAVAILABLE = {
     "kernel_run": "it runs code in the namespace of a notebook kernel, so it works only inside a %%astro cell in "
     "that kernel; here, add a cell with notebook_edit and run it with notebook_run",
 }
-PERMISSION_CODE_CHARS = 2000
 
 
 class KernelAccess(Protocol):
@@ -80,9 +79,8 @@ class KernelRunTool(AgentTool):
         self.access = access
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
-        code = str(args.get("code") or "")
-        shown = code if len(code) <= PERMISSION_CODE_CHARS else code[:PERMISSION_CODE_CHARS] + "\n…"
-        return [PermissionRule("ask", self.name, f"kernel_run wants to run this code in your kernel:\n{shown}")]
+        # no (shortened) copy of the code here: every surface shows the ``code`` argument in full
+        return [PermissionRule("ask", self.name, "kernel_run wants to run the code below in your kernel's namespace")]
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         code = args.get("code")

@@ -1,0 +1,193 @@
+"""The hard deny list of the filesystem sandbox: paths no permission rule can open.
+
+The sandbox roots (``security.py``) say where the file tools may go at all; this module
+says what inside them stays shut, whatever the permission rules, the mode, a user's
+"always" or a hook decide, because writing there runs code or grants power, and reading
+there leaks credentials or other people's data:
+
+- reads and writes: the database (``astro.db*``), ``tool-results/`` of other owners, the
+  Jupyter runtime directory (server tokens, kernel keys), Jupyter and IPython config
+  directories wherever ``jupyter --paths`` / IPython put them, and dot-entries where
+  secrets live (``.ssh``, ``.aws``, ``.env`` ... ``fs_secret_names``);
+- writes only: every other dotfile and dot-directory below a root (``.bashrc``, ``.git/hooks``,
+  ``.config`` ...), all of ``tool-results/``, Jupyter data directories (kernelspecs,
+  extensions), ``site-packages`` and the interpreter's directories, ``*.pth`` files,
+  ``sitecustomize.py``, and config files by name (``jupyter_*_config.py``, ``ipython_*config.py``);
+- both: whatever ``fs_protected_paths`` adds.
+
+Dot-names are judged below the deepest root that holds the path, so the library itself
+(``~/.astro_jupyter``) is not a "dot-directory" to its own ``skills/``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import site
+import sys
+import sysconfig
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ....config import AstroConfig
+
+# File names that execute or configure code wherever they sit (checked on every write).
+EXECUTING_NAMES = ("*.pth", "sitecustomize.py", "usercustomize.py", "jupyter_*config.py", "jupyter_*config.json",
+                   "ipython_*config.py", "ipython_*config.json")
+# Directory names that hold installed code wherever they sit.
+PACKAGE_DIRS = ("site-packages", "dist-packages")
+_PATH_ENV = ("HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_CONFIG_PATH", "JUPYTER_PATH", "JUPYTER_DATA_DIR",
+             "JUPYTER_RUNTIME_DIR", "JUPYTER_PREFER_ENV_PATH", "JUPYTER_PLATFORM_DIRS", "JUPYTER_NO_CONFIG",
+             "IPYTHONDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "PYTHONUSERBASE")
+
+
+def _real(raw: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.path.expanduser(os.fspath(raw)))
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
+
+
+@lru_cache(maxsize=8)
+def _host_paths(_env: tuple[str | None, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(secret dirs, code dirs) of this host's Jupyter, IPython and Python, as real paths.
+
+    Cached per value of the environment variables that move them (``_env`` is the key).
+    """
+    secret: list[str] = []
+    code: list[str] = []
+    try:
+        from jupyter_core import paths as jp
+
+        secret += [jp.jupyter_config_dir(), *jp.jupyter_config_path(), jp.jupyter_runtime_dir()]
+        code += [jp.jupyter_data_dir(), *jp.jupyter_path()]
+    except Exception:  # noqa: BLE001 - without jupyter_core, the usual places still count
+        secret += ["~/.jupyter", "~/.local/share/jupyter/runtime"]
+        code += ["~/.local/share/jupyter"]
+    # IPython's own rule (IPython.paths.get_ipython_dir, which also creates the directory):
+    secret += [os.environ.get("IPYTHONDIR") or "~/.ipython", "~/.ipython"]
+    try:
+        code += [*site.getsitepackages(), site.getusersitepackages()]
+    except Exception:  # noqa: BLE001 - some embedded interpreters lack these
+        pass
+    sys_paths = sysconfig.get_paths()
+    code += [sys_paths[k] for k in ("purelib", "platlib", "stdlib", "platstdlib", "scripts", "include") if k in sys_paths]
+    code += [os.path.join(prefix, "bin") for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
+    return (tuple(dict.fromkeys(_real(p) for p in secret if p)), tuple(dict.fromkeys(_real(p) for p in code if p)))
+
+
+def host_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return _host_paths(tuple(os.environ.get(k) for k in _PATH_ENV))
+
+
+def owner_key(owner: str) -> str:
+    """A directory name for an owner: stable, no separators, nothing the owner string can steer."""
+    return "owner-" + hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def tool_results_dir_for(config: "AstroConfig", owner: str = "") -> Path:
+    """Where a run's persisted outputs live: ``tool-results/`` itself for ownerless runs (kernel,
+    CLI, the shared-token user), ``tool-results/owner-<hash>/`` for a named identity."""
+    base = config.tool_results_dir
+    return base / owner_key(owner) if owner else base
+
+
+@dataclass(frozen=True)
+class Protection:
+    """The deny list for one config and one owner, precomputed so a directory walk stays cheap."""
+
+    roots: tuple[str, ...]  # deepest first
+    home: str
+    db_name: str
+    results: str
+    own_results: str
+    secret_dirs: tuple[str, ...]
+    code_dirs: tuple[str, ...]
+    secret_names: tuple[str, ...]
+    extra: tuple[str, ...]
+
+    def reason(self, path: Path | str, *, write: bool) -> str | None:
+        """Why ``path`` (already resolved) is shut for this access, or None when it is not."""
+        p = os.fspath(path)
+        name = os.path.basename(p)
+        folded = name.casefold()
+        if os.path.dirname(p) == self.home and folded.startswith(self.db_name):
+            return "it is the astro-jupyter database"
+        if _under(p, self.results) and p != self.results:
+            if write:
+                return "tool-results/ is written by astro-jupyter only"
+            if p != self.own_results and os.path.dirname(p) != self.own_results:
+                return "it belongs to another user's tool results"
+        for pattern in self.extra:
+            if _under(p, pattern) or fnmatch.fnmatch(p, pattern) or fnmatch.fnmatch(name, pattern):
+                return "it is listed in fs_protected_paths"
+        for prefix in self.secret_dirs:
+            if _under(p, prefix):
+                return f"it is Jupyter/IPython configuration or runtime data ({prefix})"
+        below = self._below_root(p)
+        for part in below:
+            if part.startswith(".") and any(fnmatch.fnmatch(part.casefold(), g) for g in self.secret_names):
+                return f"{part} holds credentials"
+        if not write:
+            return None
+        for part in below:
+            if part.startswith("."):
+                return f"{part} is a dotfile or dot-directory (shell, editor and tool configuration)"
+        if any(fnmatch.fnmatch(folded, g) for g in EXECUTING_NAMES):
+            return f"{name} is a file Python or Jupyter runs or loads as configuration"
+        for prefix in self.code_dirs:
+            if _under(p, prefix):
+                return f"it is installed code or a Jupyter data directory ({prefix})"
+        if any(part in PACKAGE_DIRS for part in Path(p).parts):
+            return "it is inside a Python package directory"
+        return None
+
+    def _below_root(self, p: str) -> list[str]:
+        for root in self.roots:
+            if _under(p, root):
+                return [part for part in p[len(root):].split(os.sep) if part]
+        return [part for part in p.split(os.sep) if part]
+
+
+def protection(config: "AstroConfig", owner: str | None = "") -> Protection:
+    """Build the deny list for ``config`` and the run's ``owner`` (None or "" = ownerless)."""
+    secret_dirs, code_dirs = host_paths()
+    roots = {_real(r) for r in (config.home_path, config.skills_dir, config.project_root or os.getcwd())}
+    extra = tuple(_real(p) if os.sep in p and not any(c in p for c in "*?[") else p
+                  for p in config.fs_protected_paths if p.strip())
+    return Protection(
+        roots=tuple(sorted(roots, key=len, reverse=True)),
+        home=_real(config.home_path),
+        db_name=config.db_path.name.casefold(),
+        results=_real(config.tool_results_dir),
+        own_results=_real(tool_results_dir_for(config, owner or "")),
+        secret_dirs=secret_dirs,
+        code_dirs=code_dirs,
+        secret_names=tuple(n.casefold() for n in config.fs_secret_names),
+        extra=extra,
+    )
+
+
+def free_write_dirs(config: "AstroConfig") -> list[Path]:
+    """The library's own notes and skills folders: writes there need no question."""
+    return [Path(_real(config.notes_dir)), Path(_real(config.skills_dir))]
+
+
+def root_warning(config: "AstroConfig") -> str | None:
+    """A sentence for ``doctor`` and the first run when the project root is the home directory
+    (or above it): then the file tools see every file the user has."""
+    root = Path(_real(config.project_root or os.getcwd()))
+    home = Path(_real(Path.home()))
+    if root == home or home.is_relative_to(root):
+        where = "your home directory" if root == home else f"{root}, which contains your home directory"
+        return (
+            f"The project root is {where} ({home}): the file tools can read and propose changes to every "
+            "file you have there. Dotfiles, Jupyter/IPython configuration, site-packages and the database "
+            "stay blocked, but consider setting ASTRO_PROJECT_ROOT (c.AstroConfig.project_root) to a project folder."
+        )
+    return None
