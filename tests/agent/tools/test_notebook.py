@@ -276,3 +276,16 @@ async def test_notebook_run_uses_one_kernel_per_run_and_saves_outputs(services: 
     await services.release_run("run_k")
     await services.release_run("run_other")
     assert kernels._clients == {} and not await km.is_alive()
+
+
+@pytest.mark.asyncio
+async def test_the_hard_deny_list_holds_for_notebooks(services: Any, tmp_path: Path) -> None:
+    """Notebook paths go through the sandbox's resolution: a dot-directory is shut even with an allow rule."""
+    hidden = tmp_path / ".secret"
+    hidden.mkdir()
+    sample_notebook(hidden / "keys.ipynb")
+    before = (hidden / "keys.ipynb").read_text()
+    h = Harness(services, ALLOW_NOTEBOOKS, answers=["always"])
+    out = await h.call("notebook_edit", path=".secret/keys.ipynb", action="insert", source="x")
+    assert out.is_error and "hard limit" in out.content and not h.asked
+    assert (hidden / "keys.ipynb").read_text() == before

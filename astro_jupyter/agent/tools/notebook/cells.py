@@ -18,7 +18,8 @@ from typing import Any
 
 from ....errors import NotebookError
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
-from ..filesystem.security import PathNotAllowed, display_path, resolve_path
+from ..filesystem.protected import protection
+from ..filesystem.security import PathNotAllowed, display_path, protected_message, resolve_path, run_owner
 from .bridge import BridgeTimeout, NotOpen, ask_client, cell_from_answer, notebook_from_answer
 
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -26,14 +27,30 @@ _PATH = {"type": "string", "description": "The .ipynb file (relative to the proj
 _CELL = {"type": "string", "description": "A cell id as notebook_read shows it."}
 
 
-def _resolve(ctx: ToolContext, raw: Any) -> tuple[Path, str, str]:
-    """(real path, path shown to the model, path the sidebar knows) or PathNotAllowed/NotebookError."""
-    path = resolve_path(raw if isinstance(raw, str) else "", ctx.config)
+def _resolve(ctx: ToolContext, raw: Any, access: str = "read") -> tuple[Path, str, str]:
+    """(real path, path shown to the model, path the sidebar knows) or PathNotAllowed/NotebookError.
+
+    The sandbox's own resolution: roots, traversal, links and the hard deny list for ``access``."""
+    path = resolve_path(raw if isinstance(raw, str) else "", ctx.config, access=access, owner=run_owner(ctx))  # type: ignore[arg-type]
     if path.suffix != ".ipynb":
         raise NotebookError(f"{path.name} is not a notebook (expected a .ipynb file)")
     shown = display_path(path, ctx.config)
     client = ctx.services.notebooks.client_path(path)
     return path, shown, client or shown
+
+
+def notebook_rules(name: str, raw: Any, config: Any, reason: str) -> list[PermissionRule]:
+    """Ask (default) for a change to a notebook; Deny where the hard deny list forbids writing; no rule
+    for a path the sandbox refuses (the tool reports that error, nothing to ask about)."""
+    if config is not None and isinstance(raw, str):
+        try:
+            path = resolve_path(raw, config, access=None)
+        except PathNotAllowed:
+            return []
+        why = protection(config).reason(path, write=True)
+        if why:
+            return [PermissionRule("deny", name, protected_message(raw, path, why, "write"))]
+    return [PermissionRule("ask", name, reason)]
 
 
 def _scope(args: dict[str, Any], config: Any) -> str:
@@ -121,7 +138,8 @@ class NotebookEditTool(_NotebookTool):
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         where = str(args.get("path") or "a notebook")
         what = {"insert": "insert a cell into", "replace": "replace a cell in", "delete": "delete a cell from"}
-        return [PermissionRule("ask", self.name, f"notebook_edit wants to {what.get(str(args.get('action')), 'change')} {where}")]
+        reason = f"notebook_edit wants to {what.get(str(args.get('action')), 'change')} {where}"
+        return notebook_rules(self.name, args.get("path"), self.config, reason)
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         action = str(args.get("action") or "")
@@ -130,7 +148,7 @@ class NotebookEditTool(_NotebookTool):
             return ToolOutput.error(f"notebook_edit: {cell_id!r} is not a cell id (see notebook_read)")
         edit = {k: args[k] for k in ("action", "cell_id", "index", "cell_type", "source") if args.get(k) is not None}
         try:
-            path, shown, client = _resolve(ctx, args.get("path"))
+            path, shown, client = _resolve(ctx, args.get("path"), "write")
             notebooks = ctx.services.notebooks
             if action in ("replace", "delete") and not cell_id:
                 raise NotebookError(f"{action} needs the cell_id of the cell (see notebook_read)")
@@ -193,15 +211,15 @@ class NotebookRunTool(_NotebookTool):
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         reason = (f"notebook_run wants to run cell {args.get('cell_id')} of {args.get('path')} "
-                  "(its code runs in the notebook's kernel)")
-        return [PermissionRule("ask", self.name, reason)]
+                  "(its code runs in the notebook's kernel; its outputs are saved into the notebook)")
+        return notebook_rules(self.name, args.get("path"), self.config, reason)
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         cell_id = args.get("cell_id")
         if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id):
             return ToolOutput.error(f"notebook_run: {cell_id!r} is not a cell id (see notebook_read)")
         try:
-            path, shown, client = _resolve(ctx, args.get("path"))
+            path, shown, client = _resolve(ctx, args.get("path"), "write")
             notebooks = ctx.services.notebooks
             try:
                 answer = await ask_client(ctx, "run", client, {"cell_id": cell_id})
