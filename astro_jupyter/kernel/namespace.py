@@ -39,6 +39,13 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ids = itertools.count(1)
 
 
+def _repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception as exc:  # noqa: BLE001
+        return f"<repr failed: {type(exc).__name__}: {exc}>"
+
+
 def describe_display(data: dict[str, Any], metadata: dict[str, Any]) -> str:
     """What the user saw in the cell, for the model: ``[image/png 640×480]``, ``[text/html]``; plain text is skipped."""
     parts = []
@@ -125,10 +132,12 @@ class ShellAccess:
             result["error"] = self._error(exc)
         try:
             if value is not None:
-                result["result"] = cut(repr(value), self.config.kernel_run_max_output_chars)
+                result["result"] = cut(_repr(value), self.config.kernel_run_max_output_chars)
                 ns["_"] = value
                 self._display(value)
             self._show_new_figures(before)
+        except Exception as exc:  # noqa: BLE001 - a broken _repr_html_ must not lose the run's result
+            err.write(f"(showing the result in the cell failed: {type(exc).__name__}: {exc})\n")
         finally:
             restore()
         result["displayed"] = [d for d in (describe_display(p["data"], p["metadata"]) for p in published) if d]

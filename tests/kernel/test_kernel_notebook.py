@@ -189,3 +189,13 @@ def test_the_kernels_own_notebook_is_not_written_under_the_browser(load, llm_env
     assert "the notebook this kernel belongs to" in run
     assert "add a cell" in read  # reading the saved file is fine
     assert own.read_text() == before
+
+
+def test_kernel_run_with_a_broken_repr_keeps_its_output(load, monkeypatch) -> None:
+    monkeypatch.setenv("ASTRO_PERMISSION_RULES", json.dumps([{"action": "allow", "tool": "kernel_run"}]))
+    ip = load()
+    code = "class Bad:\n    def __repr__(self):\n        raise RuntimeError('no repr')\nprint('before')\nBad()"
+    out = ip.run_line_magic("astro", "kernel_run " + json.dumps({"code": code}))
+    assert not out.is_error and "stdout:\nbefore" in out.content
+    assert "<repr failed: RuntimeError: no repr>" in out.content
+    ip.user_ns.pop("Bad", None)
