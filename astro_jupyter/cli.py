@@ -303,6 +303,7 @@ async def cmd_tool(args: argparse.Namespace) -> int:
         except (NotImplementedError, RuntimeError):
             pass
         [result] = await executor.execute([ToolCallRequest("cli_call", args.name, json.dumps(arguments))], ctx)
+        await services.release_run("cli")  # e.g. the kernel notebook_run started
         if args.json:
             print(json.dumps(result.output.to_dict(), ensure_ascii=False, default=str))
         else:

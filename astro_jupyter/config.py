@@ -284,6 +284,37 @@ class AstroConfig(Configurable):
 
     max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
 
+    # -- notebook tools ---------------------------------------------------------------------
+    notebook_cell_max_chars = Int(
+        3000, help="notebook_read/notebook_run cut each cell's source and each output at this many characters."
+    ).tag(config=True)
+    notebook_traceback_frames = Int(
+        3, help="How many of an error's last traceback entries the notebook tools show the model."
+    ).tag(config=True)
+    notebook_run_timeout_secs = Float(
+        help="Longest one notebook_run cell may execute (env ASTRO_NOTEBOOK_RUN_TIMEOUT)."
+    ).tag(config=True)
+
+    @default("notebook_run_timeout_secs")
+    def _nb_run_timeout_default(self) -> float:
+        return _env_float("ASTRO_NOTEBOOK_RUN_TIMEOUT", 600.0)
+
+    notebook_kernel_startup_secs = Float(60.0, help="How long notebook_run waits for a notebook's kernel to start.").tag(config=True)
+    notebook_bridge_timeout_secs = Float(
+        help="How long a sidebar run waits for the sidebar to apply a notebook edit/run to the open document "
+        "(env ASTRO_NOTEBOOK_BRIDGE_TIMEOUT)."
+    ).tag(config=True)
+
+    @default("notebook_bridge_timeout_secs")
+    def _nb_bridge_timeout_default(self) -> float:
+        return _env_float("ASTRO_NOTEBOOK_BRIDGE_TIMEOUT", 60.0)
+
+    kernel_inspect_max_chars = Int(4000, help="kernel_inspect cuts one summary at this many characters.").tag(config=True)
+    kernel_inspect_max_vars = Int(200, help="kernel_inspect without a name lists at most this many variables.").tag(config=True)
+    kernel_run_max_output_chars = Int(
+        20_000, help="kernel_run keeps at most this many characters of stdout and of stderr for the model."
+    ).tag(config=True)
+
     # -- permissions ------------------------------------------------------------------
     permission_mode = Enum(
         ["auto", "ask", "deny"],

@@ -9,7 +9,8 @@
     │   └── LlmUnavailableError  not configured or not reachable
     ├── ServiceError           an external service (ADS, arXiv, Sesame, a download) failed
     │   ├── NotFoundError      the thing asked for does not exist there
-    │   └── ServiceTimeoutError
+    │   ├── ServiceTimeoutError
+    │   └── NotebookError      a notebook that cannot be read, changed or run as asked
     ├── ToolInputError         arguments that do not fit a tool's schema
     ├── PermissionDenied       the permission pipeline said no
     ├── RunNotFound / SessionNotFound
@@ -63,6 +64,10 @@ class NotFoundError(ServiceError):
 
 class ServiceTimeoutError(ServiceError):
     reason = "timeout"
+
+
+class NotebookError(ServiceError):
+    reason = "notebook"
 
 
 class ToolInputError(AstroError):

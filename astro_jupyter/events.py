@@ -93,6 +93,21 @@ class PermissionRequest(Event):
     name: str
     arguments: Any
     message: str = ""
+    scope: str = ""  # what "always" covers: "" = the tool for this session, else e.g. one notebook's path
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotebookRequest(Event):
+    """Asks the attached sidebar to read/edit/run a notebook through its open document
+    (docs/notebook-bridge.md); answered on the answers route with a JSON object."""
+
+    type: ClassVar[str] = "notebook_request"
+    request_id: str
+    tool_call_id: str
+    action: Literal["read", "edit", "run"]
+    path: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    timeout_secs: float = 60.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +173,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ToolResult,
         AskUser,
         PermissionRequest,
+        NotebookRequest,
         Compaction,
         ModelSwitch,
         Subagent,

@@ -145,6 +145,42 @@ def tool_outputs(name: str, arguments: Any, result: dict[str, Any] | None, count
     return [nbf.new_output("execute_result", data=data, execution_count=count)]
 
 
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run in ``text`` (the text cannot close it early)."""
+    run, best = 0, 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        best = max(best, run)
+    return "`" * max(3, best + 1)
+
+
+def kernel_run_cell(arguments: Any, result: dict[str, Any] | None, count: int) -> Any:
+    """``kernel_run`` code as the real code cell it was, with the outputs it had; None if it never ran.
+
+    Only code that ran (the user allowed it and the kernel executed it) becomes code;
+    a denied or failed-to-start call must not turn into a runnable cell of the log."""
+    import nbformat.v4 as nbf
+
+    meta = dict((result or {}).get("metadata") or {})
+    code = arguments.get("code") if isinstance(arguments, dict) else None
+    if not isinstance(code, str) or meta.get("executed") is not True or meta.get("code") != code:
+        return None
+    cell = nbf.new_code_cell(code, execution_count=count)
+    outputs = []
+    for name in ("stdout", "stderr"):
+        if meta.get(name):
+            outputs.append(nbf.new_output("stream", name=name, text=str(meta[name])))
+    error = meta.get("error")
+    if isinstance(error, dict):
+        frames = [str(f) for f in error.get("frames") or []]
+        outputs.append(nbf.new_output("error", ename=str(error.get("ename", "Error")), evalue=str(error.get("evalue", "")),
+                                      traceback=[*frames, f"{error.get('ename')}: {error.get('evalue')}"]))
+    elif meta.get("result") is not None:
+        outputs.append(nbf.new_output("execute_result", data={"text/plain": str(meta["result"])}, execution_count=count))
+    cell.outputs = outputs
+    return cell
+
+
 def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in (text or "").splitlines()) or ">"
 
@@ -306,6 +342,20 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
             elif kind == "tool_call":
                 calls += 1
                 name, args, result = item.get("name") or "", item.get("arguments"), item.get("result")
+                if name == "kernel_run":
+                    code_cell = kernel_run_cell(args, result, count)
+                    if code_cell is None:
+                        code = str((args or {}).get("code", "")) if isinstance(args, dict) else ""
+                        why = (result or {}).get("output", "(no result recorded)")
+                        fence = _fence(code)
+                        nb.cells.append(nbf.new_markdown_cell(
+                            f"*kernel_run did not run*: {why}\n\n{fence}text\n{code}\n{fence}"))
+                        continue
+                    code_cell.metadata["astro_jupyter"] = {"tool": "kernel_run", "tool_call_id": _scalar(item.get("id")),
+                                                           "subagent_id": _scalar(item.get("subagent_id"))}
+                    nb.cells.append(code_cell)
+                    count += 1
+                    continue
                 if isinstance(name, str) and name in AGENT_ONLY_TOOLS and name in registered:
                     output = (result or {}).get("output", "(no result recorded)")
                     nb.cells.append(nbf.new_markdown_cell(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResult
 from ..textsafe import clean_text
 from .hooks import HookEventName, HookOutcome, HookRegistry
-from .permissions import PermissionChecker, PermissionDecision
+from .permissions import PermissionChecker, PermissionDecision, permission_scope
 from .tools.base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .tools.filesystem.protected import tool_results_dir_for
 from .tools.filesystem.security import run_owner
@@ -147,6 +147,9 @@ class ToolExecutor:
                 duplicate=True,
             )
         tool = self.registry.get(slot.name)
+        unavailable = self.registry.unavailable_reason(slot.name) if tool is None else None
+        if unavailable:
+            return self._reject(slot, f"Error: {slot.name} is not available here: {unavailable}")
         if tool is None:
             available = ", ".join(self.registry.names()) or "(none)"
             return self._reject(slot, f"Error: unknown tool {slot.name!r}. Available tools: {available}.")
@@ -222,6 +225,8 @@ class ToolExecutor:
         if ctx.silent or ctx.ask_permission is None:
             why = "a subagent cannot ask" if ctx.silent else "no one is there to answer"
             return await self._permission_answered(slot, ctx, PermissionDecision("deny", f"{decision.reason} ({why})", "ask"), "")
+        assert slot.tool is not None and slot.args is not None
+        scope = permission_scope(slot.tool, slot.args)
         request = PermissionRequest(
             request_id=f"perm_{uuid.uuid4().hex[:16]}",
             tool_call_id=slot.id,
@@ -229,6 +234,7 @@ class ToolExecutor:
             arguments=slot.args,
             message=decision.reason,
             subagent_id=ctx.subagent_id,
+            scope=scope,
         )
         payload = {**self._payload(slot, ctx), "request_id": request.request_id, "message": decision.reason}
         outcome = await self.hooks.run(HookEventName.PERMISSION_REQUEST, payload, tool_name=slot.name)
@@ -263,7 +269,7 @@ class ToolExecutor:
             answer = ""
             log.warning("ask_permission failed: %r", exc)
         if answer == "always":
-            self.permissions.allow_always(slot.name, ctx.session_id)
+            self.permissions.allow_always(slot.name, ctx.session_id, scope)
         if answer in ALLOW_ANSWERS:
             verdict = PermissionDecision("allow", f"allowed by the user ({answer})", "user")
         else:

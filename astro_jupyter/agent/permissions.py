@@ -55,6 +55,14 @@ def coerce_rule(rule: PermissionRule | Mapping[str, Any]) -> PermissionRule:
     return PermissionRule(action=action, tool=str(rule.get("tool") or "*"), reason=str(rule.get("reason") or ""))  # type: ignore[arg-type]
 
 
+def permission_scope(tool: "AgentTool", args: dict[str, Any]) -> str:
+    """What an "always" answer covers for this call ("" = the whole tool); a broken scope asks again."""
+    try:
+        return str(tool.permission_scope(args) or "")
+    except Exception:  # noqa: BLE001
+        return ""
+
+
 class PermissionChecker:
     """Judges calls against tool rules + configured rules; remembers "always" answers per session."""
 
@@ -70,12 +78,17 @@ class PermissionChecker:
         return cls(config.permission_rules, config.permission_mode)
 
     # -- session memory --------------------------------------------------------------------
-    def allow_always(self, tool_name: str, session_id: str = "") -> None:
-        """Record an "always" answer: the tool no longer asks for the rest of this session."""
-        self._always.setdefault(session_id, set()).add(tool_name)
+    def allow_always(self, tool_name: str, session_id: str = "", scope: str = "") -> None:
+        """Record an "always" answer: the tool no longer asks for the rest of this session.
 
-    def always_allowed(self, tool_name: str, session_id: str = "") -> bool:
-        return tool_name in self._always.get(session_id, ())
+        With a ``scope`` (a tool's ``permission_scope``, e.g. one notebook) the answer holds
+        for that scope only: "Allow for this notebook".
+        """
+        self._always.setdefault(session_id, set()).add(f"{tool_name}\x00{scope}" if scope else tool_name)
+
+    def always_allowed(self, tool_name: str, session_id: str = "", scope: str = "") -> bool:
+        remembered = self._always.get(session_id, ())
+        return tool_name in remembered or bool(scope) and f"{tool_name}\x00{scope}" in remembered
 
     def forget_session(self, session_id: str) -> None:
         self._always.pop(session_id, None)
@@ -99,7 +112,7 @@ class PermissionChecker:
             return PermissionDecision("allow", "", "default")
         source, rule = asks[0]
         reason = rule.reason or f"{tool.name} needs your confirmation"
-        if self.always_allowed(tool.name, session_id):
+        if self.always_allowed(tool.name, session_id, permission_scope(tool, args)):
             return PermissionDecision("allow", f"always allowed in this session ({reason})", "session")
         if self.mode == "auto" and tool.is_readonly:
             return PermissionDecision("allow", f"read-only tool in auto mode ({reason})", "mode")

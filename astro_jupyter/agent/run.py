@@ -120,7 +120,8 @@ class RunHandle:
 
     def answer(self, request_id: str, answer: str) -> bool:
         """Deliver the user's answer to an ask_user / permission_request; False if not pending."""
-        return self.answers.resolve(request_id, str(answer))
+        # objects stay objects: a notebook_request is answered with a JSON result, questions with text
+        return self.answers.resolve(request_id, answer if isinstance(answer, dict) else str(answer))  # type: ignore[arg-type]
 
     async def wait(self) -> Done:
         if self.task is None:

@@ -108,7 +108,7 @@ class AgentRuntime:
         if self._coordinator_registry is None:
             from .tools import COORDINATOR_FAMILY, ToolRegistry, family_tools
 
-            merged = ToolRegistry(self._registry.sorted_tools())
+            merged = self._registry.subset(self._registry.names())  # keeps the unavailable reasons
             for tool in family_tools(COORDINATOR_FAMILY, self.config):
                 merged.replace(tool)
             self._coordinator_registry = merged
@@ -148,6 +148,7 @@ class AgentRuntime:
         coordinator: bool = False,
         max_steps: int | None = None,
         source: str = "",
+        extra: dict[str, Any] | None = None,
     ) -> RunHandle:
         """Create (or resume) the session, register the run and start its task."""
         from ..store.sessions import new_id
@@ -184,6 +185,7 @@ class AgentRuntime:
             model=model or None,
             max_steps=max_steps or self.config.max_steps,
             coordinator=coordinator,
+            extra=dict(extra or {}),  # e.g. the sidebar's open notebook (notebook tools read it)
         )
         block = self.config.event_id_reserve_block
         bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs,
@@ -273,7 +275,7 @@ class AgentRuntime:
             from .compaction import load_history
 
             history = await load_history(self.services, state.session_id)  # summary of compacted messages first
-            user_msg = {"role": "user", "content": prompt}
+            user_msg = {"role": "user", "content": prompt + str(state.extra.get("prompt_context") or "")}  # e.g. the open notebook
             changed = state.extra.get("model_changed_from")  # this turn runs another model than the last
             turn_meta = {"model": state.model or self.llm.model, "previous_model": changed} if changed else None
             await self.services.messages.append(state.session_id, user_msg, run_id=state.run_id, metadata=turn_meta)
@@ -493,6 +495,9 @@ class AgentRuntime:
         except Exception as exc:  # noqa: BLE001 - e.g. another process holds the lock: retried by the next run
             log.warning("could not mark run %s %s: %s", state.run_id, reason, exc)
             self._unsettled[state.run_id] = reason
+        release = getattr(self.services, "release_run", None)  # kernels notebook_run started for this run
+        if release is not None:
+            await release(state.run_id)
         self.run_locks.release(state.run_id)
         self.run_locks.release(f"ses-{state.session_id}")
         done = Done(session_id=state.session_id, run_id=state.run_id, reason=reason)  # type: ignore[arg-type]

@@ -67,7 +67,7 @@ class AstroMagics(Magics):
         from ..config import AstroConfig
 
         self.config_obj = AstroConfig(parent=shell)
-        self.rt = KernelRuntime(self.config_obj)
+        self.rt = KernelRuntime(self.config_obj, shell)
 
     # -- dispatch ------------------------------------------------------------------------------------
     @no_var_expand
@@ -267,6 +267,12 @@ class AstroMagics(Magics):
         self.rt.session_id = handle.session_id
         return self._follow(handle, text=ns.text)
 
+    def _question_timeout(self, event: Any) -> float:
+        """Stop waiting on buttons when the run stops waiting: with no one to answer, a permission is denied."""
+        if event.type == "permission_request":
+            return float(self.config_obj.permission_timeout_secs)
+        return float(getattr(event, "timeout_secs", 0) or self.config_obj.ask_user_timeout_secs)
+
     def _follow(self, handle: Any, *, text: bool) -> AgentAnswer:
         from .widgets import make_timeline
 
@@ -282,7 +288,7 @@ class AstroMagics(Magics):
                 elif event.type == "error" and event.reason != "notice":
                     errors.append(event.message)
                 elif event.type in ("ask_user", "permission_request") and not event.subagent_id:
-                    self.rt.answer(handle, event.request_id, timeline.ask(event))
+                    self.rt.answer(handle, event.request_id, timeline.ask(event, timeout=self._question_timeout(event)))
             done = self.rt.wait_run(handle)
         except (KeyboardInterrupt, RunInterrupted):
             self.rt.cancel_run(handle)

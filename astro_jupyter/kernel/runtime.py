@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import json
 import queue
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..agent.run import RunHandle
     from ..config import AstroConfig
     from ..events import Event
@@ -36,6 +39,16 @@ class _Failed:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
+
+
+class _Work:
+    """A function the loop thread needs run on the kernel's main thread (kernel_inspect, kernel_run)."""
+
+    def __init__(self, fn: Callable[[Any], Any], arg: Any, future: "concurrent.futures.Future[Any]") -> None:
+        self.fn, self.arg, self.future = fn, arg, future
+
+
+_WAKE = object()
 
 
 class RunInterrupted(Exception):
@@ -55,11 +68,32 @@ class ToolRun:
     events: list[Any] = field(default_factory=list)
 
 
+OWN_NOTEBOOK = (
+    "this is the notebook this kernel belongs to: it is open in JupyterLab, and changing its file from here could "
+    "overwrite or lose the user's unsaved work. Use kernel_run to run code in this kernel, or put cells into another "
+    "notebook (the user can copy them over)"
+)
+
+
+def own_notebook(shell: Any) -> "Path | None":
+    """The notebook file this kernel was started for (jupyter_server sets JPY_SESSION_NAME; ipykernel
+    copies it to ``__session__``), when it is an absolute .ipynb path."""
+    import os
+    from pathlib import Path
+
+    ns = getattr(shell, "user_ns", None) or {}
+    raw = os.environ.get("JPY_SESSION_NAME") or ns.get("__session__") or ""
+    if isinstance(raw, str) and raw.endswith(".ipynb") and os.path.isabs(raw):
+        return Path(raw)
+    return None
+
+
 class KernelRuntime:
     """Owns the loop thread, the services and the agent runtime of one IPython shell."""
 
-    def __init__(self, config: "AstroConfig") -> None:
+    def __init__(self, config: "AstroConfig", shell: Any = None) -> None:
         self.config = config
+        self.shell = shell  # the IPython shell whose namespace kernel_inspect / kernel_run use
         self.model: str | None = None  # set by ``%astro model NAME``; None = config default
         self.session_id: str | None = None  # the session ``%%astro`` continues by default
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -69,7 +103,9 @@ class KernelRuntime:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         # work for the waiting kernel thread: (fn, arg, future) questions, or (fn, event, None) to show
-        self._questions: "queue.Queue[tuple[Callable[[Any], Any], Any, concurrent.futures.Future[str] | None]]" = queue.Queue()
+        self._questions: "queue.Queue[Any]" = queue.Queue()
+        self._boxes: set["queue.Queue[Any]"] = set()  # main-thread waits to wake when work arrives
+        self._boxes_lock = threading.Lock()
 
     # -- the loop thread -------------------------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -111,14 +147,42 @@ class KernelRuntime:
             raise RunInterrupted("interrupted by the user") from None
 
     def _wait(self, future: "concurrent.futures.Future[T]") -> T:
-        while True:
-            try:
-                result = future.result(timeout=_POLL_SECS)
-            except concurrent.futures.TimeoutError:
+        box: "queue.Queue[Any]" = queue.Queue()
+        future.add_done_callback(lambda _f: box.put(_WAKE))
+        with self._watching(box):
+            while True:
                 self.serve_questions()
-                continue
-            self.serve_questions()  # events emitted just before the end
-            return result
+                if future.done():
+                    self.serve_questions()  # events emitted just before the end
+                    return future.result()
+                try:
+                    box.get(timeout=_POLL_SECS)
+                except queue.Empty:
+                    pass
+
+    @contextlib.contextmanager
+    def _watching(self, box: "queue.Queue[Any]") -> Iterator[None]:
+        """While the main thread waits on ``box``, work for it (``on_main``) wakes it at once."""
+        with self._boxes_lock:
+            self._boxes.add(box)
+        try:
+            yield
+        finally:
+            with self._boxes_lock:
+                self._boxes.discard(box)
+
+    def _wake(self) -> None:
+        with self._boxes_lock:
+            boxes = list(self._boxes)
+        for box in boxes:
+            box.put(_WAKE)
+
+    def on_main(self, fn: Callable[[Any], T], arg: Any) -> "concurrent.futures.Future[T]":
+        """Run ``fn(arg)`` on the kernel's main thread (served while a cell waits on this runtime)."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._questions.put(_Work(fn, arg, future))
+        self._wake()
+        return future
 
     @staticmethod
     def _drain(future: "concurrent.futures.Future[Any]", timeout: float = 60.0) -> None:
@@ -141,14 +205,30 @@ class KernelRuntime:
             from ..services.container import ServiceContainer
 
             self._services = await ServiceContainer(self.config).start()
+            own = own_notebook(self.shell)
+            if own is not None:
+                self._services.notebooks.protect(own, OWN_NOTEBOOK)
         return self._services
 
     async def runtime(self) -> Any:
         if self._runtime is None:
             from ..agent.runtime import AgentRuntime
 
-            self._runtime = AgentRuntime(await self.services())
+            self._runtime = AgentRuntime(await self.services(), registry=self._registry())
         return self._runtime
+
+    def _registry(self) -> Any:
+        """The standard tools, plus kernel_inspect / kernel_run on this shell's namespace."""
+        from ..agent.tools import build_default_registry
+        from ..agent.tools.notebook import kernel_tools
+
+        registry = build_default_registry(self.config)
+        if self.shell is not None:
+            from .namespace import ShellAccess
+
+            for tool in kernel_tools(ShellAccess(self.shell, self, self.config)):
+                registry.replace(tool)
+        return registry
 
     async def registry(self) -> Any:
         return (await self.runtime()).registry
@@ -181,7 +261,10 @@ class KernelRuntime:
             runtime=runtime, ask_permission=ask_permission,
         )
         call_id = f"kernel_{next(self._ids)}"
-        [done] = await executor.execute([ToolCallRequest(call_id, name, arguments_json)], ctx)
+        try:
+            [done] = await executor.execute([ToolCallRequest(call_id, name, arguments_json)], ctx)
+        finally:
+            await runtime.services.release_run("kernel")  # a kernel notebook_run started lives for this call only
         return ToolRun(name, done.arguments, done.output.content, done.output.is_error,
                        dict(done.output.metadata), done.duration_ms, events)
 
@@ -207,15 +290,20 @@ class KernelRuntime:
         """Questions raised on the loop are answered by the waiting kernel thread (input() lives there)."""
         future: concurrent.futures.Future[str] = concurrent.futures.Future()
         self._questions.put((fn, request, future))
+        self._wake()
         return future
 
     def serve_questions(self) -> None:
         """Answer pending questions from the loop (permission prompts) on this thread."""
         while True:
             try:
-                fn, request, future = self._questions.get_nowait()
+                item = self._questions.get_nowait()
             except queue.Empty:
                 return
+            if isinstance(item, _Work):
+                self._serve_work(item)
+                continue
+            fn, request, future = item
             if future is None:  # an event to show, not a question
                 fn(request)
                 continue
@@ -225,6 +313,17 @@ class KernelRuntime:
                 future.set_result("deny")
                 if isinstance(exc, KeyboardInterrupt):
                     raise
+
+    @staticmethod
+    def _serve_work(work: _Work) -> None:
+        if not work.future.set_running_or_notify_cancel():
+            return
+        try:
+            work.future.set_result(work.fn(work.arg))
+        except BaseException as exc:  # noqa: BLE001 - the tool gets the error; an interrupt also stops the cell
+            work.future.set_exception(exc)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
 
     # -- agent runs --------------------------------------------------------------------------------
     def start_run(self, prompt: str, **kwargs: Any) -> "RunHandle":
@@ -248,16 +347,20 @@ class KernelRuntime:
                 box.put(_END)
 
         self.submit(pump())
-        while True:
-            try:
-                item = box.get(timeout=_POLL_SECS)
-            except queue.Empty:
-                continue
-            if item is _END:
-                return
-            if isinstance(item, _Failed):
-                raise item.error
-            yield item
+        with self._watching(box):
+            while True:
+                self.serve_questions()  # kernel_inspect / kernel_run work runs here, on the main thread
+                try:
+                    item = box.get(timeout=_POLL_SECS)
+                except queue.Empty:
+                    continue
+                if item is _WAKE:
+                    continue
+                if item is _END:
+                    return
+                if isinstance(item, _Failed):
+                    raise item.error
+                yield item
 
     def cancel_run(self, handle: "RunHandle") -> None:
         self._ensure_loop().call_soon_threadsafe(handle.cancel)

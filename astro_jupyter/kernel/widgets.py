@@ -22,6 +22,8 @@ import threading
 import time
 from typing import Any, Callable, TextIO
 
+from IPython.core.error import StdinNotImplementedError
+
 from ..prompt_text import permission_lines, visible
 from ..timeline_text import LinePrinter, short
 
@@ -83,7 +85,11 @@ def ask_text(event: Any, input_fn: InputFn = _input) -> str:
     it, or the caller did (``print_permission``); the input line only names the tool.
     """
     if event.type == "permission_request":
-        reply = input_fn(f"Allow {visible(event.name)}? [y/N/always] ")
+        always = "always (this notebook)" if getattr(event, "scope", "") else "always"
+        try:
+            reply = input_fn(f"Allow {visible(event.name)}? [y/N/{always}] ")
+        except (EOFError, StdinNotImplementedError):
+            return "deny"  # no one can answer here: no consent
         return permission_answer(reply)
     options = f" ({' / '.join(visible(str(o)) for o in event.options)})" if getattr(event, "options", None) else ""
     return input_fn(f"{visible(event.question, keep=chr(10))}{options}: ")
@@ -113,7 +119,7 @@ class TextTimeline(LinePrinter):
         elif kind == "error":
             self._line(f"{'note' if event.reason == 'notice' else 'error'}: {visible(event.message, keep=chr(10))}")
 
-    def ask(self, event: Any) -> str:
+    def ask(self, event: Any, timeout: float | None = None) -> str:
         return ask_text(event, self.input_fn)
 
     def finish(self, reason: str, session_id: str) -> None:
@@ -248,8 +254,11 @@ class WidgetTimeline:
             return "answer in the input box below"
         return "answer with the buttons below" if kind == "permission_request" else "answer with a button or the text box below"
 
-    def ask(self, event: Any) -> str:
-        """Buttons (and a text box for free answers) when routed; ``input()`` otherwise."""
+    def ask(self, event: Any, timeout: float | None = None) -> str:
+        """Buttons (and a text box for free answers) when routed; ``input()`` otherwise.
+
+        After ``timeout`` seconds (the run's own wait) the buttons are withdrawn: a permission
+        nobody answered is denied, a question gets no answer."""
         if self.route is None:
             return ask_text(event, self.input_fn)
         w = self.w
@@ -264,7 +273,8 @@ class WidgetTimeline:
             return handler
 
         if event.type == "permission_request":
-            labels = [("Allow", "allow"), ("Always allow", "always"), ("Deny", "deny")]
+            always = "Allow for this notebook" if getattr(event, "scope", "") and event.name.startswith("notebook_") else "Always allow"
+            labels = [("Allow", "allow"), (always, "always"), ("Deny", "deny")]
             buttons = [w.Button(description=label, layout=w.Layout(width="auto")) for label, _ in labels]
             for button, (_, value) in zip(buttons, labels):
                 button.on_click(pick(value))
@@ -283,14 +293,17 @@ class WidgetTimeline:
         self._append(self.cards, row)
         for widget in controls:
             self.route(widget)
+        deadline = None if not timeout else time.monotonic() + timeout
         while not self._answered.wait(0.05):  # a kernel interrupt lands here as KeyboardInterrupt
-            pass
+            if deadline is not None and time.monotonic() >= deadline:
+                break
         for button in buttons:
             button.disabled = True
         if text_box is not None:
             text_box.disabled = True
         answer = chosen[0] if chosen else ("deny" if event.type == "permission_request" else "")
-        self._append(self.cards, w.HTML(f"<small>answered: {html.escape(visible(answer))}</small>"))
+        said = html.escape(visible(answer)) if chosen else f"no answer in time ({html.escape(answer or 'nothing')})"
+        self._append(self.cards, w.HTML(f"<small>answered: {said}</small>"))
         return answer
 
     def finish(self, reason: str, session_id: str) -> None:

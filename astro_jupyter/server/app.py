@@ -33,6 +33,11 @@ class AstroExtensionApp(ExtensionApp):
     def initialize_settings(self) -> None:
         self.astro_config = AstroConfig(parent=self)
         self.service = AstroService(self.astro_config)
+        from ..services.notebooks import NotebookService
+        from .notebooks import ServerNotebookBackend
+
+        # notebook tools of sidebar runs: the ContentsManager and the notebook's kernel session
+        self.service.services.notebooks = NotebookService(self.astro_config, ServerNotebookBackend(self.serverapp, self.astro_config))
         self.settings[SERVICE_KEY] = self.service
         self.log.info("astro_jupyter: library at %s", self.astro_config.home)
         self._ship_cookie_defaults()

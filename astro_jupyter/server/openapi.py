@@ -83,7 +83,8 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
             "post": _op("Stop the run (Block tools finish first)", {"202": _json(_obj({"run_id": _STR, "status": _STR}))}, params=rid),
         },
         "/astro/api/runs/{run_id}/answers": {
-            "post": _op("Answer an ask_user question or a permission request",
+            "post": _op("Answer an ask_user question, a permission request (text) or a notebook_request (object; "
+                        "docs/notebook-bridge.md)",
                         {"200": _json(_obj({"run_id": _STR, "request_id": _STR, "accepted": {"type": "boolean"}}))},
                         body=_body(_obj({"request_id": _STR, "answer": {}}, ["request_id", "answer"])), params=rid),
         },
@@ -180,7 +181,10 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
             "schemas": {
                 "Error": _obj({"message": _STR, "reason": _STR}, ["message", "reason"]),
                 "RunRequest": _obj({"prompt": _STR, "session_id": _STR, "model": _STR, "coordinator": {"type": "boolean"},
-                                    "max_steps": {"type": "integer", "minimum": 1, "maximum": 200}}, ["prompt"]),
+                                    "max_steps": {"type": "integer", "minimum": 1, "maximum": 200},
+                                    "notebook": _ref("NotebookContext")}, ["prompt"]),
+                "NotebookContext": _obj({"path": _STR, "cell_ids": {"type": "array", "items": _STR},
+                                         "bridge": {"type": "boolean"}}, ["path"]),
                 "SessionPatch": {**_obj({"title": _STR, "coordinator": {"type": "boolean"}}),
                                  "minProperties": 1},
                 "Session": _obj({"id": _STR, "title": _STR, "summary": _STR, "owner": _STR, "model": _STR, "source": _STR,

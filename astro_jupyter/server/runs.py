@@ -27,6 +27,7 @@ class RunsHandler(AstroHandler):
             model=_opt_str(body, "model"),
             coordinator=_opt_bool(body, "coordinator"),
             max_steps=_opt_steps(body),
+            notebook=body.get("notebook"),
         )
         self.set_header("Location", self.request.path.rstrip("/") + "/" + started["run_id"] + "/events")
         self.write_json(started, status=201)
@@ -50,7 +51,7 @@ class RunAnswersHandler(AstroHandler):
         body = self.json_body()
         request_id = body.get("request_id")
         if not isinstance(request_id, str) or not request_id:
-            raise InvalidRequest("'request_id' must be the id of an ask_user or permission_request event")
+            raise InvalidRequest("'request_id' must be the id of an ask_user, permission_request or notebook_request event")
         if "answer" not in body:
             raise InvalidRequest("'answer' is missing")
         self.write_json(await self.service.answer(self.owner, run_id, request_id, body["answer"]))

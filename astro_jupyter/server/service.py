@@ -264,10 +264,16 @@ class AstroService:
         model: str | None = None,
         coordinator: bool | None = None,
         max_steps: int | None = None,
+        notebook: Any = None,
     ) -> dict[str, str]:
         """Start a run. ``coordinator=None`` means "the session's stored mode"; an explicit
-        value wins and becomes the session's mode (restored if the run cannot start)."""
+        value wins and becomes the session's mode (restored if the run cannot start).
+        ``notebook`` is the sidebar's active notebook (``notebook_context.py``)."""
         prompt = self.check_prompt(prompt)
+        from .notebook_context import parse_notebook_context
+
+        client, context_note = parse_notebook_context(notebook, self.services)
+        extra = {"notebook_client": client, "prompt_context": context_note} if client is not None else None
         previous: bool | None = None
         if session_id:
             record = await self.session(owner, session_id)
@@ -286,6 +292,7 @@ class AstroService:
                 coordinator=bool(coordinator),
                 max_steps=max_steps,
                 source="sidebar",
+                **({"extra": extra} if extra else {}),
             )
         except BaseException:
             if previous is not None and session_id:

@@ -222,3 +222,20 @@ class ServiceContainer:
         from .sesame import SesameClient
 
         return SesameClient(self.http, self.config, db=self.db)
+
+    @cached_property
+    def notebooks(self) -> Any:
+        """Notebook cells: read, edit, run (``services/notebooks/``). Files + own kernels by default;
+        the server extension sets a ContentsManager-backed one."""
+        from .notebooks import NotebookService
+
+        return NotebookService(self.config)
+
+    async def release_run(self, run_id: str) -> None:
+        """Free what a finished run held (the kernels notebook_run started for it)."""
+        notebooks = self.__dict__.get("notebooks")
+        if notebooks is not None:
+            try:
+                await notebooks.release_run(run_id)
+            except Exception:  # noqa: BLE001 - the run's end must not fail on a kernel that will not stop
+                logging.getLogger(__name__).warning("releasing run %s failed", run_id, exc_info=True)

@@ -40,6 +40,7 @@ FAMILIES: tuple[str, ...] = (
     ".background",
     ".team",
     ".load_tool",
+    ".notebook",
 )
 
 # Coordinator meta-tools are added only to sessions in coordinator mode.
@@ -56,4 +57,8 @@ def build_default_registry(config: "AstroConfig", *, coordinator: bool = False) 
     for module in FAMILIES + ((COORDINATOR_FAMILY,) if coordinator else ()):
         for tool in family_tools(module, config):
             registry.add(tool)
+        # tools a family has but this surface cannot offer (kernel_* outside a kernel): a call gets the reason
+        unavailable = getattr(importlib.import_module(module, __name__), "unavailable", None)
+        for name, reason in (unavailable(config) if unavailable else {}).items():
+            registry.mark_unavailable(name, reason)
     return registry

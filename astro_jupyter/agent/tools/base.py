@@ -117,6 +117,10 @@ class AgentTool(ABC):
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         return []
 
+    def permission_scope(self, args: dict[str, Any]) -> str:
+        """What an "always" answer to this call covers: "" = the tool, else e.g. one notebook's path."""
+        return ""
+
     def classifier_summary(self) -> str:
         """About fifteen words telling the model whether to load this tool: the first sentence."""
         first = re.split(r"(?<=[.!?])\s", self.description.strip(), maxsplit=1)[0]

@@ -10,6 +10,7 @@ from .base import AgentTool
 class ToolRegistry:
     def __init__(self, tools: Iterable[AgentTool] = ()) -> None:
         self._tools: dict[str, AgentTool] = {}
+        self._unavailable: dict[str, str] = {}  # tools this surface cannot offer → why (told to a caller)
         for tool in tools:
             self.add(tool)
 
@@ -17,9 +18,20 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._unavailable.pop(tool.name, None)
 
     def replace(self, tool: AgentTool) -> None:
         self._tools[tool.name] = tool
+        self._unavailable.pop(tool.name, None)
+
+    def mark_unavailable(self, name: str, reason: str) -> None:
+        """A known tool this surface does not offer (e.g. kernel_run outside a kernel): not sent to
+        the model, and a call to it is answered with ``reason`` instead of "unknown tool"."""
+        if name not in self._tools:
+            self._unavailable[name] = reason
+
+    def unavailable_reason(self, name: str) -> str | None:
+        return self._unavailable.get(name)
 
     def remove(self, name: str) -> None:
         self._tools.pop(name, None)
@@ -60,4 +72,6 @@ class ToolRegistry:
 
     def subset(self, names: Iterable[str]) -> "ToolRegistry":
         wanted = set(names)
-        return ToolRegistry(t for t in self.sorted_tools() if t.name in wanted)
+        subset = ToolRegistry(t for t in self.sorted_tools() if t.name in wanted)
+        subset._unavailable = dict(self._unavailable)
+        return subset

@@ -18,6 +18,7 @@ SEED_READONLY = {
     "read_file", "grep_files", "glob_files", "search_papers", "get_paper_metadata",
     "get_paper_content", "rag_search", "query_target", "check_team_inbox",
 }
+NOTEBOOK_READONLY = {"notebook_read", "kernel_inspect"}  # the notebook family, beyond the seed (resident)
 SEED_DEFERRED = {
     "parse_paper", "download_paper", "bg_task_run", "bg_task_check", "spawn_teammate",
     "send_teammate_message", "team_broadcast", "search_history",
@@ -64,7 +65,7 @@ def test_seed_flags_and_prompt_size_of_the_full_registry(astro_config) -> None:
     registry = build_default_registry(astro_config)
     readonly = {t.name for t in registry if t.is_readonly}
     deferred = {t.name for t in registry if t.defer_loading}
-    assert readonly == SEED_READONLY & set(registry.names())
+    assert readonly == (SEED_READONLY | NOTEBOOK_READONLY) & set(registry.names())
     assert deferred == SEED_DEFERRED & set(registry.names())
     assert len(registry.resident_definitions()) == len(registry) - len(deferred)
     prompt = build_system_prompt(registry)

@@ -1,0 +1,130 @@
+"""The sidebar bridge: a run asks the attached sidebar to act on the notebook it has open.
+
+When a sidebar starts a run it may say it can apply notebook operations through
+JupyterLab's open document (``RunState.extra["notebook_client"]["bridge"]``). Then
+notebook tools send a ``notebook_request`` event and wait for the sidebar's answer on the
+answers route — the same channel as ``ask_user`` and permission answers — so the user
+sees the cell appear and run live, undo works, and the file on disk is never written under
+an open, unsaved document. The protocol is written down in ``docs/notebook-bridge.md``.
+
+Answers are untrusted input: they are checked here and turned into clear errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ....errors import NotebookError, QuestionCancelled
+from ....events import NotebookRequest
+
+if TYPE_CHECKING:
+    from ..base import ToolContext
+
+STATUSES = ("ok", "not_open", "error")
+
+
+class NotOpen(Exception):
+    """The sidebar does not have this notebook open: the server acts on it itself."""
+
+
+class BridgeTimeout(NotebookError):
+    """The sidebar did not answer in time."""
+
+
+@dataclass(frozen=True)
+class ClientNotebook:
+    """What the sidebar said about itself when it started the run."""
+
+    path: str = ""
+    cell_ids: tuple[str, ...] = ()
+    bridge: bool = False
+
+
+def client_notebook(ctx: "ToolContext") -> tuple[ClientNotebook | None, Any]:
+    """The run's sidebar context and its handle (subagents share their parent's run id)."""
+    runtime = ctx.runtime
+    handle = runtime.get_run(ctx.run_id) if runtime is not None and ctx.run_id else None
+    if handle is None:
+        return None, None
+    info = handle.state.extra.get("notebook_client")
+    return (info if isinstance(info, ClientNotebook) else None), handle
+
+
+async def ask_client(ctx: "ToolContext", action: str, path: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Send a ``notebook_request`` and return the sidebar's ``ok`` answer.
+
+    Raises ``NotOpen`` (act server-side), ``BridgeTimeout`` or ``NotebookError`` (the
+    sidebar reported an error or answered nonsense); cancellation ends the wait at once.
+    """
+    info, handle = client_notebook(ctx)
+    if info is None or not info.bridge or handle is None:
+        raise NotOpen(path)
+    request_id = f"nbreq_{uuid.uuid4().hex[:16]}"
+    timeout = float(ctx.config.notebook_bridge_timeout_secs)
+    if action == "run":  # the cell itself may run up to notebook_run_timeout_secs
+        timeout += float(ctx.config.notebook_run_timeout_secs)
+    future = handle.answers.create(request_id)  # before the event: an instant answer is not lost
+    try:
+        await ctx.emit(NotebookRequest(request_id=request_id, tool_call_id=ctx.tool_call_id, action=action,  # type: ignore[arg-type]
+                                       path=path, arguments=arguments, timeout_secs=timeout,
+                                       subagent_id=ctx.subagent_id))
+        try:
+            answer = await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise BridgeTimeout(
+                f"the sidebar did not answer within {timeout:g} s, so {path} was not touched (it may be open "
+                "there with unsaved changes); try again or save and close it"
+            ) from None
+        except QuestionCancelled as exc:
+            raise asyncio.CancelledError(str(exc)) from None
+    finally:
+        handle.answers.discard(request_id)
+    return check_answer(answer, action, path)
+
+
+def check_answer(answer: Any, action: str, path: str) -> dict[str, Any]:
+    if not isinstance(answer, dict) or answer.get("status") not in STATUSES:
+        raise NotebookError(f"the sidebar answered the {action} request for {path} with something that is not "
+                            "{\"status\": \"ok\" | \"not_open\" | \"error\", ...}")
+    status = answer["status"]
+    if status == "not_open":
+        raise NotOpen(path)
+    if status == "error":
+        message = str(answer.get("message") or "no reason given")[:2000]
+        raise NotebookError(f"the sidebar could not {action} in {path}: {message}")
+    return answer
+
+
+def notebook_from_answer(answer: dict[str, Any], path: str) -> Any:
+    """The open document the sidebar sent (``read``), validated as nbformat v4."""
+    import nbformat
+
+    raw = answer.get("notebook")
+    if not isinstance(raw, dict):
+        raise NotebookError(f"the sidebar's read answer for {path} has no 'notebook' object")
+    try:
+        nb = nbformat.from_dict(raw)
+        nbformat.validate(nb)
+    except Exception as exc:  # noqa: BLE001 - whatever is wrong, say so plainly
+        raise NotebookError(f"the sidebar sent an invalid notebook for {path}: {str(exc).splitlines()[0][:300]}") from exc
+    return nb
+
+
+def cell_from_answer(answer: dict[str, Any], path: str) -> Any:
+    """The executed cell the sidebar sent (``run``), validated inside a one-cell notebook."""
+    import nbformat
+    import nbformat.v4 as nbf
+
+    raw = answer.get("cell")
+    if not isinstance(raw, dict) or raw.get("cell_type") != "code":
+        raise NotebookError(f"the sidebar's run answer for {path} has no code 'cell' object")
+    nb = nbf.new_notebook()
+    try:
+        nb.cells.append(nbformat.from_dict(raw))
+        nbformat.validate(nb)
+    except Exception as exc:  # noqa: BLE001
+        raise NotebookError(f"the sidebar sent an invalid cell for {path}: {str(exc).splitlines()[0][:300]}") from exc
+    return nb.cells[0]

@@ -1,0 +1,244 @@
+"""``notebook_read``, ``notebook_edit``, ``notebook_run``: the agent works in notebooks.
+
+Paths go through the filesystem sandbox (``resolve_path``: roots, traversal, links, and
+whatever deny list it enforces). Where the work happens: through the sidebar's open
+document when the run came from a sidebar that has the notebook open (``bridge.py``),
+else through ``ctx.services.notebooks`` — files and own kernels in the kernel and the
+CLI, the ContentsManager and the notebook's kernel session in the server.
+
+Edits and runs change the user's work, so they ask first (default Ask); an "always"
+answer covers that one notebook for the rest of the session.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ....errors import NotebookError
+from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
+from ..filesystem.protected import protection
+from ..filesystem.security import PathNotAllowed, display_path, protected_message, resolve_path, run_owner
+from .bridge import BridgeTimeout, NotOpen, ask_client, cell_from_answer, notebook_from_answer
+
+_CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_PATH = {"type": "string", "description": "The .ipynb file (relative to the project root, or absolute inside a root)."}
+_CELL = {"type": "string", "description": "A cell id as notebook_read shows it."}
+
+
+def _resolve(ctx: ToolContext, raw: Any, access: str = "read") -> tuple[Path, str, str]:
+    """(real path, path shown to the model, path the sidebar knows) or PathNotAllowed/NotebookError.
+
+    The sandbox's own resolution: roots, traversal, links and the hard deny list for ``access``."""
+    path = resolve_path(raw if isinstance(raw, str) else "", ctx.config, access=access, owner=run_owner(ctx))  # type: ignore[arg-type]
+    if path.suffix != ".ipynb":
+        raise NotebookError(f"{path.name} is not a notebook (expected a .ipynb file)")
+    shown = display_path(path, ctx.config)
+    client = ctx.services.notebooks.client_path(path)
+    return path, shown, client or shown
+
+
+def notebook_rules(name: str, raw: Any, config: Any, reason: str) -> list[PermissionRule]:
+    """Ask (default) for a change to a notebook; Deny where the hard deny list forbids writing; no rule
+    for a path the sandbox refuses (the tool reports that error, nothing to ask about)."""
+    if config is not None and isinstance(raw, str):
+        try:
+            path = resolve_path(raw, config, access=None)
+        except PathNotAllowed:
+            return []
+        why = protection(config).reason(path, write=True)
+        if why:
+            return [PermissionRule("deny", name, protected_message(raw, path, why, "write"))]
+    return [PermissionRule("ask", name, reason)]
+
+
+def _scope(args: dict[str, Any], config: Any) -> str:
+    try:
+        return str(resolve_path(str(args.get("path") or ""), config))
+    except PathNotAllowed:
+        return str(args.get("path") or "")
+
+
+class _NotebookTool(AgentTool):
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+    def _fail(self, exc: Exception) -> ToolOutput:
+        return ToolOutput.error(f"{self.name}: {exc}")
+
+    def permission_scope(self, args: dict[str, Any]) -> str:
+        """"Allow for this notebook": an always-answer covers the notebook it was given for."""
+        return _scope(args, self.config) if self.config is not None else str(args.get("path") or "")
+
+
+class NotebookReadTool(_NotebookTool):
+    name = "notebook_read"
+    description = (
+        "Read a Jupyter notebook as cells: each cell's id, type, source, execution count and outputs as text "
+        "(errors with their last traceback frames, images as [image/png W×H]). Use the ids with notebook_edit "
+        "and notebook_run."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": _PATH,
+            "cell_ids": {"type": "array", "items": {"type": "string"}, "description": "Only these cells (default: all)."},
+            "include_outputs": {"type": "boolean", "default": True},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    is_readonly = True
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        return True
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        cell_ids = [str(c) for c in args.get("cell_ids") or []]
+        include = bool(args.get("include_outputs", True))
+        try:
+            path, shown, client = _resolve(ctx, args.get("path"))
+            notebooks = ctx.services.notebooks
+            try:
+                answer = await ask_client(ctx, "read", client, {})
+            except (NotOpen, BridgeTimeout):  # reading the saved file is harmless
+                text, meta = await notebooks.read(path, cell_ids=cell_ids or None, include_outputs=include, shown=shown)
+                meta["via"] = notebooks.backend.where
+            else:
+                text, meta = notebooks.render(notebook_from_answer(answer, client), shown, cell_ids=cell_ids or None,
+                                              include_outputs=include)
+                meta["via"] = "sidebar"
+        except (PathNotAllowed, NotebookError) as exc:
+            return self._fail(exc)
+        return ToolOutput(text, metadata=meta)
+
+
+class NotebookEditTool(_NotebookTool):
+    name = "notebook_edit"
+    description = (
+        "Change a notebook: insert a cell (at index, or after cell_id), replace a cell's source, or delete a "
+        "cell. Inserting into a path that does not exist creates the notebook. Returns the cell id."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": _PATH,
+            "action": {"type": "string", "enum": ["insert", "replace", "delete"]},
+            "cell_id": {**_CELL, "description": "replace/delete: the cell; insert: put the new cell after this one."},
+            "index": {"type": "integer", "description": "insert: position of the new cell (0 = first; default: end)."},
+            "cell_type": {"type": "string", "enum": ["code", "markdown"], "description": "default: code"},
+            "source": {"type": "string", "description": "The cell's text (insert, replace)."},
+        },
+        "required": ["path", "action"],
+        "additionalProperties": False,
+    }
+    interrupt_behavior = InterruptBehavior.BLOCK
+
+    def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
+        where = str(args.get("path") or "a notebook")
+        what = {"insert": "insert a cell into", "replace": "replace a cell in", "delete": "delete a cell from"}
+        reason = f"notebook_edit wants to {what.get(str(args.get('action')), 'change')} {where}"
+        return notebook_rules(self.name, args.get("path"), self.config, reason)
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        action = str(args.get("action") or "")
+        cell_id = args.get("cell_id") or None
+        if cell_id is not None and (not isinstance(cell_id, str) or not _CELL_ID.match(cell_id)):
+            return ToolOutput.error(f"notebook_edit: {cell_id!r} is not a cell id (see notebook_read)")
+        edit = {k: args[k] for k in ("action", "cell_id", "index", "cell_type", "source") if args.get(k) is not None}
+        try:
+            path, shown, client = _resolve(ctx, args.get("path"), "write")
+            notebooks = ctx.services.notebooks
+            if action in ("replace", "delete") and not cell_id:
+                raise NotebookError(f"{action} needs the cell_id of the cell (see notebook_read)")
+            if action in ("insert", "replace") and not isinstance(args.get("source"), str):
+                raise NotebookError(f"{action} needs the cell's source")
+            try:
+                answer = await ask_client(ctx, "edit", client, edit)
+            except NotOpen:
+                result = await notebooks.edit(path, action, cell_id=cell_id, index=args.get("index"),
+                                              cell_type=args.get("cell_type"), source=args.get("source"), run_id=ctx.run_id)
+                meta = {"path": shown, "via": notebooks.backend.where, **result.to_dict()}
+            else:
+                meta = _edit_from_answer(answer, edit, shown)
+        except (PathNotAllowed, NotebookError) as exc:
+            return self._fail(exc)
+        verb = {"insert": "Inserted", "replace": "Replaced", "delete": "Deleted"}[meta["action"]]
+        where = "created " if meta.get("created") else ""
+        text = f"{verb} {meta['cell_type']} cell {meta['cell_id']} at index {meta['index']} of {where}{shown}"
+        if meta.get("via") == "sidebar":
+            text += " (in the open notebook; the user can undo it)"
+        return ToolOutput(text + ".", metadata=meta)
+
+
+def _edit_from_answer(answer: dict[str, Any], edit: dict[str, Any], shown: str) -> dict[str, Any]:
+    cell_id = answer.get("cell_id")
+    if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id):
+        raise NotebookError(f"the sidebar's edit answer for {shown} has no valid 'cell_id'")
+    index = answer.get("index")
+    meta: dict[str, Any] = {
+        "path": shown, "via": "sidebar", "action": edit["action"], "cell_id": cell_id,
+        "index": index if isinstance(index, int) and not isinstance(index, bool) else -1,
+        "cell_type": str(answer.get("cell_type") or edit.get("cell_type") or "code"),
+        "source": str(edit.get("source") or ""), "created": False,
+    }
+    if isinstance(answer.get("old_source"), str):
+        meta["old_source"] = answer["old_source"]
+    return meta
+
+
+class NotebookRunTool(_NotebookTool):
+    name = "notebook_run"
+    description = (
+        "Execute one code cell of a notebook in that notebook's kernel and return its outputs as notebook_read "
+        "shows them (the outputs are saved into the notebook)."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"path": _PATH, "cell_id": _CELL},
+        "required": ["path", "cell_id"],
+        "additionalProperties": False,
+    }
+    interrupt_behavior = InterruptBehavior.CANCEL  # a cancel interrupts the kernel
+
+    @property
+    def timeout_secs(self) -> float | None:
+        """A cell may run up to ``notebook_run_timeout_secs`` after its kernel started (not the generic tool timeout)."""
+        if self.config is None:
+            return None
+        return float(self.config.notebook_run_timeout_secs + self.config.notebook_kernel_startup_secs + 30)
+
+    def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
+        reason = (f"notebook_run wants to run cell {args.get('cell_id')} of {args.get('path')} "
+                  "(its code runs in the notebook's kernel; its outputs are saved into the notebook)")
+        return notebook_rules(self.name, args.get("path"), self.config, reason)
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        cell_id = args.get("cell_id")
+        if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id):
+            return ToolOutput.error(f"notebook_run: {cell_id!r} is not a cell id (see notebook_read)")
+        try:
+            path, shown, client = _resolve(ctx, args.get("path"), "write")
+            notebooks = ctx.services.notebooks
+            try:
+                answer = await ask_client(ctx, "run", client, {"cell_id": cell_id})
+            except NotOpen:
+                text, meta = await notebooks.run(path, cell_id, run_id=ctx.run_id, shown=shown)
+                meta["via"] = notebooks.backend.where
+            else:
+                from ....services.notebooks import cells as nbcells
+
+                cell = cell_from_answer(answer, shown)
+                index = answer.get("index") if isinstance(answer.get("index"), int) else -1
+                record = nbcells.cell_record(index, {**cell, "id": cell_id}, notebooks.limits)
+                total = answer["cells"] if isinstance(answer.get("cells"), int) else 1
+                text = nbcells.render_records(shown, [record], total)
+                meta = {"path": shown, "cells": [record], "cell_id": cell_id, "via": "sidebar"}
+        except (PathNotAllowed, NotebookError) as exc:
+            return self._fail(exc)
+        return ToolOutput(text, metadata=meta)
+
+
+def notebook_tools(config: Any) -> list[AgentTool]:
+    return [NotebookReadTool(config), NotebookEditTool(config), NotebookRunTool(config)]

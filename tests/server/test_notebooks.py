@@ -1,0 +1,240 @@
+"""Notebook tools in sidebar runs: through the ContentsManager + the notebook's kernel session when the
+notebook is not open, through the sidebar bridge (a Python client playing the sidebar) when it is.
+
+Real in-process Jupyter server (jp_fetch / httpx2 against its port), the scripted LLM, and a
+real ipykernel for the session kernel.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx2
+import nbformat
+import nbformat.v4 as nbf
+import pytest
+
+from tests.fakes.openai_server import Turn
+from tests.server.conftest import Api
+
+Answer = Callable[[dict[str, Any]], Any]
+
+
+@pytest.fixture
+def astro_overrides(openai_server: Any) -> dict[str, Any]:
+    return {
+        "openai_base_url": openai_server.url,
+        "openai_api_key": "test-key",
+        "sse_keepalive_secs": 0.2,
+        "notebook_bridge_timeout_secs": 5.0,
+        "permission_timeout_secs": 10.0,
+    }
+
+
+@pytest.fixture
+def sidebar(live_url: Callable[[str], str], jp_auth_header: dict[str, str]) -> Callable[..., Any]:
+    """A Python client acting as the sidebar: follows a run's SSE stream and answers its requests."""
+
+    async def follow(run_id: str, answer: Answer) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        async with httpx2.AsyncClient(timeout=60, headers=jp_auth_header) as client:
+            async with client.sse(live_url(f"astro/api/runs/{run_id}/events")) as source:
+                async for message in source:
+                    if not message.data:
+                        continue
+                    event = json.loads(message.data)
+                    events.append(event)
+                    if event["type"] in ("permission_request", "notebook_request", "ask_user"):
+                        reply = answer(event)
+                        if reply is not None:
+                            response = await client.post(live_url(f"astro/api/runs/{run_id}/answers"),
+                                                         json={"request_id": event["request_id"], "answer": reply})
+                            event["_answer_status"] = response.status_code
+                    if event["type"] == "done":
+                        break
+        return events
+
+    return follow
+
+
+def notebook(root: Path, name: str = "analysis.ipynb") -> nbformat.NotebookNode:
+    nb = nbf.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbf.new_markdown_cell("# Fit"), nbf.new_code_cell("x = 20\nx + 1")]
+    (root / name).write_text(nbformat.writes(nb))
+    return nb
+
+
+def tool_results(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == "tool_result"]
+
+
+async def test_closed_notebook_edit_and_run_through_contents_and_session(
+        api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path, jp_serverapp: Any) -> None:
+    nb = notebook(jp_root_dir)
+    original = (jp_root_dir / "analysis.ipynb").read_text()
+    openai_server.script(
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "cell_id": nb.cells[1].id,
+                                    "source": "y = x * 2\nprint('y is', y)"}),
+        Turn.call("notebook_run", {"path": "root_dir/analysis.ipynb", "cell_id": nb.cells[1].id}),
+        Turn.say("Inserted and ran."),
+    )
+    asked: list[dict[str, Any]] = []
+
+    def answer(event: dict[str, Any]) -> Any:
+        asked.append(event)
+        assert event["type"] == "permission_request"  # no bridge: nothing is sent to the client
+        return "allow"
+
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "add a cell"})
+    assert status == 201
+    events = await sidebar(started["run_id"], answer)
+    assert [e["name"] for e in asked] == ["notebook_edit", "notebook_run"]
+    assert asked[0]["scope"].endswith("analysis.ipynb")
+    edit, run = tool_results(events)
+    assert not edit["is_error"], edit["output"]
+    assert edit["metadata"]["via"] == "contents" and edit["metadata"]["index"] == 2
+    new_id = edit["metadata"]["cell_id"]
+    assert new_id in edit["output"]
+    # changed through the ContentsManager: valid nbformat, the checkpoint holds the version before the run
+    stored = nbformat.read(jp_root_dir / "analysis.ipynb", as_version=4)
+    nbformat.validate(stored)
+    assert [c.source for c in stored.cells][-1] == "y = x * 2\nprint('y is', y)"
+    status, checkpoints = await api("GET", "api/contents/analysis.ipynb/checkpoints")
+    assert status == 200 and len(checkpoints) == 1
+    checkpoint_file = jp_root_dir / ".ipynb_checkpoints" / "analysis-checkpoint.ipynb"
+    assert checkpoint_file.read_text() == original
+    # the run happened on the notebook's kernel session
+    assert not run["is_error"] and run["metadata"]["via"] == "contents" and "21" in run["output"]
+    status, sessions = await api("GET", "api/sessions")
+    assert [s["path"] for s in sessions] == ["analysis.ipynb"]
+    kernel_id = sessions[0]["kernel"]["id"]
+    stored = nbformat.read(jp_root_dir / "analysis.ipynb", as_version=4)
+    assert stored.cells[1].outputs[0]["data"]["text/plain"] == "21" and stored.cells[1].execution_count
+    # the kernel stays the notebook's: x is defined there for the user
+    km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=30)
+        reply = await kc.execute_interactive("assert x == 20", timeout=30)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+    await jp_serverapp.session_manager.delete_session(sessions[0]["id"])
+
+
+async def test_denied_edit_leaves_the_notebook_untouched(api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path) -> None:
+    nb = notebook(jp_root_dir)
+    before = (jp_root_dir / "analysis.ipynb").read_text()
+    openai_server.script(
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "delete", "cell_id": nb.cells[0].id}),
+        Turn.say("Left it alone."),
+    )
+    status, started = await api("POST", "astro/api/runs", body={
+        "prompt": "delete the title", "notebook": {"path": "analysis.ipynb", "bridge": True}})
+    events = await sidebar(started["run_id"], lambda e: "deny")
+    [result] = tool_results(events)
+    assert result["is_error"] and "Permission denied" in result["output"]
+    assert not [e for e in events if e["type"] == "notebook_request"]  # denied before anything was asked of the sidebar
+    assert (jp_root_dir / "analysis.ipynb").read_text() == before
+    assert not (jp_root_dir / ".ipynb_checkpoints").exists()
+
+
+async def test_open_notebook_goes_through_the_sidebar_bridge(
+        api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path, astro_service: Any) -> None:
+    nb = notebook(jp_root_dir)
+    before = (jp_root_dir / "analysis.ipynb").read_text()
+    notebook(jp_root_dir, "other.ipynb")
+    open_doc = nbformat.read(jp_root_dir / "analysis.ipynb", as_version=4)
+    open_doc.cells.append(nbf.new_code_cell("unsaved = True"))  # the open document has unsaved work
+    ran_cell = nbf.new_code_cell("x + 1", execution_count=5)
+    ran_cell.outputs = [nbf.new_output("execute_result", data={"text/plain": "21"}, execution_count=5)]
+    openai_server.script(
+        Turn.call("notebook_read", {"path": "root_dir/analysis.ipynb"}),
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "index": 1, "source": "z = 3"}),
+        Turn.call("notebook_run", {"path": "root_dir/analysis.ipynb", "cell_id": nb.cells[1].id}),
+        Turn.call("notebook_edit", {"path": "root_dir/other.ipynb", "action": "insert", "source": "w = 1"}),
+        Turn.say("Done in the open notebook."),
+    )
+    requests: list[dict[str, Any]] = []
+
+    def answer(event: dict[str, Any]) -> Any:
+        if event["type"] == "permission_request":
+            return "always"  # "Allow for this notebook"
+        requests.append(event)
+        if event["path"] != "analysis.ipynb":
+            return {"status": "not_open"}
+        if event["action"] == "read":
+            return {"status": "ok", "notebook": open_doc}
+        if event["action"] == "edit":
+            assert event["arguments"] == {"action": "insert", "index": 1, "source": "z = 3"}
+            return {"status": "ok", "cell_id": "abc-123", "index": 1, "cell_type": "code"}
+        return {"status": "ok", "cell": ran_cell, "index": 1, "cells": 4}
+
+    status, started = await api("POST", "astro/api/runs", body={
+        "prompt": "fix this cell", "notebook": {"path": "analysis.ipynb", "cell_ids": [nb.cells[1].id], "bridge": True}})
+    assert status == 201
+    events = await sidebar(started["run_id"], answer)
+    # the model was told which notebook and cells the user means
+    first = openai_server.chat_requests[0]["messages"][-1]["content"]
+    assert first.startswith("fix this cell") and "root_dir/analysis.ipynb open in JupyterLab" in first
+    assert nb.cells[1].id in first
+    assert [(r["action"], r["path"]) for r in requests] == [
+        ("read", "analysis.ipynb"), ("edit", "analysis.ipynb"), ("run", "analysis.ipynb"), ("edit", "other.ipynb")]
+    assert all(r["tool_call_id"] for r in requests)
+    assert [r["timeout_secs"] for r in requests] == [5.0, 5.0, 605.0, 5.0]  # a run waits for the cell too
+    read, edit, run, other = tool_results(events)
+    assert read["metadata"]["via"] == "sidebar" and "unsaved = True" in read["output"]  # the open document, not the file
+    assert edit["metadata"]["via"] == "sidebar" and edit["metadata"]["cell_id"] == "abc-123"
+    assert "can undo it" in edit["output"]
+    assert run["metadata"]["via"] == "sidebar" and "21" in run["output"]
+    assert (jp_root_dir / "analysis.ipynb").read_text() == before  # the file under the open notebook is untouched
+    assert other["metadata"]["via"] == "contents"  # not open in the sidebar: the server saved it
+    assert [c.source for c in nbformat.read(jp_root_dir / "other.ipynb", as_version=4).cells][-1] == "w = 1"
+    asked = [e["name"] for e in events if e["type"] == "permission_request"]
+    assert asked == ["notebook_edit", "notebook_run", "notebook_edit"]  # "always" held for analysis.ipynb only
+
+
+async def test_bridge_failures_are_clear_and_touch_nothing(
+        api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path, astro_service: Any) -> None:
+    notebook(jp_root_dir)
+    before = (jp_root_dir / "analysis.ipynb").read_text()
+    astro_service.config.notebook_bridge_timeout_secs = 0.5
+    openai_server.script(
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "a"}),
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "b"}),
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "c"}),
+        Turn.call("notebook_read", {"path": "root_dir/analysis.ipynb"}),
+        Turn.say("Gave up."),
+    )
+    replies = iter([{"status": "error", "message": "the document is read-only"}, "not an object", None,
+                    {"status": "ok", "notebook": {"cells": "nope"}}])
+
+    def answer(event: dict[str, Any]) -> Any:
+        return "allow" if event["type"] == "permission_request" else next(replies)
+
+    status, started = await api("POST", "astro/api/runs", body={
+        "prompt": "edit", "notebook": {"path": "analysis.ipynb", "bridge": True}})
+    events = await sidebar(started["run_id"], answer)
+    refused, garbage, silent, bad_read = tool_results(events)
+    assert refused["is_error"] and "could not edit in analysis.ipynb: the document is read-only" in refused["output"]
+    assert garbage["is_error"] and "not" in garbage["output"] and "status" in garbage["output"]
+    assert silent["is_error"] and "did not answer within 0.5 s" in silent["output"]
+    assert bad_read["is_error"] and "the sidebar sent an invalid notebook for analysis.ipynb" in bad_read["output"]
+    assert (jp_root_dir / "analysis.ipynb").read_text() == before
+
+
+@pytest.mark.parametrize("context,reason", [
+    ("analysis.ipynb", "invalid_notebook"),
+    ({"path": "../etc/x.ipynb"}, "invalid_notebook"),
+    ({"path": "a.txt"}, "invalid_notebook"),
+    ({"path": "a.ipynb", "cell_ids": ["ok", "../bad"]}, "invalid_notebook"),
+    ({"path": "a.ipynb", "bridge": "yes"}, "invalid_notebook"),
+    ({"path": "a\u2028b.ipynb"}, "invalid_notebook"),
+])
+async def test_bad_notebook_context_is_refused(api: Api, context: Any, reason: str) -> None:
+    status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "notebook": context})
+    assert status == 400 and err["reason"] == reason
