@@ -184,6 +184,8 @@ export interface ISession {
   metadata?: Record<string, unknown>;
   created_at?: string;
   updated_at?: string;
+  /** How many prompts the session holds (the list's "N turns"). */
+  turns?: number;
   /** The live run of this session on the server, if any (a reload reattaches to it). */
   active_run_id?: string | null;
   runs?: IRunRecord[];
