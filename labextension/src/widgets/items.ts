@@ -689,6 +689,7 @@ class EndView extends ItemView<IEndItem> {
 
 class QuestionView extends ItemView<IQuestionItem> {
   private text!: HTMLElement;
+  private detail!: HTMLElement;
   private what!: HTMLElement;
   private args!: HTMLPreElement;
   private meta!: HTMLElement;
@@ -702,6 +703,7 @@ class QuestionView extends ItemView<IQuestionItem> {
   protected build(): HTMLElement {
     const q = this.item;
     this.text = h('div', { class: 'jp-Astro-question-text' });
+    this.detail = h('div', { class: 'jp-Astro-question-detail', hidden: true });
     this.what = h('div', { class: 'jp-Astro-question-what', hidden: true });
     this.args = h('pre', { class: 'jp-Astro-pre jp-Astro-question-command', hidden: true });
     this.meta = h('div', { class: 'jp-Astro-question-meta', hidden: true });
@@ -743,6 +745,7 @@ class QuestionView extends ItemView<IQuestionItem> {
         'aria-label': q.variant === 'permission' ? 'Permission request' : 'Question from the agent'
       },
       h('div', { class: 'jp-Astro-question-head' }, iconEl(STATUS_ICON.waiting), this.text),
+      this.detail,
       this.what,
       this.args,
       this.meta,
@@ -755,7 +758,16 @@ class QuestionView extends ItemView<IQuestionItem> {
   update(): void {
     const q = this.item;
     this.el.dataset.requestId = q.requestId;
-    renderVisible(this.text, q.question);
+    if (q.variant === 'permission') {
+      // A short question; the server's message (which may quote the command) below it, and
+      // the whole command, escaped, below that.
+      this.text.textContent = `Allow ${visibleText(q.toolName || 'this tool')} to run?`;
+      this.detail.hidden = !q.question;
+      renderVisible(this.detail, q.question);
+      this.detail.title = visibleText(q.question);
+    } else {
+      renderVisible(this.text, q.question);
+    }
     if (q.variant === 'permission' && this.shownArgs !== q.arguments) {
       this.shownArgs = q.arguments;
       this.showArguments(q.toolName, q.arguments);

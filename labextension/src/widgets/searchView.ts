@@ -4,9 +4,8 @@
  * (`GET astro/api/search/history`), whose hits are grouped per session — the title once,
  * the hits under it, matched words in <mark> built from the «» markers (never server HTML).
  */
-import { Menu } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
-import { Widget } from '@lumino/widgets';
+import { Menu, Widget } from '@lumino/widgets';
 
 import { AstroAPIError } from '../handler';
 import { ISearchHit, ISession } from '../tokens';
@@ -106,6 +105,8 @@ export class SessionsView extends Widget {
       this.schedule(0);
     }
     this.input.focus();
+    // the toolbar button that opened the view takes the focus back after its click
+    requestAnimationFrame(() => this.isVisible && this.input.focus());
   }
 
   clear(): void {
@@ -129,7 +130,7 @@ export class SessionsView extends Widget {
       const title = visibleText(s.title || 'Untitled session');
       const turns = typeof s.turns === 'number' ? `${s.turns} turn${s.turns === 1 ? '' : 's'}` : '';
       const when = formatTime(parseWhen(s.updated_at || s.created_at));
-      const meta = [when, s.model || '', turns].filter(Boolean).join(' \u00b7 ');
+      const meta = [when, s.model || s.last_model || '', turns].filter(Boolean).join(' \u00b7 ');
       const more = h('button', { type: 'button', class: 'jp-Astro-session-more', title: 'Rename, export or delete', 'aria-label': `Actions for ${title}`, tabindex: -1, text: '\u22ef' });
       const li = h(
         'li',
