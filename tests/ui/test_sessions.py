@@ -58,11 +58,11 @@ def test_sessions_search_and_open_hit(page, script):
     view = open_sessions(page)
     item_a = view.locator(f'.jp-Astro-session-item[data-session-id="{a}"]')
     assert item_a.locator(".jp-Astro-session-title").inner_text() == "Quokka study <b>bold</b>"
-    assert item_a.get_attribute("title") == "Quokka study <b>bold</b>"
+    assert item_a.locator(".jp-Astro-session-open").get_attribute("title") == "Quokka study <b>bold</b>"
     assert item_a.locator("b").count() == 0
     meta = item_a.locator(".jp-Astro-session-meta").inner_text()
     assert "2 turns" in meta and "gpt-4o-mini" in meta
-    assert view.locator(f'.jp-Astro-session-item[data-session-id="{b}"][aria-selected="true"]').count() == 1
+    assert view.locator(f'.jp-Astro-session-open[data-session-id="{b}"][aria-current="true"]').count() == 1
     # Switch back from the list: A's history is shown, B's is not.
     select_session(page, a)
     page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-timeline').textContent.includes('quokkanebula')")
@@ -126,7 +126,7 @@ def test_sessions_search_and_open_hit(page, script):
     page.wait_for_function(
         f"() => document.querySelector('{PANEL} .jp-Astro-session-item[data-session-id=\"{a}\"] .jp-Astro-session-title').textContent === 'Renamed by keyboard'"
     )
-    view.locator(f'.jp-Astro-session-item[data-session-id="{a}"]').focus()
+    view.locator(f'.jp-Astro-session-open[data-session-id="{a}"]').focus()
     page.keyboard.press("Enter")
     page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.sessionId === '{a}'")
     assert page.astro_errors == []

@@ -345,13 +345,15 @@ class ToolView extends ItemView<IToolItem> {
     );
     this.line.addEventListener('click', () => this.toggle());
     this.subagentHost = h('div', { class: 'jp-Astro-tool-subagents' });
-    const el = h('div', { class: 'jp-Astro-item jp-Astro-tool', role: 'group' }, this.line, this.subagentHost);
-    if (this.ctx.expandTools()) {
-      this.expanded = true;
-      this.ensureBody(el);
-      this.line.setAttribute('aria-expanded', 'true');
+    return h('div', { class: 'jp-Astro-item jp-Astro-tool', role: 'group' }, this.line, this.subagentHost);
+  }
+
+  constructor(item: IToolItem, ctx: IRenderContext) {
+    super(item, ctx);
+    // after the field initialisers (build() runs before them)
+    if (ctx.expandTools()) {
+      this.toggle(true);
     }
-    return el;
   }
 
   private ensureBody(el: HTMLElement = this.el): HTMLElement {

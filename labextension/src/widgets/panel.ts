@@ -7,7 +7,7 @@
 import { Clipboard, Dialog, InputDialog, showDialog } from '@jupyterlab/apputils';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ServerConnection } from '@jupyterlab/services';
-import { downloadIcon, ellipsesIcon, historyIcon, stopIcon, Toolbar, ToolbarButton } from '@jupyterlab/ui-components';
+import { downloadIcon, ellipsesIcon, historyIcon, LabIcon, stopIcon, Toolbar } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import { Menu, Panel, Widget } from '@lumino/widgets';
 
@@ -22,6 +22,34 @@ import { SessionsView } from './searchView';
 import { TimelineView } from './timelineView';
 
 const CURRENT_KEY = 'astro-jupyter:current-session';
+
+/**
+ * A toolbar icon button with a tooltip: a native <button> holding a LabIcon. (JupyterLab's
+ * ToolbarButton renders a <jp-button> host that always carries aria-pressed without a role,
+ * which axe reports as a critical violation.)
+ */
+class IconToolButton extends Widget {
+  constructor(options: { icon: LabIcon; label: string; className: string; onClick: () => void; toggle?: boolean }) {
+    super({ node: document.createElement('button') });
+    const b = this.node as HTMLButtonElement;
+    b.type = 'button';
+    b.title = options.label;
+    b.setAttribute('aria-label', options.label);
+    if (options.toggle) {
+      b.setAttribute('aria-pressed', 'false');
+    }
+    this.addClass('jp-Astro-toolbutton');
+    this.addClass(options.className);
+    b.appendChild(iconEl(options.icon));
+    b.addEventListener('click', () => options.onClick());
+  }
+  set enabled(value: boolean) {
+    (this.node as HTMLButtonElement).disabled = !value;
+  }
+  set pressed(value: boolean) {
+    this.node.setAttribute('aria-pressed', String(value));
+  }
+}
 
 /** The user's settings (schema/plugin.json), applied live. */
 export interface IAstroSettings {
@@ -72,9 +100,9 @@ export class AstroPanel extends Panel {
   private settings: IAstroSettings = { ...DEFAULT_SETTINGS };
   private toolbar!: Toolbar;
   private titleEl!: HTMLElement;
-  private sessionsButton!: ToolbarButton;
-  private exportButton!: ToolbarButton;
-  private moreButton!: ToolbarButton;
+  private sessionsButton!: IconToolButton;
+  private exportButton!: IconToolButton;
+  private moreButton!: IconToolButton;
   private statusChip!: HTMLElement;
   private modelChip!: HTMLButtonElement;
   private message!: HTMLElement;
@@ -564,26 +592,27 @@ export class AstroPanel extends Panel {
     this.toolbar.addItem('title', title);
     this.toolbar.addItem(
       'new',
-      new ToolbarButton({ icon: newChatIcon, tooltip: 'New chat', className: 'jp-Astro-new', onClick: () => void this.newSession() })
+      new IconToolButton({ icon: newChatIcon, label: 'New chat', className: 'jp-Astro-new', onClick: () => void this.newSession() })
     );
-    this.sessionsButton = new ToolbarButton({
+    this.sessionsButton = new IconToolButton({
       icon: historyIcon,
-      tooltip: 'Sessions and search',
+      label: 'Sessions and search',
       className: 'jp-Astro-sessions-button',
+      toggle: true,
       onClick: () => this.showSessions(!this.sessionsView.isVisible)
     });
     this.toolbar.addItem('sessions', this.sessionsButton);
-    this.exportButton = new ToolbarButton({
+    this.exportButton = new IconToolButton({
       icon: downloadIcon,
-      tooltip: 'Export this chat to a notebook',
+      label: 'Export this chat to a notebook',
       className: 'jp-Astro-export',
-      enabled: false,
       onClick: () => void this.exportSession()
     });
+    this.exportButton.enabled = false;
     this.toolbar.addItem('export', this.exportButton);
-    this.moreButton = new ToolbarButton({
+    this.moreButton = new IconToolButton({
       icon: ellipsesIcon,
-      tooltip: 'More: coordinator mode, model, bookmarklet, settings',
+      label: 'More: coordinator mode, model, bookmarklet, settings',
       className: 'jp-Astro-more-menu',
       onClick: () => {
         const r = this.moreButton.node.getBoundingClientRect();

@@ -9,7 +9,10 @@ import { Menu, Widget } from '@lumino/widgets';
 
 import { AstroAPIError } from '../handler';
 import { ISearchHit, ISession } from '../tokens';
+import { ellipsesIcon } from '@jupyterlab/ui-components';
+
 import { formatTime, h, renderSnippet, visibleText } from './dom';
+import { iconEl } from './icons';
 
 export const SEARCH_DEBOUNCE_MS = 250;
 
@@ -53,8 +56,8 @@ export class SessionsView extends Widget {
       text: 'This chat'
     });
     this.status = h('div', { class: 'jp-Astro-search-status', role: 'status' });
-    this.list = h('ul', { class: 'jp-Astro-session-list', role: 'listbox', 'aria-label': 'Sessions' });
-    this.results = h('div', { class: 'jp-Astro-search-results', 'aria-label': 'Search results' });
+    this.list = h('ul', { class: 'jp-Astro-session-list', 'aria-label': 'Sessions' });
+    this.results = h('div', { class: 'jp-Astro-search-results' });
     this.node.append(
       h('div', { class: 'jp-Astro-search-row' }, this.input, this.onlySession),
       this.status,
@@ -131,29 +134,30 @@ export class SessionsView extends Widget {
       const turns = typeof s.turns === 'number' ? `${s.turns} turn${s.turns === 1 ? '' : 's'}` : '';
       const when = formatTime(parseWhen(s.updated_at || s.created_at));
       const meta = [when, s.model || s.last_model || '', turns].filter(Boolean).join(' \u00b7 ');
-      const more = h('button', { type: 'button', class: 'jp-Astro-session-more', title: 'Rename, export or delete', 'aria-label': `Actions for ${title}`, tabindex: -1, text: '\u22ef' });
-      const li = h(
-        'li',
+      const more = h(
+        'button',
+        { type: 'button', class: 'jp-Astro-session-more', title: 'Rename, export or delete', 'aria-label': `Actions for ${title}`, tabindex: -1 },
+        iconEl(ellipsesIcon)
+      );
+      const open = h(
+        'button',
         {
-          class: 'jp-Astro-session-item',
-          role: 'option',
+          type: 'button',
+          class: 'jp-Astro-session-open',
           tabindex: -1,
           'data-session-id': s.id,
-          'aria-selected': s.id === current ? 'true' : 'false',
-          title: title
+          'aria-current': s.id === current ? 'true' : false,
+          title
         },
         h('span', { class: 'jp-Astro-session-title', text: title }),
-        h('span', { class: 'jp-Astro-session-meta', text: meta }),
-        more
+        h('span', { class: 'jp-Astro-session-meta', text: meta })
       );
-      li.addEventListener('click', ev => {
-        if (ev.target === more) {
-          ev.stopPropagation();
-          const r = more.getBoundingClientRect();
-          this.openMenu(s.id, r.left, r.bottom);
-          return;
-        }
-        this.options.openSession(s.id);
+      const li = h('li', { class: 'jp-Astro-session-item', 'data-session-id': s.id }, open, more);
+      open.addEventListener('click', () => this.options.openSession(s.id));
+      more.addEventListener('click', ev => {
+        ev.stopPropagation();
+        const r = more.getBoundingClientRect();
+        this.openMenu(s.id, r.left, r.bottom);
       });
       li.addEventListener('contextmenu', ev => {
         ev.preventDefault();
@@ -163,7 +167,7 @@ export class SessionsView extends Widget {
       this.list.appendChild(li);
     }
     const items = this.focusables();
-    const selected = items.find(el => el.getAttribute('aria-selected') === 'true') ?? items[0];
+    const selected = items.find(el => el.getAttribute('aria-current') === 'true') ?? items[0];
     if (selected) {
       selected.tabIndex = 0;
     }
@@ -256,7 +260,7 @@ export class SessionsView extends Widget {
   }
 
   private focusables(): HTMLElement[] {
-    return Array.from(this.node.querySelectorAll<HTMLElement>('.jp-Astro-search-hit, .jp-Astro-session-item'));
+    return Array.from(this.node.querySelectorAll<HTMLElement>('.jp-Astro-search-hit, .jp-Astro-session-open'));
   }
 
   private onKey(ev: KeyboardEvent): void {
@@ -267,7 +271,7 @@ export class SessionsView extends Widget {
       return;
     }
     const id = active?.dataset.sessionId ?? '';
-    const isSession = !!active?.classList.contains('jp-Astro-session-item');
+    const isSession = !!active?.classList.contains('jp-Astro-session-open');
     const move = (to: HTMLElement) => {
       ev.preventDefault();
       items.forEach(el => (el.tabIndex = -1));
