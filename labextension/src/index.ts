@@ -10,30 +10,36 @@ import {
 import { Dialog, ICommandPalette, showDialog } from '@jupyterlab/apputils';
 import { PageConfig, PathExt } from '@jupyterlab/coreutils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
+import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
-import { LabIcon } from '@jupyterlab/ui-components';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
-import astroSvg from '../style/astro.svg';
 import { AstroAPI } from './handler';
-import { relativeToRoot } from './paths';
-import { AstroPanel } from './widgets/panel';
+import { freeName, relativeToRoot } from './paths';
+import { astroIcon } from './widgets/icons';
+import { AstroPanel, DEFAULT_SETTINGS, IAstroSettings } from './widgets/panel';
 
-export const astroIcon = new LabIcon({ name: 'astro-jupyter:astro', svgstr: astroSvg });
+export { astroIcon };
+
+const PLUGIN_ID = 'astro-jupyter:plugin';
+
 
 export const COMMAND_OPEN = 'astro:open';
 
 const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'astro-jupyter:plugin',
+  id: PLUGIN_ID,
   description: 'Astro research agent sidebar: chat, live tool timeline, history search.',
   autoStart: true,
   requires: [IRenderMimeRegistry],
-  optional: [IDocumentManager, ICommandPalette, ILayoutRestorer],
+  optional: [IDocumentManager, ICommandPalette, ILayoutRestorer, ISettingRegistry, INotebookTracker],
   activate: (
     app: JupyterFrontEnd,
     rendermime: IRenderMimeRegistry,
     docManager: IDocumentManager | null,
     palette: ICommandPalette | null,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    settingRegistry: ISettingRegistry | null,
+    notebooks: INotebookTracker | null
   ) => {
     const contents = app.serviceManager.contents;
     const open = (path: string) => {
@@ -60,21 +66,51 @@ const plugin: JupyterFrontEndPlugin<void> = {
         });
       },
       saveNotebook: async (name: string, content: unknown) => {
-        const stem = PathExt.basename(name, '.ipynb');
-        let path = name;
-        for (let i = 1; i < 1000; i++) {
-          try {
-            await contents.get(path, { content: false });
-            path = `${stem}-${i}.ipynb`;
-          } catch {
-            break; // free name
-          }
-        }
+        // One listing of the root instead of probing each name (a probe is a 404 in the console).
+        const listing = await contents.get('', { content: true });
+        const taken = new Set<string>(((listing.content ?? []) as Array<{ name: string }>).map(f => f.name));
+        const path = freeName(PathExt.basename(name), taken);
         await contents.save(path, { type: 'notebook', format: 'json', content });
         open(path);
         return path;
-      }
+      },
+      insertCode: async (code: string, run: boolean) => {
+        const current = notebooks?.currentWidget;
+        if (!current) {
+          return false;
+        }
+        const notebook = current.content;
+        NotebookActions.insertBelow(notebook);
+        const cell = notebook.activeCell;
+        if (!cell) {
+          return false;
+        }
+        cell.model.sharedModel.setSource(code);
+        app.shell.activateById(current.id);
+        if (run) {
+          await NotebookActions.run(notebook, current.sessionContext);
+        }
+        return true;
+      },
+      openSettings: settingRegistry
+        ? () => void app.commands.execute('settingeditor:open', { query: 'Astro research agent' })
+        : undefined
     });
+    if (notebooks) {
+      const update = () => panel.setNotebookAvailable(!!notebooks.currentWidget);
+      notebooks.currentChanged.connect(update);
+      update();
+    }
+    if (settingRegistry) {
+      void settingRegistry
+        .load(PLUGIN_ID)
+        .then(settings => {
+          const apply = () => panel.configure({ ...DEFAULT_SETTINGS, ...(settings.composite as Partial<IAstroSettings>) });
+          settings.changed.connect(apply);
+          apply();
+        })
+        .catch(reason => console.warn('astro: could not load the settings', reason));
+    }
     panel.title.icon = astroIcon;
     app.shell.add(panel, 'left', { rank: 600 });
     restorer?.add(panel, 'astro-jupyter-panel');

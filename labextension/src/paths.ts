@@ -17,3 +17,17 @@ export function relativeToRoot(path: string, root: string): string | null {
   }
   return null;
 }
+
+/** A name in a folder not taken yet: `name`, else `stem-1.ipynb`, ... (one listing, no 404 probes). */
+export function freeName(name: string, taken: ReadonlySet<string>): string {
+  if (!taken.has(name)) {
+    return name;
+  }
+  const stem = name.replace(/\.ipynb$/, '');
+  for (let i = 1; ; i++) {
+    const candidate = `${stem}-${i}.ipynb`;
+    if (!taken.has(candidate)) {
+      return candidate;
+    }
+  }
+}

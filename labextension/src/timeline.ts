@@ -15,7 +15,7 @@ import {
   IToolResultEvent
 } from './tokens';
 
-export type ItemKind = 'user' | 'text' | 'thinking' | 'tool' | 'subagent' | 'todo' | 'notice' | 'question';
+export type ItemKind = 'user' | 'text' | 'thinking' | 'tool' | 'subagent' | 'todo' | 'notice' | 'question' | 'end';
 
 interface IItemBase {
   /** Unique and stable: the DOM node of an item is keyed by it. */
@@ -27,6 +27,8 @@ interface IItemBase {
   /** The stored message this item shows (history), so a search hit can scroll to it. */
   messageId?: number;
   runId?: string;
+  /** When it was said (ms since the epoch): live items now, history from `created_at`. */
+  time?: number;
 }
 
 export interface IUserItem extends IItemBase {
@@ -41,7 +43,11 @@ export interface ITextItem extends IItemBase {
   streaming: boolean;
 }
 
-export type ToolStatus = 'running' | 'done' | 'error' | 'interrupted';
+/**
+ * `waiting`: a permission question for this call is open; `cancelled`: stopped by the user;
+ * `interrupted`: the run ended (step limit, error) before its result came.
+ */
+export type ToolStatus = 'running' | 'waiting' | 'done' | 'error' | 'cancelled' | 'interrupted';
 
 export interface IToolResult {
   output: string;
@@ -64,6 +70,12 @@ export interface IToolItem extends IItemBase {
   startedAt: number;
   /** The stored `tool` message holding the result (history), for search hits on it. */
   resultMessageId?: number;
+  /**
+   * Consecutive identical calls (same name and arguments) or identical errors are shown as one
+   * line: the first is the head and lists the others in `repeats`; each other points at it.
+   */
+  repeatOf: IToolItem | null;
+  repeats: IToolItem[];
 }
 
 export interface ISubagentItem extends IItemBase {
@@ -80,6 +92,17 @@ export interface ISubagentItem extends IItemBase {
 export interface ITodoItem extends IItemBase {
   kind: 'todo';
   todos: ITodo[];
+  /** True while its run goes on: the list is pinned at the top of the view. */
+  active: boolean;
+}
+
+export type EndReason = 'cancelled' | 'max_steps' | 'error';
+
+/** How a run ended when it did not simply finish: a banner with an action. */
+export interface IEndItem extends IItemBase {
+  kind: 'end';
+  reason: EndReason;
+  text: string;
 }
 
 export type NoticeVariant = 'compaction' | 'model_switch' | 'error' | 'done' | 'info';
@@ -112,10 +135,11 @@ export type TimelineItem =
   | ISubagentItem
   | ITodoItem
   | INoticeItem
-  | IQuestionItem;
+  | IQuestionItem
+  | IEndItem;
 
 export type TimelineChange =
-  | { type: 'added'; item: TimelineItem; parent: ISubagentItem | null }
+  | { type: 'added'; item: TimelineItem; parent: ISubagentItem | null; before?: TimelineItem | null }
   | { type: 'updated'; item: TimelineItem }
   | { type: 'reset' };
 
@@ -128,6 +152,39 @@ export interface IRunInfo {
 
 let keyCounter = 0;
 const nextKey = (prefix: string) => `${prefix}-${++keyCounter}`;
+
+const END_TEXT: Record<EndReason, string> = {
+  cancelled: 'Run stopped.',
+  max_steps: 'Run stopped: the step limit was reached.',
+  error: 'Run ended with an error.'
+};
+
+/** A stored timestamp as ms since the epoch (SQLite's `YYYY-MM-DD HH:MM:SS` is UTC). */
+export function parseTime(value: string | undefined | null): number | undefined {
+  if (!value) {
+    return undefined;
+  }
+  let v = value.trim();
+  if (/^\d{4}-\d{2}-\d{2} \d/.test(v)) {
+    v = v.replace(' ', 'T');
+  }
+  if (/T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(v)) {
+    v += 'Z';
+  }
+  const t = Date.parse(v);
+  return Number.isFinite(t) ? t : undefined;
+}
+
+/** The identity of a call for "identical consecutive calls": name and arguments. */
+export function callSignature(tool: IToolItem): string {
+  let args: string;
+  try {
+    args = JSON.stringify(tool.arguments) ?? '';
+  } catch {
+    args = String(tool.arguments);
+  }
+  return `${tool.name}\u0000${args}`;
+}
 
 /** Parse tool-call arguments stored as a JSON string; keep the text when it is not JSON. */
 export function parseArguments(raw: unknown): unknown {
@@ -149,6 +206,7 @@ export class TimelineModel {
   private tools = new Map<string, IToolItem>();
   private subagents = new Map<string, ISubagentItem>();
   private questions = new Map<string, IQuestionItem>();
+  private todos = new Map<string, ITodoItem>();
   private lastSeq = new Map<string, number>();
   private _duplicates = 0;
 
@@ -197,13 +255,14 @@ export class TimelineModel {
     this.tools.clear();
     this.subagents.clear();
     this.questions.clear();
+    this.todos.clear();
     this.lastSeq.clear();
     this._duplicates = 0;
     this._changed.emit({ type: 'reset' });
   }
 
-  addUser(text: string, extra: { messageId?: number; runId?: string } = {}): IUserItem {
-    const item: IUserItem = { key: nextKey('user'), kind: 'user', version: 0, parent: null, text, ...extra };
+  addUser(text: string, extra: { messageId?: number; runId?: string; time?: number } = {}): IUserItem {
+    const item: IUserItem = { key: nextKey('user'), kind: 'user', version: 0, parent: null, text, time: Date.now(), ...extra };
     this.add(item, null);
     return item;
   }
@@ -247,6 +306,7 @@ export class TimelineModel {
         tool.step = event.step;
         tool.callSeen = true;
         this.touch(tool);
+        this.group(tool);
         break;
       }
       case 'tool_progress': {
@@ -287,6 +347,7 @@ export class TimelineModel {
           parent,
           runId
         );
+        this.setWaiting(event.tool_call_id, true);
         break;
       case 'compaction': {
         const saved =
@@ -302,11 +363,9 @@ export class TimelineModel {
       case 'subagent':
         this.applySubagent(event.id, event.phase, event, parent, runId);
         break;
-      case 'todo_update': {
-        const item: ITodoItem = { key: nextKey('todo'), kind: 'todo', version: 0, parent, todos: event.todos ?? [], runId };
-        this.add(item, parent);
+      case 'todo_update':
+        this.updateTodos(event.todos ?? [], parent, runId);
         break;
-      }
       case 'error':
         this.addNotice('error', event.message || 'error', parent);
         break;
@@ -319,12 +378,34 @@ export class TimelineModel {
     return true;
   }
 
-  /** Rebuild items from stored messages (history); messages of `skipRunId` except its user prompt are skipped (they will be replayed from the run's events). */
-  loadMessages(messages: readonly IStoredMessage[], skipRunId?: string | null): void {
+  /**
+   * Rebuild items from stored messages (history); messages of `skipRunId` except its user prompt
+   * are skipped (they will be replayed from the run's events). `runEnds` (run id → how it ended)
+   * puts the banner of a stopped run after its last message.
+   */
+  loadMessages(
+    messages: readonly IStoredMessage[],
+    skipRunId?: string | null,
+    runEnds: ReadonlyMap<string, string> = new Map()
+  ): void {
+    let lastRun: string | null = null;
+    const endRun = (next: string | null) => {
+      if (lastRun !== null && lastRun !== next && lastRun !== skipRunId) {
+        const reason = runEnds.get(lastRun);
+        if (reason === 'cancelled' || reason === 'max_steps' || reason === 'error') {
+          this.addEnd(reason, lastRun);
+        }
+      }
+      lastRun = next;
+    };
     for (const m of messages) {
       const replayed = !!skipRunId && m.run_id === skipRunId;
+      const time = parseTime(m.created_at);
+      if (m.role !== 'system') {
+        endRun(m.run_id);
+      }
       if (m.role === 'user') {
-        this.addUser(m.content, { messageId: m.id, runId: m.run_id });
+        this.addUser(m.content, { messageId: m.id, runId: m.run_id, time });
       } else if (replayed || m.role === 'system') {
         continue;
       } else if (m.role === 'assistant') {
@@ -338,7 +419,8 @@ export class TimelineModel {
             step: 0,
             streaming: false,
             messageId: m.id,
-            runId: m.run_id
+            runId: m.run_id,
+            time
           };
           this.add(item, null);
         }
@@ -349,6 +431,7 @@ export class TimelineModel {
           tool.callSeen = true;
           tool.messageId = tool.messageId ?? m.id;
           this.touch(tool);
+          this.group(tool);
         }
       } else if (m.role === 'tool') {
         const tool = this.ensureTool(m.tool_call_id || `orphan-${m.id}`, null, m.run_id);
@@ -360,11 +443,15 @@ export class TimelineModel {
           metadata: meta,
           durationMs: typeof meta.duration_ms === 'number' ? meta.duration_ms : null
         };
-        tool.status = tool.result.isError ? 'error' : 'done';
+        tool.status = resultStatus(tool.result);
         tool.resultMessageId = m.id;
         this.touch(tool);
+        if (tool.status === 'error') {
+          this.group(tool);
+        }
       }
     }
+    endRun(null);
   }
 
   /** Record a question's answer locally (the POST is the caller's business). */
@@ -377,19 +464,115 @@ export class TimelineModel {
     q.pending = opts.pending ?? false;
     q.error = opts.error ?? null;
     this.touch(q);
+    if (q.variant === 'permission' && q.toolCallId && answer !== null && !q.pending) {
+      this.setWaiting(q.toolCallId, false);
+    }
+  }
+
+  /** The head of the line a tool is shown on (itself unless it repeats an earlier call). */
+  headOf(tool: IToolItem): IToolItem {
+    return tool.repeatOf ?? tool;
   }
 
   // -- internals -----------------------------------------------------------------------------
 
-  private add(item: TimelineItem, parent: ISubagentItem | null): void {
+  private add(item: TimelineItem, parent: ISubagentItem | null, at?: number): void {
     item.parent = parent;
-    (parent ? parent.children : this._items).push(item);
-    this._changed.emit({ type: 'added', item, parent });
+    const list = parent ? parent.children : this._items;
+    if (at === undefined || at >= list.length) {
+      list.push(item);
+      this._changed.emit({ type: 'added', item, parent });
+    } else {
+      const before = list[at];
+      list.splice(at, 0, item);
+      this._changed.emit({ type: 'added', item, parent, before });
+    }
   }
 
   private touch(item: TimelineItem): void {
     item.version++;
     this._changed.emit({ type: 'updated', item });
+    if (item.kind === 'tool' && item.repeatOf) {
+      item.repeatOf.version++; // the head shows the group's status
+      this._changed.emit({ type: 'updated', item: item.repeatOf });
+    }
+  }
+
+  /**
+   * Fold `tool` into the line of the tool just before it when it repeats it: the same call
+   * (name and arguments), or the same error (name and error text) — a looping run reads as
+   * one line "×18", not a wall of identical cards.
+   */
+  private group(tool: IToolItem): void {
+    if (tool.repeatOf || tool.repeats.length || !tool.callSeen) {
+      return;
+    }
+    const list = this.container(tool.parent);
+    const i = list.lastIndexOf(tool);
+    const prev = i > 0 ? list[i - 1] : null;
+    if (!prev || prev.kind !== 'tool' || prev.runId !== tool.runId) {
+      return;
+    }
+    const head = prev.repeatOf ?? prev;
+    if (!head.callSeen || head.name !== tool.name) {
+      return;
+    }
+    const members = [head, ...head.repeats];
+    const sameCall = callSignature(head) === callSignature(tool) && members.every(m => callSignature(m) === callSignature(head));
+    const sameError =
+      tool.status === 'error' &&
+      members.every(m => m.status === 'error' && m.result?.output === tool.result?.output);
+    if (!sameCall && !sameError) {
+      return;
+    }
+    tool.repeatOf = head;
+    head.repeats.push(tool);
+    this.touch(tool);
+  }
+
+  private setWaiting(toolCallId: string, waiting: boolean): void {
+    const tool = toolCallId ? this.tools.get(toolCallId) : undefined;
+    if (!tool) {
+      return;
+    }
+    if (waiting && tool.status === 'running') {
+      tool.status = 'waiting';
+      this.touch(tool);
+    } else if (!waiting && tool.status === 'waiting') {
+      tool.status = 'running';
+      this.touch(tool);
+    }
+  }
+
+  /** One plan per run (and subagent), updated in place and placed at the top of the run. */
+  private updateTodos(todos: ITodo[], parent: ISubagentItem | null, runId: string): void {
+    const scope = `${runId}\u0000${parent?.id ?? ''}`;
+    const existing = this.todos.get(scope);
+    if (existing) {
+      existing.todos = todos;
+      this.touch(existing);
+      return;
+    }
+    const item: ITodoItem = { key: nextKey('todo'), kind: 'todo', version: 0, parent, todos, runId, active: true };
+    this.todos.set(scope, item);
+    const list = this.container(parent);
+    let at = 0;
+    if (!parent) {
+      // just after the prompt that started this run
+      for (let i = list.length - 1; i >= 0; i--) {
+        if (list[i].kind === 'user') {
+          at = i + 1;
+          break;
+        }
+      }
+    }
+    this.add(item, parent, at);
+  }
+
+  private addEnd(reason: EndReason, runId: string): IEndItem {
+    const item: IEndItem = { key: nextKey('end'), kind: 'end', version: 0, parent: null, reason, text: END_TEXT[reason], runId };
+    this.add(item, null);
+    return item;
   }
 
   private container(parent: ISubagentItem | null): TimelineItem[] {
@@ -404,7 +587,7 @@ export class TimelineModel {
       this.touch(last);
       return;
     }
-    const item: ITextItem = { key: nextKey(kind), kind, version: 0, parent, text: delta, step, streaming: true, runId };
+    const item: ITextItem = { key: nextKey(kind), kind, version: 0, parent, text: delta, step, streaming: true, runId, time: Date.now() };
     this.add(item, parent);
   }
 
@@ -425,7 +608,9 @@ export class TimelineModel {
         result: null,
         status: 'running',
         startedAt: Date.now(),
-        runId
+        runId,
+        repeatOf: null,
+        repeats: []
       };
       this.tools.set(id, tool);
       this.add(tool, parent);
@@ -444,8 +629,11 @@ export class TimelineModel {
       metadata: (event.metadata ?? {}) as Record<string, unknown>,
       durationMs: typeof event.duration_ms === 'number' ? event.duration_ms : null
     };
-    tool.status = event.is_error ? 'error' : 'done';
+    tool.status = resultStatus(tool.result);
     this.touch(tool);
+    if (tool.status === 'error') {
+      this.group(tool);
+    }
   }
 
   private ensureSubagent(id: string, runId: string): ISubagentItem {
@@ -544,8 +732,11 @@ export class TimelineModel {
       if ((item.kind === 'text' || item.kind === 'thinking') && item.streaming) {
         item.streaming = false;
         this.touch(item);
-      } else if (item.kind === 'tool' && item.status === 'running') {
-        item.status = 'interrupted';
+      } else if (item.kind === 'tool' && (item.status === 'running' || item.status === 'waiting')) {
+        item.status = reason === 'cancelled' ? 'cancelled' : 'interrupted';
+        this.touch(item);
+      } else if (item.kind === 'todo' && item.active) {
+        item.active = false;
         this.touch(item);
       } else if (item.kind === 'question' && item.answer === null) {
         item.answer = 'expired';
@@ -555,15 +746,17 @@ export class TimelineModel {
         this.touch(item);
       }
     }
-    if (reason !== 'finished') {
-      const text =
-        reason === 'cancelled'
-          ? 'Run stopped.'
-          : reason === 'max_steps'
-            ? 'Run stopped: the step limit was reached.'
-            : 'Run ended with an error.';
-      this.addNotice('done', text);
+    if (reason === 'cancelled' || reason === 'max_steps' || reason === 'error') {
+      this.addEnd(reason, runId);
     }
     this._finished.emit({ runId, reason });
   }
+}
+
+/** A result's status: a cancelled call (metadata.cancelled) reads "cancelled", not "error". */
+function resultStatus(result: IToolResult): ToolStatus {
+  if (result.metadata?.cancelled === true) {
+    return 'cancelled';
+  }
+  return result.isError ? 'error' : 'done';
 }

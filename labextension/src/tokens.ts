@@ -184,6 +184,10 @@ export interface ISession {
   metadata?: Record<string, unknown>;
   created_at?: string;
   updated_at?: string;
+  /** How many prompts the session holds (the list's "N turns"). */
+  turns?: number;
+  /** The model of the session's latest run. */
+  last_model?: string;
   /** The live run of this session on the server, if any (a reload reattaches to it). */
   active_run_id?: string | null;
   runs?: IRunRecord[];

@@ -123,7 +123,7 @@ describe('TimelineModel', () => {
     expect(m.question('p1')!.answer).toBe('allow');
     feed(m, [{ type: 'done', session_id: 's', run_id: 'run_1', reason: 'cancelled' }], 'run_1', 10);
     expect((m.question('q1') as IQuestionItem).answer).toBe('expired');
-    expect(m.items[m.items.length - 1]).toMatchObject({ kind: 'notice', variant: 'done', text: 'Run stopped.' });
+    expect(m.items[m.items.length - 1]).toMatchObject({ kind: 'end', reason: 'cancelled', text: 'Run stopped.' });
   });
 
   it('marks still-running tools interrupted at done, leaves finished ones alone', () => {
@@ -150,8 +150,9 @@ describe('TimelineModel', () => {
       { type: 'error', message: 'boom' },
       { type: 'todo_update', todos: [{ content: 'read', status: 'in_progress' }] }
     ]);
-    expect(m.items.map(i => (i.kind === 'notice' ? i.variant : i.kind))).toEqual(['compaction', 'model_switch', 'error', 'todo']);
-    expect((m.items[1] as any).text).toBe('Model switched: big → small (overloaded x3)');
+    // the plan goes to the top of the run (no prompt here: the very top)
+    expect(m.items.map(i => (i.kind === 'notice' ? i.variant : i.kind))).toEqual(['todo', 'compaction', 'model_switch', 'error']);
+    expect((m.items[2] as any).text).toBe('Model switched: big → small (overloaded x3)');
   });
 
   it('rebuilds history from stored messages and skips the replayed part of an active run', () => {

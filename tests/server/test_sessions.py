@@ -26,6 +26,14 @@ async def test_session_lifecycle(api: Api, astro_service) -> None:
     await astro_service.services.messages.append(sid, {"role": "assistant", "content": "About 765 kpc."})
     status, msgs = await api("GET", "astro/api/sessions", sid, "messages")
     assert status == 200 and [m["content"] for m in msgs["messages"]] == ["How far is M 31?", "About 765 kpc."]
+    await astro_service.services.messages.append(sid, {"role": "user", "content": "And M 33?"})
+    status, listed = await api("GET", "astro/api/sessions")
+    assert [s["turns"] for s in listed["sessions"]] == [2]  # the sidebar's "2 turns": prompts, not replies
+    assert listed["sessions"][0]["last_model"] == ""  # no run yet
+    await astro_service.services.runs.create("run_a", sid, owner="", prompt="How far is M 31?", model="model-one")
+    await astro_service.services.runs.create("run_b", sid, owner="", prompt="And M 33?", model="model-two")
+    status, listed = await api("GET", "astro/api/sessions")
+    assert listed["sessions"][0]["last_model"] == "model-two"  # the latest run's
 
     status, _ = await api("DELETE", "astro/api/sessions", sid)
     assert status == 204

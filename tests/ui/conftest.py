@@ -300,17 +300,63 @@ def shot(pg: Any, name: str) -> Path:
     return path
 
 
+def current_session(pg: Any) -> str:
+    """The id of the session the panel shows ('' for a new, unsaved chat)."""
+    return pg.locator(PANEL).get_attribute("data-session-id") or ""
+
+
 def new_session(pg: Any) -> None:
-    panel = pg.locator("#astro-jupyter-panel")
-    before = panel.locator(".jp-Astro-session-select").input_value()
-    panel.locator(".jp-Astro-new").click()
+    before = current_session(pg)
+    pg.locator(f"{PANEL} .jp-Astro-new").click()
     pg.wait_for_function(
         """before => {
-            const v = document.querySelector('#astro-jupyter-panel .jp-Astro-session-select').value;
-            return v !== '' && v !== before && !document.querySelector('#astro-jupyter-panel').dataset.loading;
+            const p = document.querySelector('#astro-jupyter-panel');
+            const v = p.dataset.sessionId || '';
+            return v !== '' && v !== before && !p.dataset.loading;
         }""",
         arg=before,
     )
+
+
+def open_sessions(pg: Any) -> Any:
+    """Show the Sessions view (list + search); returns its locator."""
+    view = pg.locator(f"{PANEL} .jp-Astro-sessions")
+    if not view.is_visible():
+        pg.locator(f"{PANEL} .jp-Astro-sessions-button").click()
+    view.wait_for(state="visible")
+    return view
+
+
+def select_session(pg: Any, session_id: str) -> None:
+    """Open a session from the Sessions view and wait until it is shown."""
+    view = open_sessions(pg)
+    if view.locator(".jp-Astro-search-input").input_value():
+        view.locator(".jp-Astro-search-input").fill("")  # a search filters the list
+    view.locator(f'.jp-Astro-session-item[data-session-id="{session_id}"]').click()
+    pg.wait_for_function(
+        """sid => {
+            const p = document.querySelector('#astro-jupyter-panel');
+            return p.dataset.sessionId === sid && !p.dataset.loading;
+        }""",
+        arg=session_id,
+    )
+
+
+def more_menu(pg: Any, item: str) -> None:
+    """Click an entry of the toolbar's "…" menu."""
+    pg.locator(f"{PANEL} .jp-Astro-more-menu").click()
+    menu = pg.locator(".lm-Menu.jp-Astro-menu").last
+    menu.wait_for()
+    menu.locator(".lm-Menu-item", has_text=item).first.click()
+
+
+def expand_tool(pg: Any, call_id: str) -> Any:
+    """Open a tool line (arguments and result); returns the tool's locator."""
+    tool = pg.locator(f'{PANEL} .jp-Astro-tool[data-tool-call-id="{call_id}"]')
+    line = tool.locator(":scope > .jp-Astro-tool-line")
+    if line.get_attribute("aria-expanded") != "true":
+        line.click()
+    return tool
 
 
 def send(pg: Any, text: str) -> None:

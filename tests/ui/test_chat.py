@@ -1,11 +1,12 @@
 """Chat: the panel opens from the palette, text streams in as Markdown, tool calls become
-cards with their results, hostile text stays inert, errors are shown."""
+one-line entries that expand to their arguments and results, hostile text stays inert,
+errors are shown."""
 
 from __future__ import annotations
 
 from tests.fakes.openai_server import ScriptedCall, Turn
 
-from .conftest import PANEL, new_session, send, shot, wait_done
+from .conftest import PANEL, current_session, expand_tool, new_session, send, shot, wait_done
 
 ANSWER = "**M31** is the Andromeda galaxy, at about 778 kpc. Its flux scales as $F \\propto d^{-2}$."
 
@@ -27,12 +28,15 @@ def test_palette_opens_panel_then_streamed_markdown_and_tool_card(page, script):
     new_session(page)
     send(page, "Where is M31?")
     panel = page.locator(PANEL)
-    # The user's prompt shows at once; the tool card carries name, arguments and result.
-    assert panel.locator(".jp-Astro-user").inner_text() == "Where is M31?"
+    # The user's prompt shows at once, labelled; the tool line carries name and key argument.
+    assert panel.locator(".jp-Astro-user .jp-Astro-user-text").inner_text() == "Where is M31?"
+    assert panel.locator(".jp-Astro-user .jp-Astro-msg-who").inner_text() == "You"
     card = panel.locator('.jp-Astro-tool[data-tool-call-id="call_m31"]')
     card.wait_for()
     assert card.locator(".jp-Astro-tool-name").inner_text() == "query_target"
-    card.locator('.jp-Astro-tool-result').wait_for()
+    assert card.locator(".jp-Astro-tool-key").inner_text() == "M31"
+    assert card.locator(".jp-Astro-tool-icon svg").count() == 1
+    page.locator(f'{PANEL} .jp-Astro-tool[data-tool-call-id="call_m31"][data-status="done"]').wait_for()
     # Streaming: part of the answer is visible while the run is still going.
     page.wait_for_function(
         f"""() => {{
@@ -47,14 +51,16 @@ def test_palette_opens_panel_then_streamed_markdown_and_tool_card(page, script):
     wait_done(page)
     assert panel.locator(".jp-Astro-tool").count() == 1
     assert card.get_attribute("data-status") == "done"
+    assert card.locator(".jp-Astro-tool-duration").inner_text().endswith(("ms", "s"))
+    # One line until asked for: then arguments and result.
+    assert card.locator(".jp-Astro-tool-body").count() == 0
+    expand_tool(page, "call_m31")
+    assert card.locator(".jp-Astro-tool-line").get_attribute("aria-expanded") == "true"
     assert "RA" in card.locator(".jp-Astro-tool-output").inner_text()
     assert "10.68" in card.locator(".jp-Astro-tool-output").inner_text()
-    assert card.locator(".jp-Astro-tool-duration").inner_text().endswith(("ms", "s"))
-    # Arguments are collapsed until asked for.
-    args = card.locator(".jp-Astro-tool-args")
-    assert not args.locator("pre").is_visible()
-    args.locator("summary").click()
-    assert '"name": "M31"' in args.locator("pre").inner_text()
+    assert '"name": "M31"' in card.locator(".jp-Astro-tool-args pre").inner_text()
+    # The assistant turn is labelled.
+    assert "Astro" in panel.locator(".jp-Astro-timeline-list > .jp-Astro-msg-header .jp-Astro-msg-who").first.inner_text()
     # The answer is Markdown rendered by JupyterLab (bold) with the math typeset.
     answer = panel.locator(".jp-Astro-assistant").last
     assert answer.locator("strong").first.inner_text() == "M31"
@@ -84,16 +90,15 @@ def test_html_and_script_payloads_render_inert(page, script):
     wait_done(page)
     panel = page.locator(PANEL)
     # The prompt is shown as text.
-    assert panel.locator(".jp-Astro-user").inner_text() == "Resolve this <b>target</b>"
+    assert panel.locator(".jp-Astro-user-text").inner_text() == "Resolve this <b>target</b>"
     assert panel.locator(".jp-Astro-user b").count() == 0
     # The tool output (Sesame's "not found" echoes the name) is text, not markup.
-    card = panel.locator('.jp-Astro-tool[data-tool-call-id="call_evil"]')
+    card = expand_tool(page, "call_evil")
     card.locator(".jp-Astro-tool-result").wait_for()
     assert "<img" in card.locator(".jp-Astro-tool-output").inner_text()
+    assert "<img" in card.locator(".jp-Astro-tool-key").inner_text()
     assert card.locator("img").count() == 0
-    args = card.locator(".jp-Astro-tool-args")
-    args.locator("summary").click()
-    assert "onerror" in args.locator("pre").inner_text()
+    assert "onerror" in card.locator(".jp-Astro-tool-args pre").inner_text()
     # The Markdown went through the sanitizer: no script, no event handler, no javascript: link.
     answer = panel.locator(".jp-Astro-assistant").last
     assert answer.locator("script").count() == 0
@@ -115,8 +120,12 @@ def test_error_event_is_shown(page, script):
     error = panel.locator('.jp-Astro-notice[data-variant="error"]')
     error.first.wait_for()
     assert "refuses" in error.first.inner_text() or "400" in error.first.inner_text()
-    # The composer is usable again.
-    assert panel.locator(".jp-Astro-send").is_enabled()
+    # The run ends with a banner that offers to try again.
+    banner = panel.locator('.jp-Astro-end[data-reason="error"]')
+    assert "error" in banner.inner_text()
+    assert banner.get_by_role("button", name="Try again").is_visible()
+    # The composer is usable again: its one button sends.
+    assert panel.locator(".jp-Astro-send").get_attribute("data-action") == "send"
     shot(page, "error-event")
 
 
@@ -141,12 +150,13 @@ def test_subagent_nested_and_todos(page, script):
     todo = panel.locator(".jp-Astro-todo").first
     assert "Resolve M87" in todo.inner_text()
     assert todo.locator('li[data-status="in_progress"]').count() == 1
+    assert todo.locator(".jp-Astro-todo-mark svg").count() == 2  # SVG marks, no emoji glyphs
     sub = panel.locator(".jp-Astro-subagent").first
     sub.wait_for()
     assert "Resolve M87 and report its type" in sub.locator(":scope > summary").inner_text()
     inner = sub.locator('.jp-Astro-tool[data-tool-call-id="call_inner"]')
     assert inner.count() == 1
-    assert "M 87" in inner.locator(".jp-Astro-tool-output").inner_text() or "M87" in inner.inner_text()
+    assert "M87" in inner.locator(".jp-Astro-tool-key").inner_text()
     # Collapsible: closing the subagent hides its children.
     sub.locator(":scope > summary").click()
     assert not inner.is_visible()
@@ -157,14 +167,14 @@ def test_subagent_nested_and_todos(page, script):
 
 def test_first_prompt_without_a_session_creates_one(page, script, lab):
     script.script(Turn.say("A session was made for this."))
-    panel = page.locator(PANEL)
-    assert panel.locator(".jp-Astro-session-select").input_value() == ""
+    assert current_session(page) == ""
     send(page, "Unsolicited first question")
     wait_done(page)
-    sid = panel.locator(".jp-Astro-session-select").input_value()
+    sid = current_session(page)
     assert sid.startswith("ses")
+    # The toolbar shows the session's title (the server names it after the first prompt).
     page.wait_for_function(
-        f"() => document.querySelector('{PANEL} .jp-Astro-session-select option:checked').textContent.startsWith('Unsolicited first question')"
+        f"() => document.querySelector('{PANEL} .jp-Astro-title').textContent.startsWith('Unsolicited first question')"
     )
     messages = lab.api("GET", f"astro/api/sessions/{sid}/messages")["messages"]
     assert [m["role"] for m in messages][:1] == ["user"]

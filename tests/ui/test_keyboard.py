@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.fakes.openai_server import Turn
 
-from .conftest import PANEL, new_session, shot, wait_done
+from .conftest import PANEL, expand_tool, new_session, open_sessions, shot, wait_done
 
 GROWS_JS = """() => {
     window.__astroHeights = [];
@@ -39,16 +39,21 @@ def test_keyboard_send_answer_and_search(page, script):
     assert prompt.input_value() == "first line\nsecond line"
     page.keyboard.press("Enter")
     panel = page.locator(PANEL)
-    assert panel.locator(".jp-Astro-user").first.inner_text() == "first line\nsecond line"
+    assert panel.locator(".jp-Astro-user-text").first.inner_text() == "first line\nsecond line"
     allow = panel.locator(".jp-Astro-permission").get_by_role("button", name="Allow", exact=True)
     allow.wait_for()
     allow.focus()
     page.keyboard.press("Enter")
     wait_done(page)
+    # The tool line opens with the keyboard.
+    line = panel.locator('.jp-Astro-tool[data-tool-call-id="call_kb"] .jp-Astro-tool-line')
+    line.focus()
+    page.keyboard.press("Enter")
+    assert line.get_attribute("aria-expanded") == "true"
     assert "keyboard-ok" in panel.locator('.jp-Astro-tool[data-tool-call-id="call_kb"] .jp-Astro-tool-output').inner_text()
 
-    search = panel.locator(".jp-Astro-search-input")
-    search.focus()
+    open_sessions(page)  # focuses its search box
+    assert page.evaluate("() => document.activeElement.classList.contains('jp-Astro-search-input')")
     page.keyboard.type("zebrafinch")
     panel.locator(".jp-Astro-search-hit").first.wait_for()
     page.keyboard.press("ArrowDown")
@@ -86,7 +91,7 @@ def test_thinking_model_switch_and_no_layout_jumps(page, script, lab):
         drops = [(a, b) for a, b in zip(heights, heights[1:]) if b < a - 0.5]
         assert drops == [], f"the streamed block shrank while streaming: {drops[:5]}"
         # The indicator follows the switch.
-        page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-model-select').value === 'fallback-model'")
+        page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-model-chip').textContent === 'fallback-model'")
         shot(page, "model-switch-thinking")
     finally:
         lab.api("PUT", "astro/api/models/current", {"model": "gpt-4o-mini"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.fakes.openai_server import ScriptedCall, Turn
 
-from .conftest import MAX_OUTPUT_CHARS, PANEL, new_session, send, shot, wait_done
+from .conftest import MAX_OUTPUT_CHARS, PANEL, expand_tool, new_session, send, shot, wait_done
 
 LONG_TASKS_JS = """() => {
     window.__astroLongTasks = [];
@@ -36,7 +36,7 @@ def test_one_megabyte_output_is_collapsed_and_the_page_stays_responsive(page, sc
     page.evaluate(LONG_TASKS_JS)
     send(page, "Read big.txt")
     wait_done(page)
-    card = page.locator(f'{PANEL} .jp-Astro-tool[data-tool-call-id="call_big"]')
+    card = expand_tool(page, "call_big")
     output = card.locator(".jp-Astro-tool-output")
     more = card.locator(".jp-Astro-more")
     shown = output.evaluate("el => el.textContent.length")
@@ -73,7 +73,7 @@ def test_persisted_output_opens_from_its_link(page, script, lab):
     new_session(page)
     send(page, "Read huge.txt")
     wait_done(page)
-    card = page.locator(f'{PANEL} .jp-Astro-tool[data-tool-call-id="call_persist"]')
+    card = expand_tool(page, "call_persist")
     assert "<persisted-output" in card.locator(".jp-Astro-tool-output").inner_text()
     link = card.locator(".jp-Astro-persisted .jp-Astro-link")
     assert link.inner_text().endswith("call_persist.txt")
@@ -138,7 +138,7 @@ def test_dark_theme(page, script):
                     panelFg: getComputedStyle(panel).color,
                     wantBg: want.backgroundColor,
                     wantFg: want.color,
-                    cardBg: getComputedStyle(panel.querySelector('.jp-Astro-tool')).backgroundColor,
+                    cardBg: getComputedStyle(panel.querySelector('.jp-Astro-composer-box')).backgroundColor,
                 }};
                 probe.remove();
                 return out;

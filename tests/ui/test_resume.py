@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.fakes.openai_server import Turn
 
-from .conftest import PANEL, new_session, open_panel, send, shot, wait_done
+from .conftest import PANEL, current_session, new_session, open_panel, send, shot, wait_done
 
 LONG = " ".join(f"token{i}" for i in range(160))
 
@@ -20,7 +20,7 @@ def test_reload_mid_run_continues_without_duplicates(page, script):
         Turn.say(LONG, delay=0.03, chunk_size=4),
     )
     new_session(page)
-    session_id = page.locator(f"{PANEL} .jp-Astro-session-select").input_value()
+    session_id = current_session(page)
     send(page, "Resolve M31 then talk a while")
     page.locator(f'{PANEL} .jp-Astro-tool[data-tool-call-id="call_reload"][data-status="done"]').wait_for()
     page.wait_for_function(
@@ -31,12 +31,12 @@ def test_reload_mid_run_continues_without_duplicates(page, script):
     panel = page.locator(PANEL)
     # Reattached to the same session and its live run.
     page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.runStatus === 'running'")
-    assert panel.locator(".jp-Astro-session-select").input_value() == session_id
+    assert current_session(page) == session_id
     shot(page, "reload-reattached")
     wait_done(page)
-    assert panel.locator(".jp-Astro-user").all_inner_texts() == ["Resolve M31 then talk a while"]
+    assert panel.locator(".jp-Astro-user-text").all_inner_texts() == ["Resolve M31 then talk a while"]
     assert panel.locator(".jp-Astro-tool").count() == 1
-    assert panel.locator('.jp-Astro-tool[data-tool-call-id="call_reload"] .jp-Astro-tool-output').count() == 1
+    assert panel.locator('.jp-Astro-tool[data-tool-call-id="call_reload"] .jp-Astro-tool-line').count() == 1
     assert _assistant_text(page) == LONG  # every token once, in order
     assert page.locator(f"{PANEL} .jp-Astro-notice").count() == 0
 

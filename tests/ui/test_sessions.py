@@ -1,5 +1,6 @@
-"""Sessions (new, switch, rename, delete), history search with highlighted snippets opening
-the hit, the coordinator toggle per session, the model switcher, export, bookmarklet link."""
+"""Sessions (new, switch from the Sessions view, rename and delete from its context menu and
+keys), history search grouped per session with highlighted snippets opening the hit, the
+coordinator toggle per session in the "…" menu, the model chip, export, the bookmarklet."""
 
 from __future__ import annotations
 
@@ -9,19 +10,22 @@ import pytest
 
 from tests.fakes.openai_server import Turn
 
-from .conftest import PANEL, new_session, open_panel, send, shot, wait_done
-
-
-def _current(page) -> str:
-    return page.locator(f"{PANEL} .jp-Astro-session-select").input_value()
-
-
-def _option_texts(page) -> list[str]:
-    return page.locator(f"{PANEL} .jp-Astro-session-select option").all_inner_texts()
+from .conftest import (
+    PANEL,
+    current_session as _current,
+    more_menu,
+    new_session,
+    open_panel,
+    open_sessions,
+    select_session,
+    send,
+    shot,
+    wait_done,
+)
 
 
 def _rename(page, title: str) -> None:
-    page.locator(f"{PANEL} .jp-Astro-button", has_text="Rename").click()
+    more_menu(page, "Rename chat")
     dialog = page.locator(".jp-Dialog")
     dialog.locator("input").fill(title)
     dialog.locator(".jp-mod-accept").click()
@@ -42,9 +46,7 @@ def test_sessions_search_and_open_hit(page, script):
     send(page, "Tell me about the nebula")
     wait_done(page)
     _rename(page, 'Quokka study <b>bold</b>')
-    page.wait_for_function(
-        f"() => [...document.querySelectorAll('{PANEL} .jp-Astro-session-select option')].some(o => o.textContent.startsWith('Quokka study'))"
-    )
+    page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-title').textContent === 'Quokka study <b>bold</b>'")
     new_session(page)
     b = _current(page)
     assert b != a
@@ -52,31 +54,46 @@ def test_sessions_search_and_open_hit(page, script):
     wait_done(page)
     assert "quokkanebula" not in panel.locator(".jp-Astro-timeline").inner_text()
 
-    # Switch back with the session picker: A's history is shown, B's is not.
-    panel.locator(".jp-Astro-session-select").select_option(a)
+    # The Sessions view lists both: title (full on hover), date, model, turns.
+    view = open_sessions(page)
+    item_a = view.locator(f'.jp-Astro-session-item[data-session-id="{a}"]')
+    assert item_a.locator(".jp-Astro-session-title").inner_text() == "Quokka study <b>bold</b>"
+    assert item_a.locator(".jp-Astro-session-open").get_attribute("title") == "Quokka study <b>bold</b>"
+    assert item_a.locator("b").count() == 0
+    meta = item_a.locator(".jp-Astro-session-meta").inner_text()
+    assert "2 turns" in meta and "gpt-4o-mini" in meta
+    assert view.locator(f'.jp-Astro-session-open[data-session-id="{b}"][aria-current="true"]').count() == 1
+    # Switch back from the list: A's history is shown, B's is not.
+    select_session(page, a)
     page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-timeline').textContent.includes('quokkanebula')")
     assert "Something else entirely" not in panel.locator(".jp-Astro-timeline").inner_text()
-    panel.locator(".jp-Astro-session-select").select_option(b)
+    select_session(page, b)
     page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-timeline').textContent.includes('Something else')")
 
-    # Search everywhere: the hit from session A, its match in <mark>, markup inert.
-    search = panel.locator(".jp-Astro-search-input")
+    # Search everywhere: the hits grouped under session A's title, the match in <mark>, markup inert.
+    view = open_sessions(page)
+    search = view.locator(".jp-Astro-search-input")
     search.fill("quokkanebula")
-    hit = panel.locator(f'.jp-Astro-search-hit[data-session-id="{a}"]').first
+    group = view.locator(f'.jp-Astro-search-group[data-session-id="{a}"]')
+    hit = group.locator(".jp-Astro-search-hit").first
     hit.wait_for()
+    assert view.locator(".jp-Astro-search-group").count() == 1
+    assert group.locator(".jp-Astro-search-title").inner_text() == "Quokka study <b>bold</b>"
     assert hit.locator("mark").first.inner_text().lower() == "quokkanebula"
     assert hit.locator("img").count() == 0
-    assert "Quokka study <b>bold</b>" in hit.locator(".jp-Astro-search-title").inner_text()
+    # The title filter keeps only the matching sessions in the list below (none here).
+    assert view.locator(".jp-Astro-session-item").count() == 0
     shot(page, "search-results")
-    # "This session only" (B is open): no match there.
-    panel.locator(".jp-Astro-search-only").check()
+    # "This chat" only (B is open): no match there.
+    view.locator(".jp-Astro-search-only").click()
     page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-search-status').textContent === 'No matches.'")
-    panel.locator(".jp-Astro-search-only").uncheck()
+    view.locator(".jp-Astro-search-only").click()
     hit.wait_for()
     message_id = hit.get_attribute("data-message-id")
     assert message_id
     hit.click()
-    page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-session-select').value === '{a}'")
+    page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.sessionId === '{a}'")
+    assert not view.is_visible()  # back to the chat
     target = panel.locator(f'.jp-Astro-timeline [data-message-id="{message_id}"]')
     target.wait_for()
     assert "quokkanebula" in target.inner_text()
@@ -86,32 +103,49 @@ def test_sessions_search_and_open_hit(page, script):
     assert page.evaluate("() => window.__astroPwned") is None
     shot(page, "search-opened-hit")
 
-    # Delete B: it disappears from the picker and from the server.
-    panel.locator(".jp-Astro-session-select").select_option(b)
-    page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-session-select').value === '{b}'")
-    panel.locator(".jp-Astro-button", has_text="Delete").click()
+    # Delete B from its context menu: it disappears from the list and from the server.
+    select_session(page, b)
+    view = open_sessions(page)
+    view.locator(".jp-Astro-search-input").fill("")
+    view.locator(f'.jp-Astro-session-item[data-session-id="{b}"]').click(button="right")
+    page.locator(".lm-Menu.jp-Astro-menu .lm-Menu-item", has_text="Delete").click()
     page.locator(".jp-Dialog .jp-mod-warn").click()
-    page.wait_for_function(
-        f"() => ![...document.querySelectorAll('{PANEL} .jp-Astro-session-select option')].some(o => o.value === '{b}')"
-    )
+    page.wait_for_function(f"() => !document.querySelector('{PANEL} .jp-Astro-session-item[data-session-id=\"{b}\"]')")
     assert _current(page) == ""
+
+    # Keyboard: arrows move through the list, F2 renames, Enter opens.
+    view.locator(".jp-Astro-search-input").focus()
+    page.keyboard.press("ArrowDown")
+    focused = page.evaluate("() => document.activeElement.dataset.sessionId")
+    assert focused == a
+    page.keyboard.press("F2")
+    dialog = page.locator(".jp-Dialog")
+    dialog.locator("input").fill("Renamed by keyboard")
+    dialog.locator(".jp-mod-accept").click()
+    dialog.wait_for(state="detached")
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL} .jp-Astro-session-item[data-session-id=\"{a}\"] .jp-Astro-session-title').textContent === 'Renamed by keyboard'"
+    )
+    view.locator(f'.jp-Astro-session-open[data-session-id="{a}"]').focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.sessionId === '{a}'")
     assert page.astro_errors == []
 
 
 def _toggle_coordinator(page, on: bool) -> None:
-    """Click the toggle and wait for the server's answer to the PATCH it sends."""
-    box = page.locator(f"{PANEL} .jp-Astro-coordinator")
+    """Flip "Coordinator mode" in the "…" menu and wait for the server's answer to the PATCH."""
+    assert page.locator(PANEL).get_attribute("data-coordinator") == ("false" if on else "true")
     with page.expect_response(
         lambda r: r.request.method == "PATCH" and "/astro/api/sessions/" in r.url
     ) as reply:
-        box.check() if on else box.uncheck()
+        more_menu(page, "Coordinator mode")
     assert reply.value.status == 200 and reply.value.json()["coordinator"] is on
 
 
 def _coordinator_shown(page, on: bool) -> None:
     page.wait_for_function(
         f"() => !document.querySelector('{PANEL}').dataset.loading"
-        f" && document.querySelector('{PANEL} .jp-Astro-coordinator').checked === {'true' if on else 'false'}"
+        f" && document.querySelector('{PANEL}').dataset.coordinator === '{'true' if on else 'false'}'"
     )
 
 
@@ -139,7 +173,7 @@ def test_coordinator_toggle_is_stored_on_the_session(page, script, lab):
     wait_done(page)
     new_session(page)
     b = _current(page)
-    assert not panel.locator(".jp-Astro-coordinator").is_checked()
+    assert panel.get_attribute("data-coordinator") == "false"
     send(page, "No workers")
     wait_done(page)
     assert [body.get("coordinator") for body in bodies] == [True, False]
@@ -149,30 +183,32 @@ def test_coordinator_toggle_is_stored_on_the_session(page, script, lab):
 
     # the flag survives a reload with nothing in the browser's storage: it comes from the server
     _reload_without_local_storage(page)
-    panel.locator(".jp-Astro-session-select").select_option(a)
+    select_session(page, a)
     _coordinator_shown(page, True)
-    panel.locator(".jp-Astro-session-select").select_option(b)
+    select_session(page, b)
     _coordinator_shown(page, False)
-    panel.locator(".jp-Astro-session-select").select_option(a)
+    select_session(page, a)
     _coordinator_shown(page, True)
     _toggle_coordinator(page, False)
     assert lab.api("GET", f"astro/api/sessions/{a}")["coordinator"] is False
 
     _reload_without_local_storage(page)
-    panel.locator(".jp-Astro-session-select").select_option(a)
+    select_session(page, a)
     _coordinator_shown(page, False)
     assert page.astro_errors == []
 
 
 def test_model_switcher(page, script, lab):
     panel = page.locator(PANEL)
-    select = panel.locator(".jp-Astro-model-select")
-    page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-model-select').options.length > 1")
-    assert select.input_value() == "gpt-4o-mini"
-    assert "chain-a" in select.locator("option").all_inner_texts()
+    chip = panel.locator(".jp-Astro-model-chip")
+    page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-model-chip').textContent === 'gpt-4o-mini'")
     try:
-        select.select_option("chain-a")
-        page.wait_for_function(f"() => (document.querySelector('{PANEL} .jp-Astro-message').textContent || '').includes('chain-a')")
+        chip.click()
+        menu = page.locator(".lm-Menu.jp-Astro-menu").last
+        menu.wait_for()
+        assert "chain-a" in menu.locator(".lm-Menu-itemLabel").all_inner_texts()
+        menu.locator(".lm-Menu-item", has_text="chain-a").click()
+        page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-Astro-model-chip').textContent === 'chain-a'")
         assert lab.api("GET", "astro/api/models")["current"] == "chain-a"
         script.script(Turn.say("Answered by chain-a."))
         new_session(page)
@@ -183,13 +219,15 @@ def test_model_switcher(page, script, lab):
         lab.api("PUT", "astro/api/models/current", {"model": "gpt-4o-mini"})
 
 
-def test_bookmarklet_link(page, lab):
-    link = page.locator(f"{PANEL} .jp-Astro-bookmarklet")
-    href = link.get_attribute("href")
-    assert href and href.endswith("/astro/bookmarklet")
-    assert link.get_attribute("target") == "_blank"
-    response = page.request.get(f"{lab.url}{href}" if href.startswith("/") else href)
+def test_bookmarklet_from_the_menu(page, lab):
+    with page.context.expect_page() as popup:
+        more_menu(page, "Bookmarklet")
+    bookmarklet = popup.value
+    bookmarklet.wait_for_load_state()
+    assert bookmarklet.url.split("?")[0].endswith("/astro/bookmarklet")
+    response = page.request.get(bookmarklet.url)
     assert response.status == 200
+    bookmarklet.close()
 
 
 def test_export_opens_the_notebook(page, script, lab):
@@ -201,10 +239,14 @@ def test_export_opens_the_notebook(page, script, lab):
     send(page, "Something to export")
     wait_done(page)
     _rename(page, "Export me")
-    page.locator(f"{PANEL} .jp-Astro-button", has_text="Export").click()
-    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Export-me")
+    (lab.root / "Export-me.ipynb").write_text("{}")  # taken: the export picks the next free name
+    failures: list[str] = []
+    page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.on("console", lambda m: failures.append(m.text) if m.type == "error" else None)
+    page.locator(f"{PANEL} .jp-Astro-export").click()
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Export-me-1")
     tab.wait_for()
-    saved = json.loads((lab.root / "Export-me.ipynb").read_text())
+    saved = json.loads((lab.root / "Export-me-1.ipynb").read_text())
     assert saved["nbformat"] == 4
     assert any("Exportable answer" in "".join(c["source"]) for c in saved["cells"])
     page.locator(".jp-NotebookPanel:visible .jp-Cell").first.wait_for()
@@ -212,3 +254,4 @@ def test_export_opens_the_notebook(page, script, lab):
         "() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Cell')].some(c => c.textContent.includes('Exportable answer'))"
     )
     shot(page, "export-notebook")
+    assert failures == []  # no 404 probe, no JSON error in the console

@@ -95,3 +95,98 @@ export function prettyJSON(value: unknown): string {
     return String(value);
   }
 }
+
+/**
+ * Characters that hide or disguise text: C0/C1 controls (but newline and tab), bidi
+ * overrides and isolates, zero-width and line/paragraph separators, the BOM. A command shown
+ * for approval must not read differently from what runs (U+202E can reverse it on screen).
+ */
+// eslint-disable-next-line no-control-regex
+export const HIDDEN_CHARS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
+
+/** `\x1b` / `\u202e`: how a hidden character is shown. */
+export function escapeChar(c: string): string {
+  const code = c.charCodeAt(0);
+  return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+}
+
+/** The text with every hidden character replaced by its visible escape (for one-line labels). */
+export function visibleText(text: string): string {
+  return text.replace(HIDDEN_CHARS, escapeChar);
+}
+
+/** How many hidden characters the text holds. */
+export function countHidden(text: string): number {
+  return (text.match(HIDDEN_CHARS) ?? []).length;
+}
+
+/**
+ * Fill `host` with `text`, each hidden character shown as a marked escape
+ * (`<span class="jp-Astro-esc">\u202e</span>`), built through the DOM.
+ */
+export function renderVisible(host: HTMLElement, text: string): void {
+  host.textContent = '';
+  let last = 0;
+  const frag = document.createDocumentFragment();
+  for (const m of text.matchAll(HIDDEN_CHARS)) {
+    const i = m.index ?? 0;
+    if (i > last) {
+      frag.appendChild(document.createTextNode(text.slice(last, i)));
+    }
+    const esc = document.createElement('span');
+    esc.className = 'jp-Astro-esc';
+    esc.textContent = escapeChar(m[0]);
+    esc.title = 'hidden character';
+    frag.appendChild(esc);
+    last = i + m[0].length;
+  }
+  if (last < text.length) {
+    frag.appendChild(document.createTextNode(text.slice(last)));
+  }
+  host.appendChild(frag);
+}
+
+/** Argument names that say what a call is about, most telling first. */
+const KEY_ARGS = [
+  'command', 'name', 'query', 'q', 'paper_id', 'bibcode', 'arxiv_id', 'identifier', 'id', 'doi', 'url',
+  'path', 'file_path', 'notebook', 'pattern', 'task', 'question', 'code', 'content', 'title', 'skill', 'tool'
+];
+
+/** The one argument a tool line shows (`M 31`, the paper id, the query), or ''. */
+export function keyArgument(args: unknown): string {
+  if (args === null || args === undefined) {
+    return '';
+  }
+  if (typeof args !== 'object') {
+    return String(args);
+  }
+  const record = args as Record<string, unknown>;
+  for (const k of KEY_ARGS) {
+    const v = record[k];
+    if (typeof v === 'string' && v.trim()) {
+      return v;
+    }
+    if (typeof v === 'number') {
+      return String(v);
+    }
+  }
+  for (const v of Object.values(record)) {
+    if (typeof v === 'string' && v.trim()) {
+      return v;
+    }
+  }
+  return '';
+}
+
+/** "21:04" today, "3 Dec 21:04" otherwise. */
+export function formatTime(ms: number | undefined, now = Date.now()): string {
+  if (ms === undefined || !Number.isFinite(ms)) {
+    return '';
+  }
+  const d = new Date(ms);
+  const time = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  if (new Date(now).toDateString() === d.toDateString()) {
+    return time;
+  }
+  return `${d.toLocaleDateString([], { day: 'numeric', month: 'short' })} ${time}`;
+}

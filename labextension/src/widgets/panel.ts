@@ -1,22 +1,64 @@
 /**
- * AstroPanel: the sidebar. Session bar, model/coordinator controls, history search, the
- * timeline, and the composer with Send / Stop. It wires the models to the views; the
- * decisions (matching, dedupe, cancel-before-id) live in the models.
+ * AstroPanel: the sidebar. A compact toolbar (New chat, Sessions, Export, "…"), the timeline
+ * as a chat, the Sessions view (list + history search) in its place on demand, and the
+ * composer (Enter sends, one Send⇄Stop button, a model chip). It wires the models to the
+ * views; the decisions (matching, dedupe, cancel-before-id) live in the models.
  */
-import { Dialog, InputDialog, showDialog } from '@jupyterlab/apputils';
+import { Clipboard, Dialog, InputDialog, showDialog } from '@jupyterlab/apputils';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ServerConnection } from '@jupyterlab/services';
-import { Panel, Widget } from '@lumino/widgets';
+import { downloadIcon, ellipsesIcon, historyIcon, LabIcon, stopIcon, Toolbar } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import { Menu, Panel, Widget } from '@lumino/widgets';
 
 import { AstroAPI, AstroAPIError } from '../handler';
-import { RunModel, RunStatus, SessionsModel, sessionLabel } from '../model';
-import { TimelineModel } from '../timeline';
-import { ISearchHit, ISession } from '../tokens';
-import { button, h } from './dom';
-import { SearchView } from './searchView';
+import { RunModel, RunStatus, SessionsModel } from '../model';
+import { IEndItem, TimelineModel } from '../timeline';
+import { ISearchHit, ISession, IStartRunRequest } from '../tokens';
+import { h, visibleText } from './dom';
+import { iconEl, newChatIcon, sendIcon } from './icons';
+import { IRenderContext } from './items';
+import { SessionsView } from './searchView';
 import { TimelineView } from './timelineView';
 
 const CURRENT_KEY = 'astro-jupyter:current-session';
+
+/**
+ * A toolbar icon button with a tooltip: a native <button> holding a LabIcon. (JupyterLab's
+ * ToolbarButton renders a <jp-button> host that always carries aria-pressed without a role,
+ * which axe reports as a critical violation.)
+ */
+class IconToolButton extends Widget {
+  constructor(options: { icon: LabIcon; label: string; className: string; onClick: () => void; toggle?: boolean }) {
+    super({ node: document.createElement('button') });
+    const b = this.node as HTMLButtonElement;
+    b.type = 'button';
+    b.title = options.label;
+    b.setAttribute('aria-label', options.label);
+    if (options.toggle) {
+      b.setAttribute('aria-pressed', 'false');
+    }
+    this.addClass('jp-Astro-toolbutton');
+    this.addClass(options.className);
+    b.appendChild(iconEl(options.icon));
+    b.addEventListener('click', () => options.onClick());
+  }
+  set enabled(value: boolean) {
+    (this.node as HTMLButtonElement).disabled = !value;
+  }
+  set pressed(value: boolean) {
+    this.node.setAttribute('aria-pressed', String(value));
+  }
+}
+
+/** The user's settings (schema/plugin.json), applied live. */
+export interface IAstroSettings {
+  expandToolLines: boolean;
+  showThinking: boolean;
+  continueMaxSteps: number;
+}
+
+export const DEFAULT_SETTINGS: IAstroSettings = { expandToolLines: false, showThinking: true, continueMaxSteps: 40 };
 
 export interface IAstroPanelOptions {
   api: AstroAPI;
@@ -25,6 +67,10 @@ export interface IAstroPanelOptions {
   openPath(path: string): void;
   /** Save notebook JSON under a free name near `name` and open it; resolves to its path. */
   saveNotebook(name: string, content: unknown): Promise<string>;
+  /** Put code in a new cell below the active notebook cell (and run it); false without a notebook. */
+  insertCode?(code: string, run: boolean): Promise<boolean>;
+  /** Open Settings → Settings Editor at this extension. */
+  openSettings?(): void;
 }
 
 const STATUS_TEXT: Record<RunStatus, string> = {
@@ -49,19 +95,28 @@ export class AstroPanel extends Panel {
   readonly run: RunModel;
   readonly sessions: SessionsModel;
   readonly timelineView: TimelineView;
-  readonly search: SearchView;
+  readonly sessionsView: SessionsView;
   private api: AstroAPI;
-  private sessionSelect!: HTMLSelectElement;
-  private modelSelect!: HTMLSelectElement;
-  private coordinator!: HTMLInputElement;
+  private settings: IAstroSettings = { ...DEFAULT_SETTINGS };
+  private toolbar!: Toolbar;
+  private titleEl!: HTMLElement;
+  private sessionsButton!: IconToolButton;
+  private exportButton!: IconToolButton;
+  private moreButton!: IconToolButton;
   private statusChip!: HTMLElement;
+  private modelChip!: HTMLButtonElement;
   private message!: HTMLElement;
   private input!: HTMLTextAreaElement;
   private sendButton!: HTMLButtonElement;
-  private stopButton!: HTMLButtonElement;
-  private renameButton!: HTMLButtonElement;
-  private deleteButton!: HTMLButtonElement;
-  private exportButton!: HTMLButtonElement;
+  private composer!: Widget;
+  private commands = new CommandRegistry();
+  private moreMenu!: Menu;
+  private modelMenu!: Menu;
+  private coordinatorOn = false;
+  private coordinatorBusy = false;
+  private models: string[] = [];
+  private currentModel = '';
+  private modelWarning = '';
   private opening = 0;
   /** The session being loaded: a prompt sent meanwhile waits for it (no race with the reload). */
   private pendingOpen: Promise<void> | null = null;
@@ -80,21 +135,46 @@ export class AstroPanel extends Panel {
       sseOptions: { initialDelayMs: 500, maxDelayMs: 5000 }
     });
     this.sessions = new SessionsModel(this.api);
+    this.buildCommands();
 
     this.addWidget(this.buildHeader());
-    this.search = new SearchView({
+    this.sessionsView = new SessionsView({
       search: (q, sessionId) => this.api.searchHistory(q, sessionId),
+      sessions: () => this.sessions.sessions,
       currentSessionId: () => this.sessions.currentId,
-      open: hit => void this.openHit(hit)
+      openSession: id => {
+        this.showSessions(false);
+        void this.openSession(id);
+      },
+      open: hit => {
+        this.showSessions(false);
+        void this.openHit(hit);
+      },
+      rename: id => void this.renameSession(id),
+      remove: id => void this.deleteSession(id),
+      exportSession: id => void this.exportSession(id)
     });
-    this.addWidget(this.search);
-    this.timelineView = new TimelineView(this.timeline, {
+    this.sessionsView.hide();
+    this.sessionsView.node.addEventListener('keydown', ev => {
+      if (ev.key === 'Escape') {
+        this.showSessions(false);
+        this.input.focus();
+      }
+    });
+    this.addWidget(this.sessionsView);
+    const ctx: IRenderContext = {
       rendermime: options.rendermime,
       answer: (requestId, answer) => void this.run.answer(requestId, answer),
-      openPath: path => options.openPath(path)
-    });
+      openPath: path => options.openPath(path),
+      code: (action, text) => void this.codeAction(action, text),
+      continueRun: item => void this.continueRun(item),
+      expandTools: () => this.settings.expandToolLines,
+      lazy: null
+    };
+    this.timelineView = new TimelineView(this.timeline, ctx, { fill: text => this.fillPrompt(text) });
     this.addWidget(this.timelineView);
-    this.addWidget(this.buildComposer());
+    this.composer = this.buildComposer();
+    this.addWidget(this.composer);
 
     this.run.statusChanged.connect(this.onRunStatus, this);
     this.run.error.connect((_, message) => this.showMessage(message), this);
@@ -105,6 +185,7 @@ export class AstroPanel extends Panel {
       }
     }, this);
     this.onRunStatus(this.run, this.run.status);
+    this.renderSessions();
   }
 
   /** Load sessions and models; reopen the session shown before a reload (and reattach to its run). */
@@ -114,6 +195,17 @@ export class AstroPanel extends Panel {
     if (last && this.sessions.sessions.some(s => s.id === last)) {
       await this.openSession(last);
     }
+  }
+
+  /** Apply the user's settings (on load and whenever they change). */
+  configure(settings: Partial<IAstroSettings>): void {
+    this.settings = { ...this.settings, ...settings };
+    this.node.toggleAttribute('data-hide-thinking', !this.settings.showThinking);
+  }
+
+  /** Whether a notebook is open to insert code into (shows Insert / Run under code blocks). */
+  setNotebookAvailable(available: boolean): void {
+    this.node.toggleAttribute('data-notebook', available);
   }
 
   // -- sessions ------------------------------------------------------------------------------
@@ -146,9 +238,9 @@ export class AstroPanel extends Panel {
     this.timeline.clear();
     this.sessions.select(id);
     this.rememberSession(id);
-    this.updateSessionControls();
     // the list's copy until the session itself arrives (both come from the server)
-    this.coordinator.checked = id !== null && !!this.sessions.sessions.find(s => s.id === id)?.coordinator;
+    this.setCoordinatorShown(id !== null && !!this.sessions.sessions.find(s => s.id === id)?.coordinator);
+    this.renderSessions();
     if (!id) {
       this.timelineView.flush();
       return;
@@ -165,8 +257,9 @@ export class AstroPanel extends Panel {
       return;
     }
     const active = session.active_run_id ?? null;
-    this.timeline.loadMessages(messages.messages, active);
-    this.coordinator.checked = !!session.coordinator;
+    const ends = new Map((session.runs ?? []).map(r => [r.id, r.status] as [string, string]));
+    this.timeline.loadMessages(messages.messages, active, ends);
+    this.setCoordinatorShown(!!session.coordinator);
     if (active) {
       this.run.attach(active, id);
     }
@@ -189,6 +282,7 @@ export class AstroPanel extends Panel {
   }
 
   private async newSession(): Promise<void> {
+    this.showSessions(false);
     try {
       this.run.detach();
       this.timeline.clear();
@@ -200,58 +294,61 @@ export class AstroPanel extends Panel {
     }
   }
 
-  private async renameSession(): Promise<void> {
-    const current = this.sessions.current;
-    if (!current) {
+  private async renameSession(id = this.sessions.currentId): Promise<void> {
+    const session = this.sessions.sessions.find(s => s.id === id);
+    if (!session) {
       return;
     }
-    const result = await InputDialog.getText({ title: 'Rename session', text: current.title, label: 'Title' });
+    const result = await InputDialog.getText({ title: 'Rename session', text: session.title, label: 'Title' });
     if (!result.button.accept || result.value === null) {
       return;
     }
     try {
-      await this.sessions.rename(current.id, result.value);
+      await this.sessions.rename(session.id, result.value);
     } catch (error) {
       this.showError('Could not rename the session', error);
     }
   }
 
-  private async deleteSession(): Promise<void> {
-    const current = this.sessions.current;
-    if (!current) {
+  private async deleteSession(id = this.sessions.currentId): Promise<void> {
+    const session = this.sessions.sessions.find(s => s.id === id);
+    if (!session) {
       return;
     }
     const result = await showDialog({
       title: 'Delete session',
-      body: `Delete "${current.title || 'Untitled session'}" and its messages?`,
+      body: `Delete "${visibleText(session.title || 'Untitled session')}" and its messages?`,
       buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
     });
     if (!result.button.accept) {
       return;
     }
     try {
-      await this.sessions.remove(current.id);
-      await this.openSession(null);
+      const wasCurrent = session.id === this.sessions.currentId;
+      await this.sessions.remove(session.id);
+      if (wasCurrent) {
+        await this.openSession(null);
+      }
     } catch (error) {
       this.showError('Could not delete the session', error);
     }
   }
 
-  private async exportSession(): Promise<void> {
-    const current = this.sessions.current;
-    if (!current) {
+  private async exportSession(id = this.sessions.currentId): Promise<void> {
+    const session = this.sessions.sessions.find(s => s.id === id);
+    if (!session) {
       return;
     }
-    this.exportButton.disabled = true;
+    this.exportButton.enabled = false;
     try {
-      const notebook = await this.api.exportSession(current.id);
-      const base = (current.title || `astro-session-${current.id}`).replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 80);
+      const notebook = await this.api.exportSession(session.id);
+      const base = (session.title || `astro-session-${session.id}`).replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 80);
       const path = await this.options.saveNotebook(`${base || 'astro-session'}.ipynb`, notebook);
       this.showMessage(`Exported to ${path}`, 'info');
     } catch (error) {
       this.showError('Export failed', error);
     } finally {
-      this.exportButton.disabled = !this.sessions.current;
+      this.exportButton.enabled = !!this.sessions.current;
     }
   }
 
@@ -267,6 +364,22 @@ export class AstroPanel extends Panel {
     }
   }
 
+  /** Show the Sessions view in place of the chat (or go back). */
+  showSessions(on: boolean): void {
+    if (on === this.sessionsView.isVisible) {
+      return;
+    }
+    this.sessionsView.setHidden(!on);
+    this.timelineView.setHidden(on);
+    this.composer.setHidden(on);
+    this.sessionsButton.pressed = on;
+    this.node.toggleAttribute('data-sessions', on);
+    if (on) {
+      this.sessionsView.activate();
+      void this.refreshSessions();
+    }
+  }
+
   // -- runs ----------------------------------------------------------------------------------
 
   async send(): Promise<void> {
@@ -275,6 +388,13 @@ export class AstroPanel extends Panel {
       return;
     }
     this.input.value = '';
+    const ok = await this.startRun({ prompt });
+    if (!ok) {
+      this.input.value = prompt; // nothing is lost on a refused start
+    }
+  }
+
+  private async startRun(request: Omit<IStartRunRequest, 'session_id' | 'coordinator'>): Promise<boolean> {
     if (this.pendingOpen) {
       await this.pendingOpen;
     }
@@ -282,51 +402,95 @@ export class AstroPanel extends Panel {
     const sessionId = this.sessions.currentId;
     this.timelineView.scrollToBottom();
     const reply = await this.run.start({
-      prompt,
+      ...request,
       session_id: sessionId ?? undefined,
-      coordinator: this.coordinator.checked
+      coordinator: this.coordinatorOn
     });
     if (!reply) {
-      this.input.value = prompt; // nothing is lost on a refused start
-      return;
+      return false;
     }
     if (reply.session_id !== sessionId) {
       this.sessions.adopt(reply.session_id);
       this.rememberSession(reply.session_id); // the run stored its coordinator flag on the new session
       void this.refreshSessions();
     }
+    return true;
   }
 
-  /** The toggle is the session's mode on the server; without a session yet it rides on the first run. */
+  /** The banner's action: more steps after the step limit, go on after a stop, retry after an error. */
+  private async continueRun(item: IEndItem): Promise<void> {
+    if (this.run.active) {
+      return;
+    }
+    if (item.reason === 'error') {
+      const prompt = [...this.timeline.items].reverse().find(i => i.kind === 'user' && i.runId === item.runId);
+      await this.startRun({ prompt: prompt && prompt.kind === 'user' ? prompt.text : 'Please try again.' });
+    } else if (item.reason === 'max_steps') {
+      await this.startRun({
+        prompt: 'Continue where you left off.',
+        max_steps: Math.max(1, Math.min(200, this.settings.continueMaxSteps))
+      });
+    } else {
+      await this.startRun({ prompt: 'Continue.' });
+    }
+  }
+
   private async setCoordinator(on: boolean): Promise<void> {
     const id = this.sessions.currentId;
     if (!id) {
+      this.setCoordinatorShown(on); // rides on the first run, which creates the session
       return;
     }
-    this.coordinator.disabled = true;
+    this.coordinatorBusy = true;
     try {
       const updated = await this.sessions.setCoordinator(id, on);
       if (this.sessions.currentId === id) {
-        this.coordinator.checked = !!updated.coordinator;
+        this.setCoordinatorShown(!!updated.coordinator);
       }
     } catch (error) {
-      if (this.sessions.currentId === id) {
-        this.coordinator.checked = !on;
-      }
       this.showError('Could not change coordinator mode', error);
     } finally {
-      this.coordinator.disabled = false;
+      this.coordinatorBusy = false;
     }
+  }
+
+  private setCoordinatorShown(on: boolean): void {
+    this.coordinatorOn = on;
+    this.node.dataset.coordinator = String(on);
+    this.commands.notifyCommandChanged('astro:coordinator');
   }
 
   private onRunStatus(_: RunModel, status: RunStatus): void {
     this.statusChip.textContent = STATUS_TEXT[status];
     this.statusChip.dataset.state = status;
-    this.stopButton.disabled = !this.run.active;
-    this.sendButton.disabled = this.run.active;
+    const stop = this.run.active;
+    this.sendButton.dataset.action = stop ? 'stop' : 'send';
+    this.sendButton.classList.toggle('jp-mod-stop', stop);
+    this.sendButton.setAttribute('aria-label', stop ? 'Stop the run' : 'Send');
+    this.sendButton.title = stop ? 'Stop the run' : 'Send (Enter)';
+    this.sendButton.textContent = '';
+    this.sendButton.appendChild(iconEl(stop ? stopIcon : sendIcon));
     this.node.dataset.runStatus = status;
     if (status === 'done') {
       void this.refreshSessions();
+    }
+  }
+
+  private fillPrompt(text: string): void {
+    this.input.value = text;
+    this.input.focus();
+    this.input.setSelectionRange(text.length, text.length);
+  }
+
+  private async codeAction(action: 'copy' | 'insert' | 'run', code: string): Promise<void> {
+    if (action === 'copy') {
+      Clipboard.copyToSystem(code);
+      this.showMessage('Copied to the clipboard', 'info');
+      return;
+    }
+    const done = (await this.options.insertCode?.(code, action === 'run')) ?? false;
+    if (!done) {
+      this.showMessage('Open a notebook to insert the code into.');
     }
   }
 
@@ -335,26 +499,38 @@ export class AstroPanel extends Panel {
   private async loadModels(): Promise<void> {
     try {
       const reply = await this.api.models();
-      this.modelSelect.textContent = '';
-      for (const name of reply.models.length ? reply.models : [reply.current]) {
-        this.modelSelect.appendChild(h('option', { value: name, text: name }));
-      }
-      this.modelSelect.value = reply.current;
-      this.modelSelect.title = reply.warning ? `Model: ${reply.current} (${reply.warning})` : `Model: ${reply.current}`;
+      this.models = reply.models.length ? reply.models : [reply.current];
+      this.currentModel = reply.current;
+      this.modelWarning = reply.warning ?? '';
     } catch (error) {
-      this.modelSelect.textContent = '';
-      this.modelSelect.appendChild(h('option', { value: '', text: 'model unavailable' }));
-      this.modelSelect.title = error instanceof Error ? error.message : String(error);
+      this.models = [];
+      this.currentModel = '';
+      this.modelWarning = error instanceof Error ? error.message : String(error);
     }
+    this.renderModels();
   }
 
-  private async switchModel(): Promise<void> {
-    const model = this.modelSelect.value;
-    if (!model) {
+  private renderModels(): void {
+    this.modelMenu.clearItems();
+    for (const name of this.models) {
+      this.modelMenu.addItem({ command: 'astro:model', args: { name } });
+    }
+    this.modelChip.textContent = this.currentModel || 'model unavailable';
+    this.modelChip.title = this.currentModel
+      ? `Model: ${this.currentModel}${this.modelWarning ? ` (${this.modelWarning})` : ''} — click to switch`
+      : this.modelWarning;
+    this.modelChip.setAttribute('aria-label', `Model: ${this.currentModel || 'unavailable'}. Switch model`);
+    this.node.dataset.model = this.currentModel;
+  }
+
+  private async switchModel(model: string): Promise<void> {
+    if (!model || model === this.currentModel) {
       return;
     }
     try {
       const reply = await this.api.switchModel(model);
+      this.currentModel = reply.current;
+      this.renderModels();
       this.showMessage(`Model: ${reply.current}`, 'info');
     } catch (error) {
       this.showError('Could not switch the model', error);
@@ -364,46 +540,93 @@ export class AstroPanel extends Panel {
 
   // -- DOM -----------------------------------------------------------------------------------
 
+  private buildCommands(): void {
+    const c = this.commands;
+    c.addCommand('astro:coordinator', {
+      label: 'Coordinator mode',
+      caption: 'Delegate to parallel workers (stored on the session)',
+      isToggled: () => this.coordinatorOn,
+      isEnabled: () => !this.coordinatorBusy,
+      execute: () => void this.setCoordinator(!this.coordinatorOn)
+    });
+    c.addCommand('astro:model', {
+      label: args => String(args.name ?? ''),
+      isToggled: args => args.name === this.currentModel,
+      execute: args => void this.switchModel(String(args.name ?? ''))
+    });
+    c.addCommand('astro:rename', { label: 'Rename chat…', isEnabled: () => !!this.sessions.currentId, execute: () => void this.renameSession() });
+    c.addCommand('astro:delete', { label: 'Delete chat…', isEnabled: () => !!this.sessions.currentId, execute: () => void this.deleteSession() });
+    c.addCommand('astro:bookmarklet', {
+      label: 'Bookmarklet…',
+      caption: 'Send papers from your browser to this library',
+      execute: () => void window.open(this.api.bookmarkletUrl(), '_blank', 'noopener')
+    });
+    c.addCommand('astro:settings', {
+      label: 'Settings…',
+      isEnabled: () => !!this.options.openSettings,
+      execute: () => this.options.openSettings?.()
+    });
+    this.modelMenu = new Menu({ commands: c });
+    this.modelMenu.addClass('jp-Astro-menu');
+    this.modelMenu.title.label = 'Model';
+    this.moreMenu = new Menu({ commands: c });
+    this.moreMenu.addClass('jp-Astro-menu');
+    this.moreMenu.addItem({ command: 'astro:coordinator' });
+    this.moreMenu.addItem({ type: 'submenu', submenu: this.modelMenu });
+    this.moreMenu.addItem({ type: 'separator' });
+    this.moreMenu.addItem({ command: 'astro:rename' });
+    this.moreMenu.addItem({ command: 'astro:delete' });
+    this.moreMenu.addItem({ type: 'separator' });
+    this.moreMenu.addItem({ command: 'astro:bookmarklet' });
+    this.moreMenu.addItem({ command: 'astro:settings' });
+  }
+
   private buildHeader(): Widget {
-    const header = new Widget();
+    const header = new Panel();
     header.addClass('jp-Astro-header');
-    this.sessionSelect = h('select', { class: 'jp-Astro-select jp-Astro-session-select', 'aria-label': 'Session' });
-    this.sessionSelect.addEventListener('change', () => void this.openSession(this.sessionSelect.value || null));
-    this.renameButton = button('Rename', () => void this.renameSession(), { title: 'Rename this session' });
-    this.deleteButton = button('Delete', () => void this.deleteSession(), { title: 'Delete this session' });
-    this.exportButton = button('Export', () => void this.exportSession(), { title: 'Export this session to a notebook and open it' });
-    this.modelSelect = h('select', { class: 'jp-Astro-select jp-Astro-model-select', 'aria-label': 'Model' });
-    this.modelSelect.addEventListener('change', () => void this.switchModel());
-    this.coordinator = h('input', { type: 'checkbox', class: 'jp-Astro-coordinator' });
-    this.coordinator.addEventListener('change', () => void this.setCoordinator(this.coordinator.checked));
-    this.statusChip = h('span', { class: 'jp-Astro-status', role: 'status', 'aria-live': 'polite' });
-    this.message = h('div', { class: 'jp-Astro-message', role: 'alert', hidden: true });
-    header.node.append(
-      h(
-        'div',
-        { class: 'jp-Astro-row' },
-        this.sessionSelect,
-        button('New', () => void this.newSession(), { title: 'Start a new session', class: 'jp-Astro-button jp-Astro-new' }),
-        this.renameButton,
-        this.deleteButton,
-        this.exportButton
-      ),
-      h(
-        'div',
-        { class: 'jp-Astro-row' },
-        h('label', { class: 'jp-Astro-model-label' }, 'Model ', this.modelSelect),
-        h('label', { class: 'jp-Astro-checkbox', title: 'Coordinator mode: delegate to parallel workers' }, this.coordinator, ' Coordinator'),
-        h('a', {
-          class: 'jp-Astro-link jp-Astro-bookmarklet',
-          href: this.api.bookmarkletUrl(),
-          target: '_blank',
-          rel: 'noopener noreferrer',
-          text: 'Bookmarklet'
-        }),
-        this.statusChip
-      ),
-      this.message
+    this.toolbar = new Toolbar();
+    this.toolbar.addClass('jp-Astro-toolbar');
+    const title = new Widget();
+    title.addClass('jp-Astro-title');
+    this.titleEl = title.node;
+    this.toolbar.addItem('title', title);
+    this.toolbar.addItem(
+      'new',
+      new IconToolButton({ icon: newChatIcon, label: 'New chat', className: 'jp-Astro-new', onClick: () => void this.newSession() })
     );
+    this.sessionsButton = new IconToolButton({
+      icon: historyIcon,
+      label: 'Sessions and search',
+      className: 'jp-Astro-sessions-button',
+      toggle: true,
+      onClick: () => this.showSessions(!this.sessionsView.isVisible)
+    });
+    this.toolbar.addItem('sessions', this.sessionsButton);
+    this.exportButton = new IconToolButton({
+      icon: downloadIcon,
+      label: 'Export this chat to a notebook',
+      className: 'jp-Astro-export',
+      onClick: () => void this.exportSession()
+    });
+    this.exportButton.enabled = false;
+    this.toolbar.addItem('export', this.exportButton);
+    this.moreButton = new IconToolButton({
+      icon: ellipsesIcon,
+      label: 'More: coordinator mode, model, bookmarklet, settings',
+      className: 'jp-Astro-more-menu',
+      onClick: () => {
+        const r = this.moreButton.node.getBoundingClientRect();
+        this.moreMenu.open(r.right - 200, r.bottom);
+      }
+    });
+    this.toolbar.addItem('more', this.moreButton);
+    header.addWidget(this.toolbar);
+    const message = new Widget();
+    this.message = message.node;
+    message.addClass('jp-Astro-message');
+    this.message.setAttribute('role', 'alert');
+    this.message.hidden = true;
+    header.addWidget(message);
     return header;
   }
 
@@ -412,7 +635,7 @@ export class AstroPanel extends Panel {
     composer.addClass('jp-Astro-composer');
     this.input = h('textarea', {
       class: 'jp-Astro-input jp-Astro-prompt',
-      rows: 3,
+      rows: 2,
       placeholder: 'Ask the research agent…',
       'aria-label': 'Message to the research agent'
     });
@@ -422,30 +645,38 @@ export class AstroPanel extends Panel {
         void this.send();
       }
     });
-    this.sendButton = button('Send', () => void this.send(), { class: 'jp-Astro-button jp-mod-accept jp-Astro-send' });
-    this.stopButton = button('Stop', () => void this.run.cancel(), { class: 'jp-Astro-button jp-mod-reject jp-Astro-stop', title: 'Stop the run' });
-    composer.node.append(this.input, h('div', { class: 'jp-Astro-composer-actions' }, this.sendButton, this.stopButton));
+    this.sendButton = h('button', { type: 'button', class: 'jp-Astro-send', 'aria-label': 'Send' });
+    this.sendButton.addEventListener('click', () => {
+      if (this.run.active) {
+        void this.run.cancel();
+      } else {
+        void this.send();
+      }
+    });
+    this.modelChip = h('button', { type: 'button', class: 'jp-Astro-chip jp-Astro-model-chip', text: '…' });
+    this.modelChip.addEventListener('click', () => {
+      const r = this.modelChip.getBoundingClientRect();
+      this.modelMenu.open(r.left, r.top, { forceY: false });
+    });
+    this.statusChip = h('span', { class: 'jp-Astro-status', role: 'status', 'aria-live': 'polite' });
+    composer.node.append(
+      h('div', { class: 'jp-Astro-composer-box' }, this.input, h('div', { class: 'jp-Astro-composer-actions' }, this.modelChip, this.statusChip, this.sendButton))
+    );
     return composer;
   }
 
   private renderSessions(): void {
-    const current = this.sessions.currentId;
-    this.sessionSelect.textContent = '';
-    this.sessionSelect.appendChild(h('option', { value: '', text: current ? '— choose a session —' : 'New session' }));
-    for (const s of this.sessions.sessions) {
-      this.sessionSelect.appendChild(h('option', { value: s.id, text: sessionLabel(s) }));
+    const current = this.sessions.current;
+    const title = current ? visibleText(current.title || 'Untitled session') : 'New chat';
+    this.titleEl.textContent = title;
+    this.titleEl.title = title;
+    this.node.dataset.sessionId = this.sessions.currentId ?? '';
+    if (this.exportButton) {
+      this.exportButton.enabled = !!this.sessions.currentId;
     }
-    this.sessionSelect.value = current ?? '';
-    this.updateSessionControls();
-  }
-
-  private updateSessionControls(): void {
-    const has = !!this.sessions.currentId;
-    this.renameButton.disabled = !has;
-    this.deleteButton.disabled = !has;
-    this.exportButton.disabled = !has;
-    if (this.sessionSelect.value !== (this.sessions.currentId ?? '')) {
-      this.sessionSelect.value = this.sessions.currentId ?? '';
+    this.commands.notifyCommandChanged();
+    if (this.sessionsView?.isVisible) {
+      this.sessionsView.renderList();
     }
   }
 
@@ -477,6 +708,8 @@ export class AstroPanel extends Panel {
       return;
     }
     this.run.dispose();
+    this.moreMenu.dispose();
+    this.modelMenu.dispose();
     super.dispose();
   }
 }

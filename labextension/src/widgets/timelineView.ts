@@ -1,13 +1,28 @@
 /**
  * TimelineView: renders a TimelineModel. Changes are queued and applied once per animation
- * frame, so a burst of hundreds of events costs one layout; the view sticks to the bottom
- * while the user is there and leaves the scroll position alone when they scrolled up.
+ * frame, so a burst of hundreds of events costs one layout; a long history is mounted a slice
+ * per frame (no main-thread task over a frame's budget) and its Markdown rendered as it nears
+ * the viewport. The view sticks to the bottom while the user is there and leaves the scroll
+ * position alone when they scrolled up.
  */
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ISubagentItem, TimelineChange, TimelineItem, TimelineModel } from '../timeline';
-import { createView, IRenderContext, ItemView } from './items';
+import { h } from './dom';
+import { astroIcon, iconEl } from './icons';
+import { createView, IRenderContext, ItemView, messageHeader } from './items';
+
+/** Time per frame spent mounting queued items; the rest is left to the browser. */
+const SLICE_MS = 8;
+
+/** Example prompts of the empty state (they fill the composer). */
+export const EXAMPLES = [
+  'Resolve M31 and give its coordinates and distance',
+  'Find recent papers on fast radio burst host galaxies',
+  'Summarise the methods of arXiv:2103.00001',
+  'Plot the light curve in data/lc.csv in my open notebook'
+];
 
 const STICK_PX = 48;
 /** A scroll within this long after a wheel/touch/key/pointer event counts as the user's. */
@@ -15,7 +30,7 @@ const USER_SCROLL_MS = 1000;
 
 export class TimelineView extends Widget {
   private views = new Map<string, ItemView>();
-  private added: Array<{ item: TimelineItem }> = [];
+  private added: Array<{ item: TimelineItem; before: TimelineItem | null }> = [];
   private dirty = new Set<TimelineItem>();
   private frame: number | null = null;
   private needsReset = false;
@@ -25,16 +40,32 @@ export class TimelineView extends Widget {
   private list: HTMLElement;
   private empty: HTMLElement;
 
-  constructor(readonly model: TimelineModel, private ctx: IRenderContext) {
+  private lastTopKind: string | null = null;
+  private lazy: IntersectionObserver | null = null;
+
+  constructor(readonly model: TimelineModel, private ctx: IRenderContext, private options: { fill(text: string): void } = { fill: () => undefined }) {
     super();
     this.addClass('jp-Astro-timeline');
     this.node.setAttribute('role', 'log');
     this.node.setAttribute('aria-live', 'polite');
     this.node.setAttribute('aria-label', 'Agent timeline');
     this.node.tabIndex = 0;
-    this.empty = document.createElement('div');
-    this.empty.className = 'jp-Astro-empty';
-    this.empty.textContent = 'Ask about a target, a paper, or your data. Enter sends, Shift+Enter adds a line.';
+    this.empty = this.buildEmpty();
+    if (typeof IntersectionObserver !== 'undefined') {
+      this.lazy = new IntersectionObserver(
+        entries => {
+          for (const e of entries) {
+            if (e.isIntersecting) {
+              const key = (e.target as HTMLElement).dataset.key;
+              const view = key ? this.views.get(key) : undefined;
+              view?.visible();
+            }
+          }
+        },
+        { root: this.node, rootMargin: '800px 0px' }
+      );
+      this.ctx.lazy = this.lazy;
+    }
     this.list = document.createElement('div');
     this.list.className = 'jp-Astro-timeline-list';
     this.node.append(this.empty, this.list);
@@ -65,23 +96,42 @@ export class TimelineView extends Widget {
     }
   }
 
-  /** Apply pending changes now (tests and scroll-to-message need the DOM up to date). */
-  flush(): void {
+  /** True while queued changes wait for a frame (a long history is mounted in slices). */
+  get busy(): boolean {
+    return this.frame !== null || this.added.length > 0 || this.needsReset;
+  }
+
+  /**
+   * Apply pending changes: all of them now (`budgetMs` Infinity: tests and scroll-to-message
+   * need the DOM up to date), or as many as fit in `budgetMs`, the rest on the next frame.
+   */
+  flush(budgetMs = Infinity): void {
     if (this.frame !== null) {
       cancelAnimationFrame(this.frame);
       this.frame = null;
     }
     const stick = this.stuck;
+    const start = performance.now();
     if (this.needsReset) {
       this.needsReset = false;
       this.added = [];
       this.dirty.clear();
-      this.rebuild();
-    } else {
-      for (const { item } of this.added) {
-        this.mount(item);
+      this.disposeViews();
+      this.list.textContent = '';
+      this.lastTopKind = null;
+      for (const item of this.model.walk()) {
+        this.added.push({ item, before: null });
       }
-      this.added = [];
+    }
+    {
+      let i = 0;
+      for (; i < this.added.length; i++) {
+        if ((i & 15) === 15 && performance.now() - start > budgetMs) {
+          break;
+        }
+        this.mount(this.added[i].item, this.added[i].before);
+      }
+      this.added = i >= this.added.length ? [] : this.added.slice(i);
       for (const item of this.dirty) {
         const view = this.views.get(item.key);
         if (view && view.rendered !== item.version) {
@@ -95,17 +145,28 @@ export class TimelineView extends Widget {
       this.dirty.clear();
     }
     this.empty.hidden = this.model.items.length > 0;
+    this.node.toggleAttribute('data-mounting', this.added.length > 0);
     if (stick) {
       this.node.scrollTop = this.node.scrollHeight;
+    }
+    if (this.added.length > 0) {
+      this.frame = requestAnimationFrame(() => {
+        this.frame = null;
+        this.flush(SLICE_MS);
+      });
     }
   }
 
   /** Scroll to the item showing stored message `id`, and flash it; false if not shown. */
   revealMessage(id: number): boolean {
     this.flush();
-    const el = this.list.querySelector<HTMLElement>(`[data-message-id="${id}"], [data-result-message-id="${id}"]`);
+    let el = this.list.querySelector<HTMLElement>(`[data-message-id="${id}"], [data-result-message-id="${id}"]`);
     if (!el) {
       return false;
+    }
+    if (el.dataset.repeatOf) {
+      // a repeated call is shown on the line of the first one
+      el = this.list.querySelector<HTMLElement>(`.jp-Astro-tool[data-tool-call-id="${CSS.escape(el.dataset.repeatOf)}"]`) ?? el;
     }
     let parent = el.parentElement;
     while (parent && parent !== this.list) {
@@ -121,8 +182,9 @@ export class TimelineView extends Widget {
     return true;
   }
 
+  /** Follow the bottom (again); a long history still mounting keeps being followed. */
   scrollToBottom(): void {
-    this.flush();
+    this.flush(SLICE_MS);
     this.stuck = true;
     this.node.scrollTop = this.node.scrollHeight;
   }
@@ -143,6 +205,7 @@ export class TimelineView extends Widget {
       cancelAnimationFrame(this.frame);
     }
     this.resizeObserver?.disconnect();
+    this.lazy?.disconnect();
     this.disposeViews();
     this.model.changed.disconnect(this.onChange, this);
     super.dispose();
@@ -153,26 +216,38 @@ export class TimelineView extends Widget {
       this.needsReset = true;
     } else if (!this.needsReset) {
       if (change.type === 'added') {
-        this.added.push({ item: change.item });
+        this.added.push({ item: change.item, before: change.before ?? null });
       }
       this.dirty.add(change.item);
     }
     if (this.frame === null) {
       this.frame = requestAnimationFrame(() => {
         this.frame = null;
-        this.flush();
+        this.flush(SLICE_MS);
       });
     }
   }
 
-  private mount(item: TimelineItem): void {
+  private mount(item: TimelineItem, before: TimelineItem | null = null): void {
     if (this.views.has(item.key)) {
       return;
     }
     const view = createView(item, this.ctx);
     this.views.set(item.key, view);
     const host = item.parent ? this.views.get(item.parent.key)?.childrenHost ?? this.list : this.list;
-    host.appendChild(view.el);
+    const anchor = before ? this.views.get(before.key)?.el ?? null : null;
+    if (anchor && anchor.parentElement === host) {
+      host.insertBefore(view.el, anchor);
+    } else {
+      if (host === this.list && !item.parent) {
+        // "Astro · 21:04" above the first thing the agent says after a prompt
+        if (item.kind !== 'user' && this.lastTopKind === 'user') {
+          this.list.appendChild(messageHeader('Astro', 'time' in item ? item.time ?? Date.now() : Date.now()));
+        }
+        this.lastTopKind = item.kind;
+      }
+      host.appendChild(view.el);
+    }
     view.rendered = item.version;
     view.update();
     if (item.kind === 'subagent') {
@@ -192,12 +267,20 @@ export class TimelineView extends Widget {
     }
   }
 
-  private rebuild(): void {
-    this.disposeViews();
-    this.list.textContent = '';
-    for (const item of this.model.walk()) {
-      this.mount(item);
-    }
+  private buildEmpty(): HTMLElement {
+    const examples = EXAMPLES.map(text => {
+      const b = h('button', { type: 'button', class: 'jp-Astro-example', text });
+      b.addEventListener('click', () => this.options.fill(text));
+      return h('li', {}, b);
+    });
+    return h(
+      'div',
+      { class: 'jp-Astro-empty' },
+      iconEl(astroIcon, 'jp-Astro-empty-icon'),
+      h('div', { class: 'jp-Astro-empty-title', text: 'Ask the research agent' }),
+      h('div', { class: 'jp-Astro-empty-hint', text: 'Targets, papers, your data and notebooks. Enter sends, Shift+Enter adds a line.' }),
+      h('ul', { class: 'jp-Astro-examples', 'aria-label': 'Example prompts' }, ...examples)
+    );
   }
 
   private disposeViews(): void {

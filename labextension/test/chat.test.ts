@@ -1,0 +1,140 @@
+/** The chat-level behaviour of the timeline: repeated calls fold into one line, a tool that
+ * waits for permission says so, cancelled calls read cancelled, one pinned plan per run,
+ * a banner at the end of a run that stopped, and history that knows how its runs ended. */
+import { describe, expect, it } from 'vitest';
+
+import { parseTime, TimelineModel } from '../src/timeline';
+import { AgentEvent, IStoredMessage } from '../src/tokens';
+
+function feed(model: TimelineModel, events: AgentEvent[], runId = 'run_1', start = 1): void {
+  events.forEach((e, i) => model.apply(runId, start + i, e));
+}
+
+const call = (id: string, args: unknown = { name: 'M31' }, name = 'query_target'): AgentEvent => ({
+  type: 'tool_call',
+  id,
+  name,
+  arguments: args,
+  step: 1
+});
+const fail = (id: string, output = 'Error: service unavailable', name = 'query_target'): AgentEvent => ({
+  type: 'tool_result',
+  tool_call_id: id,
+  name,
+  output,
+  is_error: true,
+  duration_ms: 10
+});
+
+describe('chat timeline', () => {
+  it('folds 18 identical failing calls into one line with a count', () => {
+    const m = new TimelineModel();
+    const events: AgentEvent[] = [];
+    for (let i = 0; i < 18; i++) {
+      events.push(call(`c${i}`), fail(`c${i}`));
+    }
+    feed(m, events);
+    const head = m.tool('c0')!;
+    expect(head.repeats.map(t => t.id)).toEqual(Array.from({ length: 17 }, (_, i) => `c${i + 1}`));
+    expect(m.tool('c17')!.repeatOf).toBe(head);
+    expect(m.items.filter(i => i.kind === 'tool' && !i.repeatOf)).toEqual([head]);
+  });
+
+  it('folds identical errors of different arguments, but not different calls that succeed', () => {
+    const m = new TimelineModel();
+    feed(m, [
+      call('a', { name: 'X1' }),
+      fail('a', 'Error: not found'),
+      call('b', { name: 'X2' }),
+      fail('b', 'Error: not found'),
+      call('c', { name: 'M31' }),
+      { type: 'tool_result', tool_call_id: 'c', name: 'query_target', output: 'ok' },
+      call('d', { name: 'M33' }),
+      { type: 'tool_result', tool_call_id: 'd', name: 'query_target', output: 'ok' }
+    ]);
+    expect(m.tool('b')!.repeatOf).toBe(m.tool('a'));
+    expect(m.tool('c')!.repeatOf).toBeNull();
+    expect(m.tool('d')!.repeatOf).toBeNull();
+  });
+
+  it('does not fold calls separated by text', () => {
+    const m = new TimelineModel();
+    feed(m, [call('a'), { type: 'text_delta', delta: 'again', step: 2 }, call('b')]);
+    expect(m.tool('b')!.repeatOf).toBeNull();
+  });
+
+  it('marks a tool waiting for permission until it is answered, and a cancelled one as cancelled', () => {
+    const m = new TimelineModel();
+    feed(m, [
+      call('bash', { command: 'ls' }, 'run_bash'),
+      { type: 'permission_request', request_id: 'r1', tool_call_id: 'bash', name: 'run_bash', arguments: { command: 'ls' } }
+    ]);
+    expect(m.tool('bash')!.status).toBe('waiting');
+    m.setAnswer('r1', 'allow', { pending: true });
+    expect(m.tool('bash')!.status).toBe('waiting');
+    m.setAnswer('r1', 'allow');
+    expect(m.tool('bash')!.status).toBe('running');
+    feed(
+      m,
+      [
+        { type: 'tool_result', tool_call_id: 'bash', name: 'run_bash', output: 'Error: run_bash was cancelled by the user.', is_error: true, metadata: { cancelled: true } },
+        call('late'),
+        { type: 'done', session_id: 's', run_id: 'run_1', reason: 'cancelled' }
+      ],
+      'run_1',
+      3
+    );
+    expect(m.tool('bash')!.status).toBe('cancelled');
+    expect(m.tool('late')!.status).toBe('cancelled');
+  });
+
+  it('keeps one plan per run, updated in place, placed just after the prompt', () => {
+    const m = new TimelineModel();
+    m.addUser('Plan it');
+    feed(m, [
+      { type: 'text_delta', delta: 'Planning', step: 1 },
+      { type: 'todo_update', todos: [{ content: 'a', status: 'in_progress' }] },
+      call('x'),
+      { type: 'todo_update', todos: [{ content: 'a', status: 'completed' }, { content: 'b', status: 'pending' }] }
+    ]);
+    expect(m.items.map(i => i.kind)).toEqual(['user', 'todo', 'text', 'tool']);
+    const todo = m.items[1];
+    expect(todo.kind === 'todo' && todo.todos.length).toBe(2);
+    expect(todo.kind === 'todo' && todo.active).toBe(true);
+    feed(m, [{ type: 'done', session_id: 's', run_id: 'run_1', reason: 'finished' }], 'run_1', 10);
+    expect(todo.kind === 'todo' && todo.active).toBe(false);
+  });
+
+  it('ends a run at the step limit with a banner; a finished run has none', () => {
+    const m = new TimelineModel();
+    feed(m, [{ type: 'done', session_id: 's', run_id: 'run_1', reason: 'max_steps' }]);
+    expect(m.items[m.items.length - 1]).toMatchObject({ kind: 'end', reason: 'max_steps', runId: 'run_1' });
+    feed(m, [{ type: 'done', session_id: 's', run_id: 'run_2', reason: 'finished' }], 'run_2');
+    expect(m.items.filter(i => i.kind === 'end')).toHaveLength(1);
+  });
+
+  it('history: banners after runs that stopped, timestamps from created_at, repeated calls folded', () => {
+    const m = new TimelineModel();
+    const tc = (id: string) => ({ id, type: 'function', function: { name: 'query_target', arguments: '{"name":"M31"}' } });
+    const messages: IStoredMessage[] = [
+      { id: 1, session_id: 's', run_id: 'r1', role: 'user', content: 'loop', created_at: '2026-12-02 20:01:02' },
+      { id: 2, session_id: 's', run_id: 'r1', role: 'assistant', content: '', tool_calls: [tc('a')] },
+      { id: 3, session_id: 's', run_id: 'r1', role: 'tool', content: 'Error: x', tool_call_id: 'a', metadata: { is_error: true } },
+      { id: 4, session_id: 's', run_id: 'r1', role: 'assistant', content: '', tool_calls: [tc('b')] },
+      { id: 5, session_id: 's', run_id: 'r1', role: 'tool', content: 'Error: x', tool_call_id: 'b', metadata: { is_error: true } },
+      { id: 6, session_id: 's', run_id: 'r2', role: 'user', content: 'next' },
+      { id: 7, session_id: 's', run_id: 'r2', role: 'assistant', content: 'fine' }
+    ];
+    m.loadMessages(messages, null, new Map([['r1', 'max_steps'], ['r2', 'finished']]));
+    expect(m.items.map(i => i.kind)).toEqual(['user', 'tool', 'tool', 'end', 'user', 'text']);
+    expect(m.tool('b')!.repeatOf).toBe(m.tool('a'));
+    expect(m.items[0].time).toBe(Date.UTC(2026, 11, 2, 20, 1, 2));
+  });
+
+  it('parses the timestamps the store writes', () => {
+    expect(parseTime('2026-12-02T20:01:02.123Z')).toBe(Date.UTC(2026, 11, 2, 20, 1, 2, 123));
+    expect(parseTime('2026-12-02 20:01:02')).toBe(Date.UTC(2026, 11, 2, 20, 1, 2));
+    expect(parseTime('nonsense')).toBeUndefined();
+    expect(parseTime(undefined)).toBeUndefined();
+  });
+});
