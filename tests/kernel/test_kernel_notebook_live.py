@@ -82,12 +82,17 @@ def click(kc: Any, comm_id: str) -> None:
     kc.shell_channel.send(msg)
 
 
+def answer_text(kernel: Any) -> str:
+    """The last %%astro answer: the cell's Out is a one-line handle whose ``.text`` holds it."""
+    return run_cell(kernel, "print(_.text)")["text"]
+
+
 def test_kernel_run_figure_denial_and_replayed_export(kernel: Any, llm_env: Any, project: Path) -> None:
     # 1. nobody answers: after the permission wait the call is denied and the code never ran
     llm_env.script(Turn.call("kernel_run", {"code": "secret = 1\nprint('should not run')"}), Turn.say("Refused."))
     started = time.monotonic()
     out = run_cell(kernel, "%%astro\nset a variable")
-    assert out["reply"]["status"] == "ok" and "Refused." in out["result"]["text/plain"]
+    assert out["reply"]["status"] == "ok" and "Refused." in answer_text(kernel)
     assert time.monotonic() - started < 30
     assert {"Allow", "Always allow", "Deny"} <= set(out["buttons"])
     tools = [m for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
@@ -104,7 +109,7 @@ def test_kernel_run_figure_denial_and_replayed_export(kernel: Any, llm_env: Any,
             click(kc, buttons["Allow"])
 
     out = run_cell(kernel, "%%astro\nplot the light curve", allow)
-    assert out["reply"]["status"] == "ok" and "Here is the light curve." in out["result"]["text/plain"]
+    assert out["reply"]["status"] == "ok" and "Here is the light curve." in answer_text(kernel)
     images = [d for d in out["displays"] if "image/png" in d]
     assert len(images) == 1, f"the figure was not displayed exactly once in the cell: {[list(d) for d in out['displays']]}"
     tools = [m for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
@@ -141,7 +146,7 @@ def test_kernel_inspect_in_a_real_kernel(kernel: Any, llm_env: Any) -> None:
         Turn.say("Looked."),
     )
     out = run_cell(kernel, "%%astro\nwhat data do I have?")
-    assert out["reply"]["status"] == "ok" and "Looked." in out["result"]["text/plain"]
+    assert out["reply"]["status"] == "ok" and "Looked." in answer_text(kernel)
     arr, df, table, coord, listing = [m["content"] for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"]
     assert "shape=(2, 2) dtype=float64" in arr and "NaN count: 1" in arr
     assert "pandas.DataFrame shape=(3, 2)" in df and "NaN per column: mag: 1" in df
