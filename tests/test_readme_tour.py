@@ -85,6 +85,7 @@ def test_the_readme_tour_runs_as_written(tour: dict[str, Any], monkeypatch: pyte
             assert "00:42:44.33" in proc.stdout and "+41:16:07.5" in proc.stdout
 
     # -- In a notebook: the magics blocks, each as a cell in IPython ---------------------------------
+    from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing.globalipapp import start_ipython
 
     from astro_jupyter.kernel.display import AgentAnswer, AstroResult
@@ -92,7 +93,7 @@ def test_the_readme_tour_runs_as_written(tour: dict[str, Any], monkeypatch: pyte
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(project)
-    ip = start_ipython()
+    ip = start_ipython() or InteractiveShell.instance()  # the global test shell, if another test started it
     ip.run_line_magic("load_ext", "astro_jupyter")
     try:
         results: list[Any] = []
