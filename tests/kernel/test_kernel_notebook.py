@@ -199,3 +199,30 @@ def test_kernel_run_with_a_broken_repr_keeps_its_output(load, monkeypatch) -> No
     assert not out.is_error and "stdout:\nbefore" in out.content
     assert "<repr failed: RuntimeError: no repr>" in out.content
     ip.user_ns.pop("Bad", None)
+
+
+@pytest.mark.slow
+def test_notebook_run_kernel_lives_for_the_run(load, llm_env, monkeypatch, project: Path) -> None:
+    import nbformat.v4 as nbf
+
+    nb = nbf.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbf.new_code_cell("k = 5"), nbf.new_code_cell("k * 2")]
+    (project / "other.ipynb").write_text(nbformat.writes(nb))
+    monkeypatch.setenv("ASTRO_PERMISSION_RULES", json.dumps([{"action": "allow", "tool": "notebook_run"}]))
+    llm_env.script(
+        Turn.call("notebook_run", {"path": "other.ipynb", "cell_id": nb.cells[0].id}),
+        Turn.call("notebook_run", {"path": "other.ipynb", "cell_id": nb.cells[1].id}),
+        Turn.say("k*2 is 10"),
+    )
+    ip = load()
+    ip.run_cell_magic("astro", "", "run the other notebook")
+    second = [m["content"] for m in llm_env.chat_requests[-1]["messages"] if m.get("role") == "tool"][-1]
+    assert "10" in second  # the same kernel ran both cells (state kept for the run)
+    assert "k" not in ip.user_ns  # ... and it was not this kernel
+    magics = __import__("astro_jupyter.kernel.magics", fromlist=["_loaded"])._loaded[id(ip)]
+
+    async def clients() -> int:
+        return len((await magics.rt.services()).notebooks.backend.kernels._clients)
+
+    assert magics.rt.call(clients) == 0  # shut down when the run ended

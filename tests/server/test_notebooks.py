@@ -238,3 +238,29 @@ async def test_bridge_failures_are_clear_and_touch_nothing(
 async def test_bad_notebook_context_is_refused(api: Api, context: Any, reason: str) -> None:
     status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "notebook": context})
     assert status == 400 and err["reason"] == reason
+
+
+async def test_a_subagent_of_a_sidebar_run_uses_the_bridge_too(
+        api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path) -> None:
+    notebook(jp_root_dir)
+    open_doc = nbformat.read(jp_root_dir / "analysis.ipynb", as_version=4)
+    open_doc.cells.append(nbf.new_code_cell("only_in_the_browser = 1"))
+    openai_server.script(
+        Turn.call("subagent", {"task": "summarise the open notebook"}),
+        Turn.call("notebook_read", {"path": "root_dir/analysis.ipynb"}),
+        Turn.say("It sets only_in_the_browser."),
+        Turn.say("Summary received."),
+    )
+    seen: list[dict[str, Any]] = []
+
+    def answer(event: dict[str, Any]) -> Any:
+        seen.append(event)
+        return {"status": "ok", "notebook": open_doc}
+
+    status, started = await api("POST", "astro/api/runs", body={
+        "prompt": "summarise", "notebook": {"path": "analysis.ipynb", "bridge": True}})
+    events = await sidebar(started["run_id"], answer)
+    assert [e["type"] for e in seen] == ["notebook_request"] and seen[0]["subagent_id"]
+    read = next(e for e in tool_results(events) if e["name"] == "notebook_read")
+    assert read["subagent_id"] == seen[0]["subagent_id"] and "only_in_the_browser" in read["output"]
+    assert events[-1]["reason"] == "finished"

@@ -229,8 +229,10 @@ async def test_allow_for_this_notebook_is_remembered_per_notebook(services: Any,
     assert not again.is_error and len(h.asked) == 1  # not asked again for this notebook
     other = await h.call("notebook_edit", path="b.ipynb", action="insert", source="3")
     assert other.is_error and len(h.asked) == 2  # another notebook asks again (and was denied)
-    run = await h.call("notebook_run", path="a.ipynb", cell_id="x")
+    cell = nbformat.read(tmp_path / "a.ipynb", as_version=4).cells[1]
+    run = await h.call("notebook_run", path="a.ipynb", cell_id=cell.id)
     assert len(h.asked) == 3 and run.is_error  # running is a separate permission
+    assert h.asked[2].message.endswith("may differ):\n" + cell.source)  # the user sees what would run
 
 
 @pytest.mark.asyncio

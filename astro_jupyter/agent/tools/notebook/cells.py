@@ -212,7 +212,26 @@ class NotebookRunTool(_NotebookTool):
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         reason = (f"notebook_run wants to run cell {args.get('cell_id')} of {args.get('path')} "
                   "(its code runs in the notebook's kernel; its outputs are saved into the notebook)")
+        source = self._saved_source(args)
+        if source is not None:  # the notebook may come from anywhere: show what would run, in full
+            reason += f". The cell as saved on disk (an open notebook may differ):\n{source}"
         return notebook_rules(self.name, args.get("path"), self.config, reason)
+
+    def _saved_source(self, args: dict[str, Any]) -> str | None:
+        """The cell's source from the saved file, when it can be read here (best effort, never raises)."""
+        from ....services.notebooks.cells import _source, ensure_ids, find_cell
+        from ....services.notebooks.files import read_notebook_file
+
+        if self.config is None or not isinstance(args.get("path"), str) or not isinstance(args.get("cell_id"), str):
+            return None
+        try:
+            nb = read_notebook_file(resolve_path(args["path"], self.config, access="read"))
+            if nb is None:
+                return None
+            ensure_ids(nb)
+            return _source(nb.cells[find_cell(nb, args["cell_id"])])
+        except Exception:  # noqa: BLE001 - the tool itself reports what is wrong with the path or cell
+            return None
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         cell_id = args.get("cell_id")
