@@ -89,6 +89,12 @@ class ToolContext:
     run_state: Any = None  # the per-run mutable state (manual-compaction flag, loaded tools, ...)
     ask_permission: AskPermissionFn | None = None  # answers a permission_request; None = Ask is denied
 
+    @property
+    def owner(self) -> str:
+        """The Jupyter identity the run belongs to ("" for the kernel, the CLI, a single-user server):
+        what a tool reads from the store or tool-results/ is scoped to it."""
+        return str(getattr(self.run_state, "owner", "") or "")
+
     def for_call(self, tool_call_id: str, step: int) -> "ToolContext":
         return replace(self, tool_call_id=tool_call_id, step=step)
 
