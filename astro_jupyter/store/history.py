@@ -92,7 +92,8 @@ class HistoryPage:
 # -- where a source (messages or sessions) stands while paging -------------------------------------
 @dataclass(frozen=True)
 class _State:
-    """Position in one source: the tier of the newest ``window`` matches with rowid < ``before``, ``skip`` of it shown."""
+    """Position in one source: the tier of the newest ``window`` matches with rowid < ``before``,
+    of which ``skip`` (in rank order) were shown."""
 
     before: int
     skip: int
@@ -237,13 +238,20 @@ class HistorySearch:
 
     # -- plans: filters become a rowid filter query and, where possible, a rowid range ------------------
     def _message_plan(
-        self, conn: Any, match: str, terms: list[tuple[str, bool]], session_id: str | None, exclude_run_id: str, owner: str | None
+        self,
+        conn: Any,
+        match: str,
+        terms: list[tuple[str, bool]],
+        session_id: str | None,
+        exclude_run_id: str,
+        owner: str | None,
     ) -> _Plan:
         clauses: list[str] = []
         params: list[Any] = []
         plan = _Plan(_MESSAGES, match, terms, None, [])
         if session_id:
-            lo, hi = conn.execute("SELECT min(id), max(id) FROM agent_messages WHERE session_id = ?", (session_id,)).fetchone()
+            sql = "SELECT min(id), max(id) FROM agent_messages WHERE session_id = ?"
+            lo, hi = conn.execute(sql, (session_id,)).fetchone()
             if lo is None:
                 plan.empty = True
                 return plan
@@ -259,7 +267,8 @@ class HistorySearch:
             clauses.append("s.owner IN ('', ?)")
             params.append(owner)
         if clauses:
-            plan.filter_sql = "SELECT m.id FROM agent_messages m" + join + " WHERE m.id IN ({ids}) AND " + " AND ".join(clauses)
+            where = " AND ".join(clauses)
+            plan.filter_sql = f"SELECT m.id FROM agent_messages m{join} WHERE m.id IN ({{ids}}) AND {where}"
             plan.filter_params = params
         return plan
 
@@ -280,7 +289,8 @@ class HistorySearch:
             clauses.append("+s.owner IN ('', ?)")  # unary +: look rows up by rowid, never scan the owner index
             params.append(owner)
         if clauses:
-            plan.filter_sql = "SELECT s.rowid FROM agent_sessions s WHERE s.rowid IN ({ids}) AND " + " AND ".join(clauses)
+            where = " AND ".join(clauses)
+            plan.filter_sql = f"SELECT s.rowid FROM agent_sessions s WHERE s.rowid IN ({{ids}}) AND {where}"
             plan.filter_params = params
         return plan
 
@@ -373,7 +383,8 @@ class HistorySearch:
         else:
             where = "rowid IN (" + ",".join(str(i) for i in ids) + ")"
         wanted = set(ids)
-        rows = [r for r in conn.execute(f"SELECT rowid, {cols} FROM {fts} WHERE {fts} MATCH ? AND {where}", params) if int(r[0]) in wanted]
+        cursor = conn.execute(f"SELECT rowid, {cols} FROM {fts} WHERE {fts} MATCH ? AND {where}", params)
+        rows = [r for r in cursor if int(r[0]) in wanted]
         if plan.corpus is None:
             plan.corpus = _corpus_sync(conn, plan.source)
         if plan.idf is None:
@@ -397,9 +408,8 @@ class HistorySearch:
         fts = plan.source.fts
         idf: list[float] = []
         for word, prefix in plan.terms:
-            rows = conn.execute(
-                f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT ?", (_quoted(word, prefix), self.window)
-            ).fetchall()
+            sql = f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT ?"
+            rows = conn.execute(sql, (_quoted(word, prefix), self.window)).fetchall()
             n = len(rows)
             if n == self.window:
                 span = max(1, corpus.newest - int(rows[-1][0]) + 1)
@@ -550,7 +560,9 @@ def _parse_cursor(cursor: str, digest: str) -> dict[str, _State | None]:
     if not found:
         raise InvalidCursor("not a history-search cursor (pass back the next_cursor of a previous page unchanged)")
     if found.group(1) != digest:
-        raise InvalidCursor("this cursor belongs to a different search (other words or session); search again without it")
+        raise InvalidCursor(
+            "this cursor belongs to a different search (other words or session); search again without it"
+        )
 
     def one(text: str) -> _State | None:
         if text == "x":

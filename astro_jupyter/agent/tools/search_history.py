@@ -44,8 +44,7 @@ class SearchHistoryTool(AgentTool):
         try:
             # the current run's own messages (e.g. the question being asked) are not "history"
             page = await ctx.services.history.search_page(
-                query, session_id=session, limit=limit, exclude_run_id=ctx.run_id, cursor=cursor,
-                owner=ctx.owner,
+                query, session_id=session, limit=limit, exclude_run_id=ctx.run_id, owner=ctx.owner, cursor=cursor
             )
         except InvalidCursor as exc:
             return ToolOutput.error(f"search_history: {exc}")
