@@ -36,6 +36,14 @@ class _Server(ThreadingHTTPServer):
         self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().server_bind()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (cancel, deadline, test end) is normal here, not a traceback on stderr."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class FakeHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

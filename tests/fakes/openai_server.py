@@ -138,6 +138,7 @@ class _OpenAIHandler(FakeHandler):
                 fake.chat_requests.append(body)
             self._chat(body, fake.next_turn(body))
         elif req.path.endswith("/embeddings"):
+            time.sleep(float(fake.state.get("embed_delay", 0.0)))  # a slow endpoint (deadline tests)
             inputs = body.get("input")
             texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
             data = [

@@ -26,7 +26,7 @@ GUARD = 15.0  # seconds a test may take at most (the stall alone would last 30 s
 
 
 def _config(tmp_path: Path, url: str, **kw: Any) -> AstroConfig:
-    values: dict[str, Any] = dict(llm_timeout_secs=0.5, llm_deadline_secs=1.0, llm_max_retries=1)
+    values: dict[str, Any] = dict(llm_timeout_secs=3.0, llm_deadline_secs=1.0, llm_max_retries=1)  # reads never wait 3 s: comments flow
     values.update(kw)
     return make_config(tmp_path, url, **values)
 
@@ -103,13 +103,35 @@ async def test_run_with_a_stalling_model_ends_with_an_error_event(tmp_path: Path
 @pytest.mark.asyncio
 async def test_quick_answers_are_untouched_and_zero_disables(tmp_path: Path, openai_server: Any) -> None:
     openai_server.script(Turn.say("fast", delay=0.05), Turn.say("slow but steady", delay=0.15, chunk_size=3))
-    client = LlmClient(_config(tmp_path, openai_server.url, llm_deadline_secs=0.0))
+    quick = LlmClient(_config(tmp_path, openai_server.url))  # deadline 1 s
+    unlimited = LlmClient(_config(tmp_path, openai_server.url, llm_timeout_secs=0.5, llm_deadline_secs=0.0))
     try:
-        first = await asyncio.wait_for(_drain(client), GUARD)
-        second = await asyncio.wait_for(_drain(client), GUARD)  # 6 chunks x 0.15 s > 0.5 s: only reads are timed
+        first = await asyncio.wait_for(_drain(quick), GUARD)
+        started = time.monotonic()
+        second = await asyncio.wait_for(_drain(unlimited), GUARD)  # ~9 sends x 0.15 s > 1 s; each read < 0.5 s
+        took = time.monotonic() - started
+    finally:
+        await quick.aclose()
+        await unlimited.aclose()
+    assert first[-1].text == "fast" and second[-1].text == "slow but steady" and took > 1.0
+
+
+@pytest.mark.asyncio
+async def test_one_shot_calls_have_the_same_deadline(tmp_path: Path, openai_server: Any) -> None:
+    """Embeddings: a slow answer (within the per-read timeout) still ends at the overall deadline, retried once."""
+    openai_server.state["embed_delay"] = 3.0
+    client = LlmClient(_config(tmp_path, openai_server.url, llm_timeout_secs=10.0, llm_deadline_secs=0.5))
+    started = time.monotonic()
+    try:
+        with pytest.raises(LlmError) as info:
+            await asyncio.wait_for(client.embed(["a"], "emb"), GUARD)
+        openai_server.state["embed_delay"] = 0.0
+        assert len(await asyncio.wait_for(client.embed(["a", "b"], "emb"), GUARD)) == 2
     finally:
         await client.aclose()
-    assert first[-1].text == "fast" and second[-1].text == "slow but steady"
+    assert "overall deadline of 0.5 s" in str(info.value)
+    assert sum(r.path.endswith("/embeddings") for r in openai_server.requests) == 3  # 1 + 1 retry, then the quick one
+    assert time.monotonic() - started < 6.0
 
 
 def test_deadline_setting_and_env_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
