@@ -75,6 +75,22 @@ class _Failure:
         return self.message
 
 
+async def open_chat_stream(client: Any, model: str, body: dict[str, Any]) -> Any:
+    """POST chat/completions through the ``openai`` client (its retries, errors and in-stream error
+    events), yielding each chunk as the JSON dict the endpoint sent.
+
+    Why not ``chat.completions.create``: it builds a pydantic object per chunk, the largest
+    per-token cost on the server's event loop (with 20 streaming runs it saturated the loop
+    and ``GET astro/api/sessions`` waited; benchmarks/bench_server_load.py). The history is
+    already plain JSON, so the body goes verbatim, as ``extra_body`` did.
+    """
+    import openai
+
+    payload = {"model": model, "stream": True, "stream_options": {"include_usage": True}, **body}
+    return await client.post("/chat/completions", body=payload, cast_to=object, stream=True,
+                             stream_cls=openai.AsyncStream[object])
+
+
 class LlmClient:
     """Streaming chat, one-shot completion, embeddings and model listing against one endpoint."""
 
@@ -209,13 +225,7 @@ class LlmClient:
         body: dict[str, Any] = {"messages": messages}
         if tools:
             body["tools"] = tools
-        response = await client.chat.completions.create(
-            model=model,
-            messages=[],
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body=body,
-        )
+        response = await open_chat_stream(client, model, body)
         text: list[str] = []
         thinking: list[str] = []
         partial: dict[int, dict[str, Any]] = {}
@@ -232,37 +242,41 @@ class LlmClient:
 
         try:
             async for chunk in response:
-                if getattr(chunk, "usage", None):
-                    usage = {k: v for k, v in chunk.usage.model_dump().items() if isinstance(v, int)}
-                for choice in chunk.choices or []:
-                    delta = choice.delta
-                    if delta is not None:
-                        extra = getattr(delta, "model_extra", None) or {}
-                        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+                if not isinstance(chunk, dict):
+                    raise TypeError(f"a streamed chunk is {type(chunk).__name__}, not a JSON object")
+                raw_usage = chunk.get("usage")
+                if isinstance(raw_usage, dict):
+                    usage = {k: v for k, v in raw_usage.items() if isinstance(v, int)}
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta")
+                    if delta:
+                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                         if reasoning:
                             thinking.append(str(reasoning))
                             yield ThinkingChunk(str(reasoning))
-                        if delta.content:
-                            text.append(delta.content)
-                            yield TextChunk(delta.content)
-                        for frag in delta.tool_calls or []:
-                            index = frag.index if frag.index is not None else len(partial)
+                        content = delta.get("content")
+                        if content:
+                            text.append(content)
+                            yield TextChunk(content)
+                        for frag in delta.get("tool_calls") or []:
+                            index = frag.get("index")
+                            index = index if index is not None else len(partial)
                             if index not in partial:
                                 for earlier in sorted(partial):
                                     if earlier < index and earlier not in emitted:
                                         yield ready(earlier)
                                 partial[index] = {"id": "", "name": "", "args": []}
                             part = partial[index]
-                            if frag.id:
-                                part["id"] = frag.id
-                            fn = frag.function
-                            if fn is not None:
-                                if fn.name:
-                                    part["name"] = fn.name
-                                if fn.arguments:
-                                    part["args"].append(fn.arguments)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                            if frag.get("id"):
+                                part["id"] = frag["id"]
+                            fn = frag.get("function")
+                            if fn:
+                                if fn.get("name"):
+                                    part["name"] = fn["name"]
+                                if fn.get("arguments"):
+                                    part["args"].append(fn["arguments"])
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
         finally:
             await response.close()
         calls: list[ToolCallReady] = []

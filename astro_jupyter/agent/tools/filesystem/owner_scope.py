@@ -9,6 +9,7 @@ same whether or not the file exists, so it does not reveal other users' files.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,10 @@ def check_owner(path: Path, ctx: "ToolContext") -> None:
 
 
 def owner_may_read(path: Path, ctx: "ToolContext") -> bool:
-    """For directory walks: False for entries (followed through links) in another owner's results."""
+    """For directory walks (under an already resolved base): False for entries in another owner's
+    results. Only links are resolved (one ``lstat`` per file otherwise, not a ``realpath``)."""
     try:
-        return results_readable_by(real_path(path), ctx.owner, ctx.config.tool_results_dir)
+        target = real_path(path) if os.path.islink(path) else path
+        return results_readable_by(target, ctx.owner, ctx.config.tool_results_dir)
     except (OSError, RuntimeError, ValueError):
         return False
