@@ -102,7 +102,7 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(base: Path, llm_url: str, slow_ms: float) -> tuple[subprocess.Popen, str, Path]:
+def start_server(base: Path, llm_url: str, slow_ms: float, extra: list[str]) -> tuple[subprocess.Popen, str, Path]:
     home, project = base / "astro_home", base / "project"
     (project / "data").mkdir(parents=True)
     (project / "data" / "big.txt").write_text("".join(f"line {i}: {PARAGRAPH[:120]}\n" for i in range(600)))
@@ -130,7 +130,7 @@ def start_server(base: Path, llm_url: str, slow_ms: float) -> tuple[subprocess.P
     proc = subprocess.Popen(
         [sys.executable, "-c", boot, "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
          "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={project}",
-         "--ServerApp.jpserver_extensions={'astro_jupyter': True}", "--ServerApp.log_level=WARN"],
+         "--ServerApp.jpserver_extensions={'astro_jupyter': True}", "--ServerApp.log_level=WARN", *extra],
         env=env, cwd=project, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -248,13 +248,13 @@ def slow_callbacks(log: Path, top: int = 12) -> list[tuple[str, int, float]]:
     return sorted(rows, key=lambda r: (-r[1] * r[2], r[0]))[:top]
 
 
-async def main(cases: list[int], window: float, writers: int, slow_ms: float, chunk_delay: float) -> None:
+async def main(cases: list[int], window: float, writers: int, slow_ms: float, chunk_delay: float, extra: list[str]) -> None:
     parent, child = mp.Pipe()
     llm = mp.Process(target=_serve_llm, args=(child, chunk_delay), daemon=True)
     llm.start()
     llm_url = parent.recv()
     with tempfile.TemporaryDirectory(prefix="astro-load-") as tmp:
-        proc, url, log = start_server(Path(tmp), llm_url, slow_ms)
+        proc, url, log = start_server(Path(tmp), llm_url, slow_ms, extra)
         print(f"server pid {proc.pid} (attach a profiler here)", flush=True)
         stop = mp.Event()
         procs = [mp.Process(target=_writer, args=(str(Path(tmp) / "astro_home" / "astro.db"), stop), daemon=True)
@@ -308,5 +308,7 @@ if __name__ == "__main__":
     ap.add_argument("--slow-ms", type=float, default=0.0, help="report server callbacks slower than this")
     ap.add_argument("--chunk-delay", type=float, default=0.012,
                     help="seconds between streamed chunks of ~1 token (0.012: ~80 tokens/s, a fast hosted model)")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="extra server option, e.g. --server-arg=--AstroConfig.server_switch_interval_ms=0")
     args = ap.parse_args()
-    asyncio.run(main(args.runs, args.window, args.writers, args.slow_ms, args.chunk_delay))
+    asyncio.run(main(args.runs, args.window, args.writers, args.slow_ms, args.chunk_delay, args.server_arg))
