@@ -245,6 +245,11 @@ class AstroConfig(Configurable):
         0.1, help="How long a run's events gather before one batch is written to agent_events (live watchers are not delayed)."
     ).tag(config=True)
 
+    stream_slice_ms = Float(
+        1.0, help="A run processing a burst of streamed LLM chunks yields the event loop after this many ms, "
+        "so requests and other runs are served in between (server latency under load)."
+    ).tag(config=True)
+
     event_id_reserve_block = Int(
         1000, help="Event ids a run reserves in the store per write before watchers see them, so ids never go "
         "backwards after a crash (larger: fewer writes; ids of a crashed run jump by up to this much)."

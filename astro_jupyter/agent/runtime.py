@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
@@ -338,8 +339,16 @@ class AgentRuntime:
             finally:
                 await stream.aclose()  # releases the HTTP response at once (cancel, error or done)
 
+        slice_secs = self.config.stream_slice_ms / 1000
+
         async def drain(stream: Any) -> Any:
+            # Chunks that arrived together come out of the client without a pause: after
+            # ``stream_slice_ms`` of them, let the loop serve requests and the other runs.
+            mark = time.perf_counter()
             async for item in stream:
+                if time.perf_counter() - mark > slice_secs:
+                    await asyncio.sleep(0)
+                    mark = time.perf_counter()
                 kind = item.kind
                 if kind == "text":
                     text.append(item.delta)

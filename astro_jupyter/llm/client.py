@@ -88,6 +88,22 @@ class _Failure:
         return self.message
 
 
+async def open_chat_stream(client: Any, model: str, body: dict[str, Any]) -> Any:
+    """POST chat/completions through the ``openai`` client (its retries, errors and in-stream error
+    events), yielding each chunk as the JSON dict the endpoint sent.
+
+    Why not ``chat.completions.create``: it builds a pydantic object per chunk, the largest
+    per-token cost on the server's event loop (with 20 streaming runs it saturated the loop
+    and ``GET astro/api/sessions`` waited; benchmarks/bench_server_load.py). The history is
+    already plain JSON, so the body goes verbatim, as ``extra_body`` did.
+    """
+    import openai
+
+    payload = {"model": model, "stream": True, "stream_options": {"include_usage": True}, **body}
+    return await client.post("/chat/completions", body=payload, cast_to=object, stream=True,
+                             stream_cls=openai.AsyncStream[object])
+
+
 class LlmClient:
     """Streaming chat, one-shot completion, embeddings and model listing against one endpoint."""
 
@@ -240,15 +256,11 @@ class LlmClient:
         if tools:
             body["tools"] = tools
         try:
-            response = await client.chat.completions.create(
-                model=model, messages=[], stream=True, stream_options={"include_usage": True}, extra_body=body
-            )
+            response = await open_chat_stream(client, model, body)
         except UnicodeEncodeError:
             # text no endpoint can take (a lone surrogate in a tool result or a stored message): send it
             # cleaned rather than fail the run; the check costs nothing on the normal path
-            response = await client.chat.completions.create(
-                model=model, messages=[], stream=True, stream_options={"include_usage": True}, extra_body=clean_value(body)
-            )
+            response = await open_chat_stream(client, model, clean_value(body))
         text: list[str] = []
         thinking: list[str] = []
         partial: dict[int, dict[str, Any]] = {}

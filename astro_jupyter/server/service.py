@@ -538,7 +538,16 @@ async def _live_events(handle: Any, after_seq: int) -> AsyncIterator[tuple[int, 
 
 
 def _import_llm_client() -> None:
+    """Imports a first run would otherwise do on the event loop (the openai SDK, every tool family
+    with its services: PDF parsing, HTML, ...: ~1 s that stalled every request of a fresh server)."""
+    import importlib
+
     import openai  # noqa: F401
+
+    from ..agent import tools
+
+    for module in (*tools.FAMILIES, tools.COORDINATOR_FAMILY):
+        importlib.import_module(module, tools.__name__)
 
 
 def _handle_done(handle: Any) -> bool:
