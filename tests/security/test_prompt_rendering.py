@@ -227,3 +227,32 @@ def test_categories_covered() -> None:
                "\u00a0", "\u3000", "\x9b", "\ue000"):
         assert needs_escape(ch), (hex(ord(ch)), unicodedata.category(ch))
     assert not needs_escape(" ") and not needs_escape("é") and not needs_escape("星")
+
+
+def test_cli_pages_a_request_taller_than_the_terminal(tmp_path: Path, openai_server: Any) -> None:
+    content = "".join(f"line {i}: print('ok')\n" for i in range(60)) + "import os; os.system('id')\x1b[2K"
+    openai_server.script(Turn.call("file_write", {"path": "script.py", "content": content}, id="w1"), Turn.say("ok"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ASTRO_"))}
+    env.update(ASTRO_HOME=str(tmp_path / "home"), ASTRO_PROJECT_ROOT=str(tmp_path), OPENAI_BASE_URL=openai_server.url,
+               OPENAI_API_KEY="k", PYTHONPATH=str(REPO), COLUMNS="80", LINES="20", PAGER="cat", TERM="dumb")
+    out, code = _pty_cli(env, ["ask", "write it"], "n")
+    assert code == 0, out
+    assert not (tmp_path / "script.py").exists()
+    prompt = out[: out.index("[y/N/always]")]
+    assert "lines shown in the pager above" in prompt and "\x1b[2K" not in prompt
+    assert "line 0: print('ok')\\n" in prompt and "os.system('id')\\x1b[2K" in prompt
+
+
+def test_cli_tool_command_asks_on_a_terminal_and_refuses_a_script(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ASTRO_"))}
+    env.update(ASTRO_HOME=str(tmp_path / "home"), ASTRO_PROJECT_ROOT=str(tmp_path), PYTHONPATH=str(REPO),
+               COLUMNS="80", LINES="50", TERM="dumb")
+    args = ["tool", "file_write", '{"path": "out.txt", "content": "hi\\u202e"}']
+    script = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", *args], env=env, capture_output=True,
+                            text=True, timeout=60, cwd=REPO, stdin=subprocess.DEVNULL)
+    assert script.returncode == 1 and "no one is there to answer" in script.stderr
+    assert not (tmp_path / "out.txt").exists()
+    out, code = _pty_cli(env, args, "y")
+    assert code == 0, out
+    assert "content (3 characters; 1 hidden or control character(s) shown as \\ escapes)" in out and "hi\\u202e" in out
+    assert (tmp_path / "out.txt").read_text() == "hi\u202e"
