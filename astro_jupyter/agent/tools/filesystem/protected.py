@@ -143,7 +143,7 @@ class Protection:
         for prefix in self.code_dirs:
             if _under(p, prefix):
                 return f"it is installed code or a Jupyter data directory ({prefix})"
-        if any(part in PACKAGE_DIRS for part in Path(p).parts):
+        if any(part.casefold() in PACKAGE_DIRS for part in Path(p).parts):
             return "it is inside a Python package directory"
         return None
 
