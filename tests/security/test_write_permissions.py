@@ -415,3 +415,23 @@ def test_compaction_restore_does_not_follow_a_file_turned_into_a_link_to_a_secre
     notes.unlink()
     notes.symlink_to(box.home / ".ssh" / "id_rsa")
     assert compactor._restore([str(notes)], None) == []
+
+
+def test_non_interactive_cli_run_denies_a_write_at_once(tmp_path: Path, openai_server: Any) -> None:
+    openai_server.script(Turn.call("file_write", {"path": "report.md", "content": "# hi"}, id="w1"),
+                         Turn.call("file_write", {"path": str(tmp_path / "home" / "notes" / "ok.md"), "content": "# ok"},
+                               id="w2"),
+                         Turn.say("ok"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ASTRO_"))}
+    env.update(ASTRO_HOME=str(tmp_path / "home"), ASTRO_PROJECT_ROOT=str(tmp_path / "proj"), PYTHONPATH=str(REPO),
+               OPENAI_BASE_URL=openai_server.url, OPENAI_API_KEY="k")
+    (tmp_path / "proj").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "ask", "write a report", "--json"], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=REPO, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    out = {e["tool_call_id"]: e for e in events if e["type"] == "tool_result"}
+    assert out["w1"]["is_error"] and "Permission denied for file_write" in out["w1"]["output"]
+    assert not (tmp_path / "proj" / "report.md").exists()
+    assert not out["w2"]["is_error"] and (tmp_path / "home" / "notes" / "ok.md").read_text() == "# ok"  # notes: no question
+    assert [e["name"] for e in events if e["type"] == "permission_request"] == ["file_write"]
