@@ -25,14 +25,10 @@ from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResul
 from .hooks import HookEventName, HookOutcome, HookRegistry
 from .permissions import PermissionChecker, PermissionDecision
 from .tools.base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
-from .tools.filesystem.protected import tool_results_dir_for
-from .tools.filesystem.security import run_owner
 from .tools.persist import maybe_persist_tool_result
 from .validation import ArgumentError, DuplicateDetector, parse_arguments, validate_arguments
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ..config import AstroConfig
     from ..events import Event
     from .streaming_executor import StreamingToolExecutor
@@ -349,8 +345,7 @@ class ToolExecutor:
         self, slot: CallSlot, ctx: ToolContext, output: ToolOutput, duration_ms: int, ran: bool, failure: str | None
     ) -> ExecutedCall:
         metadata = dict(output.metadata)
-        results_dir = tool_results_dir_for(self.config, run_owner(ctx))  # other owners cannot read it
-        content = await self._persist(slot.id, output.content, metadata, results_dir)
+        content = await self._persist(slot.id, output.content, metadata)
         if ran:
             event = HookEventName.POST_TOOL_USE_FAILURE if failure else HookEventName.POST_TOOL_USE
             payload = {**self._payload(slot, ctx), "output": content, "is_error": output.is_error,
@@ -359,7 +354,7 @@ class ToolExecutor:
             await self._hook_warnings(outcome, ctx)
             if outcome.mutated_output is not None:
                 metadata["output_mutated"] = True
-                content = await self._persist(f"{slot.id}-mutated", outcome.mutated_output, metadata, results_dir)
+                content = await self._persist(f"{slot.id}-mutated", outcome.mutated_output, metadata)
             self._record_metrics(slot.name, duration_ms, output.is_error)
         if slot.contexts:
             metadata["hook_context"] = list(slot.contexts)
@@ -377,13 +372,13 @@ class ToolExecutor:
         message = {"role": "tool", "tool_call_id": slot.id, "name": slot.name, "content": content}
         return ExecutedCall(slot.id, slot.name, slot.args, final, duration_ms, message)
 
-    async def _persist(self, key: str, content: str, metadata: dict[str, Any], directory: "Path") -> str:
+    async def _persist(self, key: str, content: str, metadata: dict[str, Any]) -> str:
         limit = self.config.max_output_chars
         if limit <= 0 or len(content) <= limit:
             return content
         try:
             result = await asyncio.to_thread(
-                maybe_persist_tool_result, content, key, directory, limit,
+                maybe_persist_tool_result, content, key, self.config.tool_results_dir, limit,
                 self.config.persisted_preview_chars,
             )
         except OSError as exc:  # disk full / read-only: truncate rather than lose the turn

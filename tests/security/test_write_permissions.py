@@ -253,7 +253,7 @@ async def test_notes_and_skills_need_no_question(box: Any) -> None:
         "proj/lib/dist-packages/y.py", "proj/evil.pth", "proj/sitecustomize.py", "proj/usercustomize.py",
         "proj/ipython_config.py", "proj/jupyter_notebook_config.json", "proj/jupyter_lab_config.py",
         ".astro_jupyter/astro.db", ".astro_jupyter/astro.db-shm", ".astro_jupyter/tool-results/call_1.txt",
-        ".astro_jupyter/tool-results/" + owner_key("bob") + "/call_2.txt",
+        ".astro_jupyter/tool-results/owners/" + owner_key("bob") + "/call_2.txt",
     ],
 )
 @pytest.mark.asyncio
@@ -332,20 +332,29 @@ async def test_secrets_are_not_readable_nor_searchable(box: Any) -> None:
 
 @pytest.mark.asyncio
 async def test_tool_results_are_scoped_to_their_owner(box: Any) -> None:
-    (box.home / "big.txt").write_text("stellar mass\n" * 2000)
-    alice = await box.call("read_file", owner="alice", path="big.txt")
-    assert "<persisted-output" in alice.content
-    persisted = Path(alice.metadata.get("persisted_path") or alice.content.split('path="', 1)[1].split('"', 1)[0])
-    assert persisted.parent == tool_results_dir_for(box.config, "alice")
+    """The layout of per-owner persistence: tool-results/ for ownerless runs, owners/<key>/ per identity."""
+    alice_dir = tool_results_dir_for(box.config, "alice")
+    assert alice_dir == box.config.tool_results_dir / "owners" / owner_key("alice")
+    alice_dir.mkdir(parents=True)
+    persisted = alice_dir / "call_9.txt"
+    persisted.write_text("stellar mass\n" * 10)
+    (box.config.tool_results_dir / "call_1.txt").write_text("ownerless stellar output\n")
     own = await box.call("read_file", owner="alice", path=str(persisted))
     assert not own.is_error and "stellar mass" in own.content
     for other in ("bob", ""):
         out = await box.call("read_file", owner=other, path=str(persisted))
         assert out.is_error and "another user's tool results" in out.content and "stellar" not in out.content
         found = await box.call("grep_files", owner=other, pattern="stellar", path=str(box.config.tool_results_dir))
-        assert "No matches" in found.content and persisted.name not in found.content
-    mine = await box.call("grep_files", owner="alice", pattern="stellar", path=str(persisted.parent))
-    assert "stellar" in mine.content
+        assert persisted.name not in found.content and "call_1.txt" in found.content  # ownerless: everyone's
+        listed = await box.call("glob_files", owner=other, pattern="*.txt", path=str(box.config.tool_results_dir))
+        assert persisted.name not in listed.content
+    mine = await box.call("grep_files", owner="alice", pattern="stellar", path=str(box.config.tool_results_dir))
+    assert persisted.name in mine.content
+    for owner in ("alice", ""):  # nobody writes there but astro-jupyter itself
+        out = await box.call("file_write", owner=owner, rules=[{"action": "allow", "tool": "*"}], path=str(persisted),
+                             content="forged")
+        assert out.is_error and "written by astro-jupyter only" in out.content
+    assert persisted.read_text().startswith("stellar")
 
 
 # -- doctor and the first run's notice --------------------------------------------------------------
