@@ -23,7 +23,6 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..events import Compaction, Event
