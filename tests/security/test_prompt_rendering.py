@@ -31,6 +31,7 @@ from astro_jupyter.kernel.widgets import TextTimeline, ask_text
 from astro_jupyter.prompt_text import needs_escape, permission_lines, unvisible, visible, wrap_escaped
 from astro_jupyter.timeline_text import event_lines
 from tests.fakes.openai_server import Turn
+from tests.kernel.conftest import load, project  # noqa: F401 - fixtures (an IPython shell with the extension)
 
 REPO = Path(__file__).resolve().parents[2]
 ANY_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=300)
@@ -256,3 +257,19 @@ def test_cli_tool_command_asks_on_a_terminal_and_refuses_a_script(tmp_path: Path
     assert code == 0, out
     assert "content (3 characters; 1 hidden or control character(s) shown as \\ escapes)" in out and "hi\\u202e" in out
     assert (tmp_path / "out.txt").read_text() == "hi\u202e"
+
+
+def test_kernel_tool_magic_prints_the_request_before_asking(load: Any, project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``%astro file_write`` (no timeline) prints the whole request, escapes visible, then asks."""
+    ip = load()
+    prompts: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt="": prompts.append(prompt) or "n")
+    ip.user_ns["body"] = "print('hi')\n" + "#" * 300 + "\x1b[2K\u202eimport os"
+    denied = ip.run_line_magic("astro", "file_write path=run.py content=$body")
+    assert denied.is_error and "Permission denied" in denied.content and not (project / "run.py").exists()
+    printed = capsys.readouterr().out
+    assert prompts == ["Allow file_write? [y/N/always] "]
+    assert raw_dangers(printed, allowed="\n") == []
+    assert "\\x1b[2K\\u202eimport os" in printed.replace("\n  │ ", "")
+    assert f"content ({len(ip.user_ns['body'])} characters; 3 hidden or control character(s)" in printed
