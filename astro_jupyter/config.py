@@ -368,7 +368,7 @@ class AstroConfig(Configurable):
         Unicode(),
         [".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".pgpass", ".git-credentials", ".npmrc",
          ".pypirc", ".env", ".env.*", ".envrc", ".config", ".local", ".jupyter", ".ipython", ".password-store",
-         ".vault-token", ".mozilla", ".*_history", ".*history"],
+         ".vault-token", ".mozilla", ".*history"],
         help="Dotfile/dot-directory names (globs) where credentials live: the file tools may not even read them. "
         "(Writing any dotfile is refused regardless.)",
     ).tag(config=True)

@@ -291,13 +291,15 @@ class Compactor:
     def _restore(self, paths: list[str], ctx: "ToolContext | None") -> list[tuple[str, str]]:
         """Re-read the snapshot files; paths not restored are forgotten so read_file reads them fully."""
         from .tools.filesystem.regular import read_regular
+        from .tools.filesystem.security import PathNotAllowed, resolve_path, run_owner
 
         restored: list[tuple[str, str]] = []
         limit = int(self.config.compaction_restore_chars)
         for path in paths:
-            try:
-                text = read_regular(path).decode("utf-8", errors="replace")  # never blocks on a FIFO
-            except OSError:
+            try:  # judged again: the file may have become a link to a protected place since it was read
+                resolved = resolve_path(path, self.config, owner=run_owner(ctx))
+                text = read_regular(resolved).decode("utf-8", errors="replace")  # never blocks on a FIFO
+            except (OSError, PathNotAllowed):
                 if ctx is not None:
                     ctx.file_state.forget(path)
                 continue

@@ -102,8 +102,8 @@ async def test_file_tools_do_not_reach_another_owners_tool_results(
     before = persisted.read_text()
     (tmp_path / "alice_draft.txt").unlink()  # from now on only the persisted copy holds the text
     results_dir = Path(config.tool_results_dir).resolve()
-    assert persisted.is_file() and persisted.resolve().parent.parent == results_dir  # tool-results/<owner>/
-    ownerless = results_dir / "kernel_call.txt"  # a kernel / CLI run's output
+    assert persisted.is_file() and persisted.resolve().is_relative_to(results_dir / "owners")
+    ownerless = results_dir / "kernel_call.txt"  # a kernel / CLI run's output: everyone's
     ownerless.write_text("shared output from the notebook\n")
     link = tmp_path / "innocent.txt"
     link.symlink_to(persisted)
@@ -114,20 +114,20 @@ async def test_file_tools_do_not_reach_another_owners_tool_results(
         ScriptedCall("grep_files", {"pattern": SECRET[:8], "path": str(results_dir)}, "grep"),
         ScriptedCall("grep_files", {"pattern": SECRET[:8], "path": str(Path(config.home_path).resolve())}, "grephome"),
         ScriptedCall("glob_files", {"pattern": "**/*.txt", "path": str(results_dir)}, "glob"),
-        ScriptedCall("glob_files", {"pattern": "*", "path": str(persisted.parent)}, "list"),
+        ScriptedCall("glob_files", {"pattern": "*", "path": str(results_dir / "owners")}, "list"),
         ScriptedCall("file_edit", {"path": str(persisted), "old_string": SECRET, "new_string": "x"}, "edit"),
         ScriptedCall("read_file", {"path": str(ownerless)}, "shared"),
     ]
     openai_server.script(Turn.calls_(*probes), Turn.say("done"))
     bob = _results(await _run(api, BOB, "look around", astro_service))
-    for key in ("read", "link", "list"):
+    for key in ("read", "link"):
         assert bob[key]["is_error"] and "another user" in bob[key]["output"], (key, bob[key]["output"])
-    assert bob["edit"]["is_error"]
+    assert persisted.parent.name not in bob["list"]["output"]  # owners/ lists only bob's own folder
+    assert bob["edit"]["is_error"]  # tool-results/ is never written by a tool
     for key in ("grep", "grephome", "glob"):
         assert SECRET not in bob[key]["output"] and persisted.name not in bob[key]["output"], (key, bob[key]["output"])
-    # Ownerless results (kernel / CLI runs) are not a named user's either: closed too.
-    assert "kernel_call.txt" not in bob["glob"]["output"]
-    assert bob["shared"]["is_error"] and "shared output" not in bob["shared"]["output"]
+    assert "kernel_call.txt" in bob["glob"]["output"]
+    assert not bob["shared"]["is_error"] and "shared output" in bob["shared"]["output"]
     assert persisted.read_text() == before  # the edit changed nothing
 
     openai_server.script(Turn.call("read_file", {"path": str(persisted)}, id="again"), Turn.say("ok"))

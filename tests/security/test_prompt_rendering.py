@@ -31,6 +31,7 @@ from astro_jupyter.kernel.widgets import TextTimeline, ask_text
 from astro_jupyter.prompt_text import needs_escape, permission_lines, unvisible, visible, wrap_escaped
 from astro_jupyter.timeline_text import event_lines
 from tests.fakes.openai_server import Turn
+from tests.kernel.conftest import load, project  # noqa: F401 - fixtures (an IPython shell with the extension)
 
 REPO = Path(__file__).resolve().parents[2]
 ANY_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=300)
@@ -227,3 +228,48 @@ def test_categories_covered() -> None:
                "\u00a0", "\u3000", "\x9b", "\ue000"):
         assert needs_escape(ch), (hex(ord(ch)), unicodedata.category(ch))
     assert not needs_escape(" ") and not needs_escape("é") and not needs_escape("星")
+
+
+def test_cli_pages_a_request_taller_than_the_terminal(tmp_path: Path, openai_server: Any) -> None:
+    content = "".join(f"line {i}: print('ok')\n" for i in range(60)) + "import os; os.system('id')\x1b[2K"
+    openai_server.script(Turn.call("file_write", {"path": "script.py", "content": content}, id="w1"), Turn.say("ok"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ASTRO_"))}
+    env.update(ASTRO_HOME=str(tmp_path / "home"), ASTRO_PROJECT_ROOT=str(tmp_path), OPENAI_BASE_URL=openai_server.url,
+               OPENAI_API_KEY="k", PYTHONPATH=str(REPO), COLUMNS="80", LINES="20", PAGER="cat", TERM="dumb")
+    out, code = _pty_cli(env, ["ask", "write it"], "n")
+    assert code == 0, out
+    assert not (tmp_path / "script.py").exists()
+    prompt = out[: out.index("[y/N/always]")]
+    assert "lines shown in the pager above" in prompt and "\x1b[2K" not in prompt
+    assert "line 0: print('ok')\\n" in prompt and "os.system('id')\\x1b[2K" in prompt
+
+
+def test_cli_tool_command_asks_on_a_terminal_and_refuses_a_script(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ASTRO_"))}
+    env.update(ASTRO_HOME=str(tmp_path / "home"), ASTRO_PROJECT_ROOT=str(tmp_path), PYTHONPATH=str(REPO),
+               COLUMNS="80", LINES="50", TERM="dumb")
+    args = ["tool", "file_write", '{"path": "out.txt", "content": "hi\\u202e"}']
+    script = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", *args], env=env, capture_output=True,
+                            text=True, timeout=60, cwd=REPO, stdin=subprocess.DEVNULL)
+    assert script.returncode == 1 and "no one is there to answer" in script.stderr
+    assert not (tmp_path / "out.txt").exists()
+    out, code = _pty_cli(env, args, "y")
+    assert code == 0, out
+    assert "content (3 characters; 1 hidden or control character(s) shown as \\ escapes)" in out and "hi\\u202e" in out
+    assert (tmp_path / "out.txt").read_text() == "hi\u202e"
+
+
+def test_kernel_tool_magic_prints_the_request_before_asking(load: Any, project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``%astro file_write`` (no timeline) prints the whole request, escapes visible, then asks."""
+    ip = load()
+    prompts: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt="": prompts.append(prompt) or "n")
+    ip.user_ns["body"] = "print('hi')\n" + "#" * 300 + "\x1b[2K\u202eimport os"
+    denied = ip.run_line_magic("astro", "file_write path=run.py content=$body")
+    assert denied.is_error and "Permission denied" in denied.content and not (project / "run.py").exists()
+    printed = capsys.readouterr().out
+    assert prompts == ["Allow file_write? [y/N/always] "]
+    assert raw_dangers(printed, allowed="\n") == []
+    assert "\\x1b[2K\\u202eimport os" in printed.replace("\n  │ ", "")
+    assert f"content ({len(ip.user_ns['body'])} characters; 3 hidden or control character(s)" in printed

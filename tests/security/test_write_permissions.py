@@ -253,7 +253,7 @@ async def test_notes_and_skills_need_no_question(box: Any) -> None:
         "proj/lib/dist-packages/y.py", "proj/evil.pth", "proj/sitecustomize.py", "proj/usercustomize.py",
         "proj/ipython_config.py", "proj/jupyter_notebook_config.json", "proj/jupyter_lab_config.py",
         ".astro_jupyter/astro.db", ".astro_jupyter/astro.db-shm", ".astro_jupyter/tool-results/call_1.txt",
-        ".astro_jupyter/tool-results/" + owner_key("bob") + "/call_2.txt",
+        ".astro_jupyter/tool-results/owners/" + owner_key("bob") + "/call_2.txt",
     ],
 )
 @pytest.mark.asyncio
@@ -332,20 +332,29 @@ async def test_secrets_are_not_readable_nor_searchable(box: Any) -> None:
 
 @pytest.mark.asyncio
 async def test_tool_results_are_scoped_to_their_owner(box: Any) -> None:
-    (box.home / "big.txt").write_text("stellar mass\n" * 2000)
-    alice = await box.call("read_file", owner="alice", path="big.txt")
-    assert "<persisted-output" in alice.content
-    persisted = Path(alice.metadata.get("persisted_path") or alice.content.split('path="', 1)[1].split('"', 1)[0])
-    assert persisted.parent == tool_results_dir_for(box.config, "alice")
+    """The layout of per-owner persistence: tool-results/ for ownerless runs, owners/<key>/ per identity."""
+    alice_dir = tool_results_dir_for(box.config, "alice")
+    assert alice_dir == box.config.tool_results_dir / "owners" / owner_key("alice")
+    alice_dir.mkdir(parents=True)
+    persisted = alice_dir / "call_9.txt"
+    persisted.write_text("stellar mass\n" * 10)
+    (box.config.tool_results_dir / "call_1.txt").write_text("ownerless stellar output\n")
     own = await box.call("read_file", owner="alice", path=str(persisted))
     assert not own.is_error and "stellar mass" in own.content
     for other in ("bob", ""):
         out = await box.call("read_file", owner=other, path=str(persisted))
         assert out.is_error and "another user's tool results" in out.content and "stellar" not in out.content
         found = await box.call("grep_files", owner=other, pattern="stellar", path=str(box.config.tool_results_dir))
-        assert "No matches" in found.content and persisted.name not in found.content
-    mine = await box.call("grep_files", owner="alice", pattern="stellar", path=str(persisted.parent))
-    assert "stellar" in mine.content
+        assert persisted.name not in found.content and "call_1.txt" in found.content  # ownerless: everyone's
+        listed = await box.call("glob_files", owner=other, pattern="*.txt", path=str(box.config.tool_results_dir))
+        assert persisted.name not in listed.content
+    mine = await box.call("grep_files", owner="alice", pattern="stellar", path=str(box.config.tool_results_dir))
+    assert persisted.name in mine.content
+    for owner in ("alice", ""):  # nobody writes there but astro-jupyter itself
+        out = await box.call("file_write", owner=owner, rules=[{"action": "allow", "tool": "*"}], path=str(persisted),
+                             content="forged")
+        assert out.is_error and "written by astro-jupyter only" in out.content
+    assert persisted.read_text().startswith("stellar")
 
 
 # -- doctor and the first run's notice --------------------------------------------------------------
@@ -398,3 +407,40 @@ def test_cli_prints_the_notice(user_home: Path, openai_server: Any) -> None:
                           text=True, timeout=60, cwd=user_home)
     assert proc.returncode == 0, proc.stderr
     assert "note: The project root is your home directory" in proc.stderr and "error:" not in proc.stderr
+
+
+def test_compaction_restore_does_not_follow_a_file_turned_into_a_link_to_a_secret(box: Any) -> None:
+    """read_file saw a harmless file; later it became a link to a key. The restore after a
+    compaction re-reads it: it must be judged again, not trusted from the earlier read."""
+    from astro_jupyter.agent.compaction import Compactor
+
+    (box.home / ".ssh").mkdir()
+    (box.home / ".ssh" / "id_rsa").write_text("PRIVATE KEY s3cret")
+    notes = box.home / "proj" / "notes.txt"
+    notes.parent.mkdir()
+    notes.write_text("harmless")
+    compactor = Compactor(SimpleNamespace(services=None, config=box.config))
+    assert compactor._restore([str(notes)], None) == [(str(notes), "harmless")]
+    notes.unlink()
+    notes.symlink_to(box.home / ".ssh" / "id_rsa")
+    assert compactor._restore([str(notes)], None) == []
+
+
+def test_non_interactive_cli_run_denies_a_write_at_once(tmp_path: Path, openai_server: Any) -> None:
+    openai_server.script(Turn.call("file_write", {"path": "report.md", "content": "# hi"}, id="w1"),
+                         Turn.call("file_write", {"path": str(tmp_path / "home" / "notes" / "ok.md"), "content": "# ok"},
+                               id="w2"),
+                         Turn.say("ok"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ASTRO_"))}
+    env.update(ASTRO_HOME=str(tmp_path / "home"), ASTRO_PROJECT_ROOT=str(tmp_path / "proj"), PYTHONPATH=str(REPO),
+               OPENAI_BASE_URL=openai_server.url, OPENAI_API_KEY="k")
+    (tmp_path / "proj").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "ask", "write a report", "--json"], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=REPO, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    out = {e["tool_call_id"]: e for e in events if e["type"] == "tool_result"}
+    assert out["w1"]["is_error"] and "Permission denied for file_write" in out["w1"]["output"]
+    assert not (tmp_path / "proj" / "report.md").exists()
+    assert not out["w2"]["is_error"] and (tmp_path / "home" / "notes" / "ok.md").read_text() == "# ok"  # notes: no question
+    assert [e["name"] for e in events if e["type"] == "permission_request"] == ["file_write"]

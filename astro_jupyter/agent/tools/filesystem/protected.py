@@ -5,7 +5,7 @@ says what inside them stays shut, whatever the permission rules, the mode, a use
 "always" or a hook decide, because writing there runs code or grants power, and reading
 there leaks credentials or other people's data:
 
-- reads and writes: the database (``astro.db*``), ``tool-results/`` of other owners, the
+- reads and writes: the database (``astro.db*``), ``tool-results/owners/`` of other owners, the
   Jupyter runtime directory (server tokens, kernel keys), Jupyter and IPython config
   directories wherever ``jupyter --paths`` / IPython put them, and dot-entries where
   secrets live (``.ssh``, ``.aws``, ``.env`` ... ``fs_secret_names``);
@@ -24,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import site
 import sys
 import sysconfig
@@ -85,16 +86,23 @@ def host_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return _host_paths(tuple(os.environ.get(k) for k in _PATH_ENV))
 
 
+OWNERS_DIR = "owners"
+
+
 def owner_key(owner: str) -> str:
-    """A directory name for an owner: stable, no separators, nothing the owner string can steer."""
-    return "owner-" + hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    """The folder of ``owner``'s persisted outputs under ``tool-results/owners/``: readable,
+    file-system safe, distinct per owner (hash). The same layout and key as the executor's
+    per-owner persistence (``tools/persist.py``: ``owner_results_dir``)."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", owner).lstrip(".")[:120] or "call"
+    digest = hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{stem[:48].strip('_') or 'user'}-{digest}"
 
 
 def tool_results_dir_for(config: "AstroConfig", owner: str = "") -> Path:
     """Where a run's persisted outputs live: ``tool-results/`` itself for ownerless runs (kernel,
-    CLI, the shared-token user), ``tool-results/owner-<hash>/`` for a named identity."""
+    CLI, the shared-token user), ``tool-results/owners/<key>/`` for a named identity."""
     base = config.tool_results_dir
-    return base / owner_key(owner) if owner else base
+    return base / OWNERS_DIR / owner_key(owner) if owner else base
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,7 @@ class Protection:
     home: str
     db_name: str
     results: str
+    owners: str  # tool-results/owners: the named owners' folders
     own_results: str
     secret_dirs: tuple[str, ...]
     code_dirs: tuple[str, ...]
@@ -121,8 +130,9 @@ class Protection:
         if _under(p, self.results) and p != self.results:
             if write:
                 return "tool-results/ is written by astro-jupyter only"
-            if p != self.own_results and os.path.dirname(p) != self.own_results:
-                return "it belongs to another user's tool results"
+            named = self.own_results != self.results
+            if _under(p, self.owners) and not (named and (p == self.owners or _under(p, self.own_results))):
+                return "it belongs to another user's tool results"  # a named owner may pass owners/ to its own
         for pattern in self.extra:
             if _under(p, pattern) or fnmatch.fnmatch(p, pattern) or fnmatch.fnmatch(name, pattern):
                 return "it is listed in fs_protected_paths"
@@ -143,7 +153,7 @@ class Protection:
         for prefix in self.code_dirs:
             if _under(p, prefix):
                 return f"it is installed code or a Jupyter data directory ({prefix})"
-        if any(part in PACKAGE_DIRS for part in Path(p).parts):
+        if any(part.casefold() in PACKAGE_DIRS for part in Path(p).parts):
             return "it is inside a Python package directory"
         return None
 
@@ -165,6 +175,7 @@ def protection(config: "AstroConfig", owner: str | None = "") -> Protection:
         home=_real(config.home_path),
         db_name=config.db_path.name.casefold(),
         results=_real(config.tool_results_dir),
+        owners=os.path.join(_real(config.tool_results_dir), OWNERS_DIR),
         own_results=_real(tool_results_dir_for(config, owner or "")),
         secret_dirs=secret_dirs,
         code_dirs=code_dirs,
