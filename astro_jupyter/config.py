@@ -159,6 +159,24 @@ class AstroConfig(Configurable):
     def _embed_inline_default(self) -> int:
         return _env_int("ASTRO_EMBED_INLINE_MAX", 64)
 
+    hybrid_vector_weight = Float(
+        -1.0, help="Share of the vector similarity in hybrid ranking, 0-1 (the rest is BM25); negative = by backend: "
+        "0.5 for a real embedding, hybrid_lexical_weight for lexical-v2 (env ASTRO_HYBRID_VECTOR_WEIGHT)."
+    ).tag(config=True)
+
+    @default("hybrid_vector_weight")
+    def _hybrid_weight_default(self) -> float:
+        return _env_float("ASTRO_HYBRID_VECTOR_WEIGHT", -1.0)
+
+    hybrid_lexical_weight = Float(
+        0.3, help="The vector share in hybrid ranking when the embedding is lexical-v2, a bag of words that mostly "
+        "repeats what BM25 sees (env ASTRO_HYBRID_LEXICAL_WEIGHT)."
+    ).tag(config=True)
+
+    @default("hybrid_lexical_weight")
+    def _hybrid_lexical_default(self) -> float:
+        return _env_float("ASTRO_HYBRID_LEXICAL_WEIGHT", 0.3)
+
     rerank = Bool(
         True, help="With an LLM, re-rank the top hybrid passages by one batched relevance-scoring call and answer "
         "only from those above rerank_threshold (env ASTRO_RERANK)."
