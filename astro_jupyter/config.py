@@ -151,6 +151,15 @@ class AstroConfig(Configurable):
     def _embed_probe_default(self) -> float:
         return _env_float("ASTRO_EMBED_PROBE_TIMEOUT", 5.0)
 
+    embed_threads = Int(
+        1, help="BLAS threads the local embedding model may use (env ASTRO_EMBED_THREADS; 0 = all cores). One "
+        "is fastest on a shared, busy machine; more helps a large re-embedding on an idle one."
+    ).tag(config=True)
+
+    @default("embed_threads")
+    def _embed_threads_default(self) -> int:
+        return _env_int("ASTRO_EMBED_THREADS", 1)
+
     embed_inline_max = Int(
         64, help="Chunks without a vector that a search embeds before answering; more (a new backend, a big "
         "library) are re-embedded by a background job while searches go on (env ASTRO_EMBED_INLINE_MAX)."
@@ -159,6 +168,24 @@ class AstroConfig(Configurable):
     @default("embed_inline_max")
     def _embed_inline_default(self) -> int:
         return _env_int("ASTRO_EMBED_INLINE_MAX", 64)
+
+    hybrid_vector_weight = Float(
+        -1.0, help="Share of the vector similarity in hybrid ranking, 0-1 (the rest is BM25); negative = by backend: "
+        "0.5 for a real embedding, hybrid_lexical_weight for lexical-v2 (env ASTRO_HYBRID_VECTOR_WEIGHT)."
+    ).tag(config=True)
+
+    @default("hybrid_vector_weight")
+    def _hybrid_weight_default(self) -> float:
+        return _env_float("ASTRO_HYBRID_VECTOR_WEIGHT", -1.0)
+
+    hybrid_lexical_weight = Float(
+        0.3, help="The vector share in hybrid ranking when the embedding is lexical-v2, a bag of words that mostly "
+        "repeats what BM25 sees (env ASTRO_HYBRID_LEXICAL_WEIGHT)."
+    ).tag(config=True)
+
+    @default("hybrid_lexical_weight")
+    def _hybrid_lexical_default(self) -> float:
+        return _env_float("ASTRO_HYBRID_LEXICAL_WEIGHT", 0.3)
 
     rerank = Bool(
         True, help="With an LLM, re-rank the top hybrid passages by one batched relevance-scoring call and answer "

@@ -65,6 +65,20 @@ def recall(toc: list[list], headings: list[str]) -> float | None:
     return sum(1 for _, title, _ in toc if normalise_heading(title) in ours) / len(toc)
 
 
+UNLISTED = {"abstract", "contents", "table of contents", "references", "bibliography", "acknowledgements",
+            "acknowledgments", "index"}
+
+
+def precision(toc: list[list], md: str) -> tuple[float, list[str]] | None:
+    """Share of our headings (the title aside) that are outline entries or headings outlines omit."""
+    if not toc:
+        return None
+    outline = {normalise_heading(t) for _, t, _ in toc} | UNLISTED
+    heads = [h for line in md.splitlines() if line.startswith("##") for h in md_headings(line)]
+    wrong = [h for h in heads if normalise_heading(h) not in outline]
+    return 1 - len(wrong) / max(1, len(heads) + 1), wrong
+
+
 def ours(path: Path) -> str:
     return parse_pdf(path).to_markdown()
 
@@ -125,6 +139,7 @@ def main() -> None:
     print("-" * len(header))
     total_pages = 0
     total_ours = 0.0
+    precisions: list[str] = []
     for path in pdfs():
         with pymupdf.open(str(path)) as doc:
             pages, toc = doc.page_count, doc.get_toc()
@@ -139,6 +154,10 @@ def main() -> None:
         if md4 is None:
             t_p4 = None
         r_ours = recall(toc, md_headings(md))  # type: ignore[arg-type]
+        prec = precision(toc, md)  # type: ignore[arg-type]
+        if prec is not None:
+            precisions.append(f"{path.name:<18} heading precision vs outline {prec[0] * 100:5.1f}%"
+                              + (f"  not in the outline: {prec[1][:5]}" if prec[1] else ""))
         r_p4 = recall(toc, md_headings(md4)) if md4 is not None else None
         print(
             f"{path.name:<18}{pages:>6} | {fmt_rate(pages, t_ours):>9} {fmt_recall(r_ours, toc):>16} | "
@@ -147,6 +166,7 @@ def main() -> None:
         )
     print("-" * len(header))
     print(f"{'all':<18}{total_pages:>6} | {total_pages / total_ours:9.1f}   (pypdf: plain text, no headings)")
+    print("\n" + "\n".join(precisions))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Retrieval quality: MRR and hit@k of hybrid (RRF) vs vector-only vs FTS-only.
+"""Retrieval quality: MRR and hit@k of hybrid (fused scores) vs vector-only vs FTS-only.
 
 Run: ``python benchmarks/bench_retrieval_quality.py [--k 10]`` from the checkout.
 Builds a library in a temporary ASTRO_HOME from ../shared/data/pdfs/*.pdf (when present)

@@ -148,9 +148,10 @@ class LocalEmbedder:
     name = f"local:{LOCAL_MODEL}"
     dim = 384
 
-    def __init__(self, batch_tokens: int = 2048) -> None:
+    def __init__(self, batch_tokens: int = 2048, threads: int = 1) -> None:
         self._model: Any = None
         self.batch_tokens = batch_tokens
+        self.threads = threads
 
     def _load(self) -> Any:
         if self._model is None:
@@ -160,7 +161,7 @@ class LocalEmbedder:
         return self._model
 
     def embed_many(self, texts: Sequence[str]) -> np.ndarray:
-        return self._load().encode(list(texts), batch_tokens=self.batch_tokens)
+        return self._load().encode(list(texts), batch_tokens=self.batch_tokens, threads=self.threads)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -235,6 +236,9 @@ async def choose_backend(config: "AstroConfig", llm: Any = None) -> BackendChoic
     if (choice and choice != "auto") or not config.llm_configured or llm is None:
         return static_choice(config)
     try:
+        prepare = getattr(llm, "prepare", None)
+        if prepare is not None:  # importing and building the client is not the endpoint's time
+            await asyncio.to_thread(prepare)
         models = await asyncio.wait_for(llm.list_models(), timeout=config.embed_probe_timeout_secs)
     except Exception as exc:  # noqa: BLE001 - an endpoint that cannot list models still leaves local/lexical
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -245,11 +249,11 @@ async def choose_backend(config: "AstroConfig", llm: Any = None) -> BackendChoic
     return _offline_choice(f"the endpoint lists no embedding model among {len(models)} models")
 
 
-def build_backend(choice: BackendChoice, llm: Any = None) -> EmbeddingBackend:
+def build_backend(choice: BackendChoice, llm: Any = None, config: "AstroConfig | None" = None) -> EmbeddingBackend:
     if choice.name.startswith("endpoint:") and llm is not None:
         return EndpointEmbedder(llm, choice.name.split(":", 1)[1])
     if choice.name == LocalEmbedder.name:
-        return LocalEmbedder()
+        return LocalEmbedder(threads=config.embed_threads if config is not None else 1)
     return LexicalEmbedder()
 
 
@@ -272,7 +276,7 @@ class AutoEmbedder:
             async with self._lock:
                 if self.backend is None:
                     self.choice = await choose_backend(self.config, self.llm)
-                    self.backend = build_backend(self.choice, self.llm)
+                    self.backend = build_backend(self.choice, self.llm, self.config)
         return self.backend
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -284,4 +288,4 @@ def make_embedder(config: "AstroConfig", llm: Any = None) -> EmbeddingBackend:
     choice = (config.embed_model or "").strip()
     if (not choice or choice == "auto") and config.llm_configured and llm is not None:
         return AutoEmbedder(config, llm)
-    return build_backend(static_choice(config), llm)
+    return build_backend(static_choice(config), llm, config)

@@ -100,12 +100,25 @@ class _Matrix:
         rows, ids = self.snapshot(restrict)
         return top_k(rows, ids, query, k)
 
+    def search_floor(self, query: np.ndarray, k: int, restrict: Sequence[int] | None = None) -> tuple[list[tuple[int, float]], float]:
+        rows, ids = self.snapshot(restrict)
+        return top_k_floor(rows, ids, query, k)
+
 
 def top_k(rows: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
     """Exact top-k by dot product (cosine on normalised rows), best first."""
+    return top_k_floor(rows, ids, query, k)[0]
+
+
+def top_k_floor(rows: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int) -> tuple[list[tuple[int, float]], float]:
+    """``top_k`` plus the lowest similarity of all rows searched (hybrid fusion normalises by it)."""
     if rows.shape[0] == 0:
-        return []
+        return [], 0.0
     scores = rows @ query
+    return _best(scores, ids, k), float(scores.min())
+
+
+def _best(scores: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]]:
     k = min(k, scores.size)
     top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
     top = top[np.argsort(-scores[top], kind="stable")]
@@ -168,18 +181,26 @@ class VectorIndex:
     async def search(
         self, space: "Space", query: np.ndarray, k: int, *, restrict: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
+        return (await self.search_floor(space, query, k, restrict=restrict))[0]
+
+    async def search_floor(
+        self, space: "Space", query: np.ndarray, k: int, *, restrict: Sequence[int] | None = None
+    ) -> tuple[list[tuple[int, float]], float]:
+        """Best k (chunk id, cosine) and the lowest cosine over every row searched (for the
+        sqlite-vec path, over the k returned)."""
         query = np.asarray(query, dtype=np.float32).reshape(-1)
         if await self.ensure(space):
             matrix = self._spaces[space.name]
             if matrix.size * matrix.dim < INLINE_MAX:
-                return matrix.search(query, k, restrict)
+                return matrix.search_floor(query, k, restrict)
             # a large product (≈ 10 ms at 100k × 384) runs in a worker: NumPy releases the GIL,
             # the server's event loop keeps streaming meanwhile
             rows, ids = matrix.snapshot(restrict)
             matrix.readers += 1
             try:
-                return await asyncio.to_thread(top_k, rows, ids, query, k)
+                return await asyncio.to_thread(top_k_floor, rows, ids, query, k)
             finally:
                 matrix.readers -= 1
         # too large to hold in memory: sqlite-vec exact scan (distance = 1 - cosine)
-        return [(i, 1.0 - d) for i, d in await self.repo.knn(space, query, k, restrict=restrict)]
+        found = [(i, 1.0 - d) for i, d in await self.repo.knn(space, query, k, restrict=restrict)]
+        return found, min((s for _, s in found), default=0.0)

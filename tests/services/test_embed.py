@@ -107,7 +107,7 @@ async def test_auto_with_a_dead_endpoint_answers_quickly(tmp_path) -> None:
     try:
         start = time.perf_counter()
         choice = await choose_backend(cfg, llm)
-        assert time.perf_counter() - start < 5
+        assert time.perf_counter() - start < 15  # not the 120 s LLM timeout, nor retries
         assert "model list failed" in choice.reason and not choice.name.startswith("endpoint:")
     finally:
         await llm.aclose()

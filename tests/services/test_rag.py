@@ -227,21 +227,21 @@ async def test_deletes_during_a_threaded_search_do_not_corrupt_it(library: Servi
     matrix = rag.index._spaces[space.name]
     rows_before = matrix.rows
     started, go = threading.Event(), threading.Event()
-    real_top_k = vi.top_k
+    real_top_k = vi.top_k_floor
 
     def paused_top_k(*args):  # runs in the worker: hold it between snapshot and product
         started.set()
         go.wait(5)
         return real_top_k(*args)
 
-    monkeypatch.setattr(vi, "top_k", paused_top_k)
+    monkeypatch.setattr(vi, "top_k_floor", paused_top_k)
     search = asyncio.create_task(rag.index.search(space, q, 3))
     await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
     rag.index.remove([expected[-1][0]])  # a delete while the worker holds the snapshot
     go.set()
     assert await search == expected  # the in-flight search saw the old rows, intact
     assert matrix.rows is not rows_before  # copied on write
-    monkeypatch.setattr(vi, "top_k", real_top_k)
+    monkeypatch.setattr(vi, "top_k_floor", real_top_k)
     assert expected[-1][0] not in [i for i, _ in await rag.index.search(space, q, 5)]
 
 
@@ -306,3 +306,21 @@ async def test_rag_search_tool_reports_reembedding_progress(library: ServiceCont
     assert not out.is_error and out.metadata["hits"][0]["paper_id"] == "local:halo"
     assert "re-embedding the library for slow-test-backend: 0/5 chunks done" in out.content
     assert out.metadata["reembed"]["total"] == 5
+
+
+def test_fusion_keeps_a_clear_bm25_winner_that_rrf_loses() -> None:
+    """A passage far ahead in BM25 and fairly similar in meaning beats one that is a little more
+    similar but barely matches the words — reciprocal-rank fusion, seeing only ranks, prefers the latter."""
+    from astro_jupyter.services.rag import fuse
+
+    vector = [(1, 0.62), (2, 0.60), (3, 0.58), (9, 0.45)]
+    fts = [(9, -14.0), (2, -4.0), (1, -3.5)]
+    fused = fuse(vector, 0.1, fts, 0.5)
+    assert fused[0][0] == 9
+    assert [i for i, _ in rrf([[i for i, _ in vector], [i for i, _ in fts]])][0] != 9
+    assert fuse(vector, 0.1, [], 0.5)[0][0] == 1 and fuse([], 0.0, fts, 0.5)[0][0] == 9
+    assert fuse(vector[:3], 0.1, fts, 0.5)[0][0] == 1  # found by words alone, it must beat less than that
+    # all scores between 0 and 1; weight 1 is the vector ranking, weight 0 the BM25 ranking
+    assert all(0.0 <= s <= 1.0 for _, s in fused)
+    assert [i for i, _ in fuse(vector, 0.1, fts, 1.0)][:3] == [1, 2, 3]
+    assert [i for i, _ in fuse(vector, 0.1, fts, 0.0)][:3] == [9, 2, 1]
