@@ -209,6 +209,8 @@ export class TimelineModel {
   private todos = new Map<string, ITodoItem>();
   private lastSeq = new Map<string, number>();
   private _duplicates = 0;
+  /** While a history loads, item changes are not announced one by one: one 'reset' at the end. */
+  private bulk = false;
 
   /** Top-level items in display order. */
   get items(): readonly TimelineItem[] {
@@ -251,6 +253,7 @@ export class TimelineModel {
   }
 
   clear(): void {
+    this.bulk = false;
     this._items = [];
     this.tools.clear();
     this.subagents.clear();
@@ -388,6 +391,60 @@ export class TimelineModel {
     skipRunId?: string | null,
     runEnds: ReadonlyMap<string, string> = new Map()
   ): void {
+    this.bulk = true;
+    try {
+      for (const _ of this.load(messages, skipRunId, runEnds)) {
+        // all at once
+      }
+    } finally {
+      this.bulk = false;
+    }
+    this._changed.emit({ type: 'reset' });
+  }
+
+  /**
+   * `loadMessages` in slices of `sliceMs`, yielding to the browser between them (a history of
+   * thousands of messages would otherwise be one long main-thread task). Stops, and returns
+   * false, as soon as `stale()` says another session was opened meanwhile.
+   */
+  async loadMessagesAsync(
+    messages: readonly IStoredMessage[],
+    skipRunId: string | null | undefined,
+    runEnds: ReadonlyMap<string, string>,
+    opts: { sliceMs?: number; stale?: () => boolean } = {}
+  ): Promise<boolean> {
+    const sliceMs = opts.sliceMs ?? 8;
+    const steps = this.load(messages, skipRunId, runEnds);
+    let done = false;
+    while (!done) {
+      if (opts.stale?.()) {
+        return false;
+      }
+      this.bulk = true;
+      const start = Date.now();
+      try {
+        let n = 0;
+        while (!(done = !!steps.next().done)) {
+          if ((++n & 63) === 0 && Date.now() - start >= sliceMs) {
+            break;
+          }
+        }
+      } finally {
+        this.bulk = false;
+      }
+      if (!done) {
+        await new Promise(resolve => setTimeout(resolve, 0));
+      }
+    }
+    this._changed.emit({ type: 'reset' });
+    return true;
+  }
+
+  private *load(
+    messages: readonly IStoredMessage[],
+    skipRunId: string | null | undefined,
+    runEnds: ReadonlyMap<string, string>
+  ): Generator<void> {
     let lastRun: string | null = null;
     const endRun = (next: string | null) => {
       if (lastRun !== null && lastRun !== next && lastRun !== skipRunId) {
@@ -399,6 +456,7 @@ export class TimelineModel {
       lastRun = next;
     };
     for (const m of messages) {
+      yield;
       const replayed = !!skipRunId && m.run_id === skipRunId;
       const time = parseTime(m.created_at);
       if (m.role !== 'system') {
@@ -479,7 +537,9 @@ export class TimelineModel {
   private add(item: TimelineItem, parent: ISubagentItem | null, at?: number): void {
     item.parent = parent;
     const list = parent ? parent.children : this._items;
-    if (at === undefined || at >= list.length) {
+    if (this.bulk) {
+      list.splice(at ?? list.length, 0, item);
+    } else if (at === undefined || at >= list.length) {
       list.push(item);
       this._changed.emit({ type: 'added', item, parent });
     } else {
@@ -491,6 +551,9 @@ export class TimelineModel {
 
   private touch(item: TimelineItem): void {
     item.version++;
+    if (this.bulk) {
+      return;
+    }
     this._changed.emit({ type: 'updated', item });
     if (item.kind === 'tool' && item.repeatOf) {
       item.repeatOf.version++; // the head shows the group's status

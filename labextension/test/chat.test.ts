@@ -138,3 +138,32 @@ describe('chat timeline', () => {
     expect(parseTime(undefined)).toBeUndefined();
   });
 });
+
+describe('loading a long history', () => {
+  const history = (n: number): IStoredMessage[] =>
+    Array.from({ length: n }, (_, i) => ({ id: i + 1, session_id: 's', run_id: `r${Math.floor(i / 2)}`, role: i % 2 ? 'assistant' : 'user', content: `m${i}` }));
+
+  it('loads in slices with one reset at the end, the same items as the one-shot load', async () => {
+    const a = new TimelineModel();
+    a.loadMessages(history(3000));
+    const b = new TimelineModel();
+    const changes: string[] = [];
+    b.changed.connect((_, c) => changes.push(c.type));
+    let slices = 0;
+    const ok = await b.loadMessagesAsync(history(3000), null, new Map(), { sliceMs: 0, stale: () => (slices++, false) });
+    expect(ok).toBe(true);
+    expect(slices).toBeGreaterThan(10); // it yielded between slices
+    expect(changes).toEqual(['reset']);
+    expect(b.items.map(i => i.kind === 'user' || i.kind === 'text' ? i.text : '')).toEqual(
+      a.items.map(i => i.kind === 'user' || i.kind === 'text' ? i.text : '')
+    );
+  });
+
+  it('stops when another session is opened meanwhile', async () => {
+    const m = new TimelineModel();
+    let calls = 0;
+    const ok = await m.loadMessagesAsync(history(3000), null, new Map(), { sliceMs: 0, stale: () => ++calls > 2 });
+    expect(ok).toBe(false);
+    expect(m.items.length).toBeLessThan(3000);
+  });
+});

@@ -50,19 +50,19 @@ export function renderSnippet(host: HTMLElement, snippet: string): void {
   while (rest.length > 0) {
     const start = rest.indexOf(MARK_START);
     if (start < 0) {
-      host.appendChild(document.createTextNode(rest));
+      host.appendChild(document.createTextNode(visibleText(rest)));
       break;
     }
     const end = rest.indexOf(MARK_END, start + 1);
     if (end < 0) {
-      host.appendChild(document.createTextNode(rest.replace(MARK_START, '')));
+      host.appendChild(document.createTextNode(visibleText(rest.replace(MARK_START, ''))));
       break;
     }
     if (start > 0) {
-      host.appendChild(document.createTextNode(rest.slice(0, start)));
+      host.appendChild(document.createTextNode(visibleText(rest.slice(0, start))));
     }
     const mark = document.createElement('mark');
-    mark.textContent = rest.slice(start + 1, end);
+    mark.textContent = visibleText(rest.slice(start + 1, end));
     host.appendChild(mark);
     rest = rest.slice(end + 1);
   }

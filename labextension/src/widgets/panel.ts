@@ -258,7 +258,12 @@ export class AstroPanel extends Panel {
     }
     const active = session.active_run_id ?? null;
     const ends = new Map((session.runs ?? []).map(r => [r.id, r.status] as [string, string]));
-    this.timeline.loadMessages(messages.messages, active, ends);
+    const loaded = await this.timeline.loadMessagesAsync(messages.messages, active, ends, {
+      stale: () => ticket !== this.opening
+    });
+    if (!loaded) {
+      return;
+    }
     this.setCoordinatorShown(!!session.coordinator);
     if (active) {
       this.run.attach(active, id);

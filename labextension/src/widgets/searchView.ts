@@ -16,6 +16,8 @@ import { iconEl } from './icons';
 
 export const SEARCH_DEBOUNCE_MS = 250;
 
+const ROLE_LABEL: Record<string, string> = { user: 'You', assistant: 'Astro', tool: 'Tool result', session: 'Title' };
+
 export interface ISessionsViewOptions {
   search(q: string, sessionId?: string): Promise<ISearchHit[]>;
   sessions(): readonly ISession[];
@@ -242,7 +244,7 @@ export class SessionsView extends Widget {
         const b = h(
           'button',
           { type: 'button', class: 'jp-Astro-search-hit', 'data-session-id': hit.session_id, 'data-message-id': hit.message_id ?? '' },
-          h('span', { class: 'jp-Astro-search-role', text: [hit.role === 'user' ? 'You' : hit.role === 'assistant' ? 'Astro' : hit.role, when].filter(Boolean).join(' \u00b7 ') }),
+          h('span', { class: 'jp-Astro-search-role', text: [ROLE_LABEL[hit.role] ?? hit.role, when].filter(Boolean).join(' \u00b7 ') }),
           snippet
         );
         b.addEventListener('click', () => this.options.open(hit));

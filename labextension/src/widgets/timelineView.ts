@@ -15,6 +15,12 @@ import { createView, IRenderContext, ItemView, messageHeader } from './items';
 
 /** Time per frame spent mounting queued items; the rest is left to the browser. */
 const SLICE_MS = 8;
+/** A reopened history shows its newest top-level items at once... */
+const WINDOW_ITEMS = 120;
+/** ...and mounts earlier ones this many at a time as the user scrolls up to them. */
+const OLDER_CHUNK = 80;
+/** Earlier items are mounted when the top of what is shown comes this close. */
+const OLDER_MARGIN_PX = 600;
 
 /** Example prompts of the empty state (they fill the composer). */
 export const EXAMPLES = [
@@ -42,6 +48,10 @@ export class TimelineView extends Widget {
 
   private lastTopKind: string | null = null;
   private lazy: IntersectionObserver | null = null;
+  /** Top-level items of a long history not mounted yet (oldest first), shown on scroll-up. */
+  private older: TimelineItem[] = [];
+  private olderBar: HTMLButtonElement;
+  private olderObserver: IntersectionObserver | null = null;
 
   constructor(readonly model: TimelineModel, private ctx: IRenderContext, private options: { fill(text: string): void } = { fill: () => undefined }) {
     super();
@@ -68,7 +78,20 @@ export class TimelineView extends Widget {
     }
     this.list = document.createElement('div');
     this.list.className = 'jp-Astro-timeline-list';
-    this.node.append(this.empty, this.list);
+    this.olderBar = h('button', { type: 'button', class: 'jp-Astro-older', hidden: true });
+    this.olderBar.addEventListener('click', () => this.showOlder());
+    this.node.append(this.empty, this.olderBar, this.list);
+    if (typeof IntersectionObserver !== 'undefined') {
+      this.olderObserver = new IntersectionObserver(
+        entries => {
+          if (entries.some(e => e.isIntersecting) && this.older.length) {
+            this.scheduleOlder();
+          }
+        },
+        { root: this.node, rootMargin: `${OLDER_MARGIN_PX}px 0px 0px 0px` }
+      );
+      this.olderObserver.observe(this.olderBar);
+    }
     model.changed.connect(this.onChange, this);
     // Follow the bottom while the user is there: a scroll by the user decides, and content that
     // grows later (Markdown renders asynchronously) keeps the view pinned.
@@ -78,6 +101,9 @@ export class TimelineView extends Widget {
       this.node.addEventListener(type, () => (this.userIntentAt = Date.now()), { passive: true });
     }
     this.node.addEventListener('scroll', () => {
+      if (this.older.length && this.node.scrollTop < OLDER_MARGIN_PX) {
+        this.scheduleOlder(); // near the top of what is mounted: the next earlier items
+      }
       const atBottom = this.node.scrollHeight - this.node.scrollTop - this.node.clientHeight < STICK_PX;
       if (atBottom) {
         this.stuck = true;
@@ -119,9 +145,15 @@ export class TimelineView extends Widget {
       this.disposeViews();
       this.list.textContent = '';
       this.lastTopKind = null;
-      for (const item of this.model.walk()) {
+      // A long history: the newest items now, the earlier ones as the user scrolls up.
+      const top = this.model.items;
+      const first = top.length > WINDOW_ITEMS ? top.length - WINDOW_ITEMS : 0;
+      this.older = top.slice(0, first);
+      this.lastTopKind = first > 0 ? top[first - 1].kind : null;
+      for (const item of this.model.walk(top.slice(first))) {
         this.added.push({ item, before: null });
       }
+      this.updateOlderBar();
     }
     {
       let i = 0;
@@ -157,10 +189,67 @@ export class TimelineView extends Widget {
     }
   }
 
+  /** Mount the next earlier items of a long history above what is shown, keeping the view still. */
+  showOlder(count = OLDER_CHUNK): void {
+    if (!this.older.length) {
+      return;
+    }
+    const chunk = this.older.splice(Math.max(0, this.older.length - count));
+    const anchor = this.list.firstChild;
+    const before = this.node.scrollHeight;
+    const top = this.node.scrollTop;
+    let last: string | null = this.older.length ? this.older[this.older.length - 1].kind : null;
+    const frag = document.createDocumentFragment();
+    for (const item of this.model.walk(chunk)) {
+      if (!item.parent) {
+        if (item.kind !== 'user' && last === 'user') {
+          frag.appendChild(messageHeader('Astro', 'time' in item ? item.time ?? Date.now() : Date.now()));
+        }
+        last = item.kind;
+      }
+      this.mount(item, null, frag);
+    }
+    if (anchor && last === 'user' && !(anchor as HTMLElement).classList?.contains('jp-Astro-msg-header')) {
+      const firstShown = this.views.get((anchor as HTMLElement).dataset?.key ?? '');
+      if (firstShown && firstShown.item.kind !== 'user') {
+        frag.appendChild(messageHeader('Astro', firstShown.item.time));
+      }
+    }
+    this.list.insertBefore(frag, anchor);
+    this.node.scrollTop = top + (this.node.scrollHeight - before); // what the user reads stays put
+    this.updateOlderBar();
+  }
+
+  private olderFrame: number | null = null;
+
+  private scheduleOlder(): void {
+    if (this.olderFrame !== null) {
+      return;
+    }
+    this.olderFrame = requestAnimationFrame(() => {
+      this.olderFrame = null;
+      this.showOlder();
+      if (this.older.length && this.node.scrollTop < OLDER_MARGIN_PX) {
+        this.scheduleOlder(); // still near the top (short items): one more chunk next frame
+      }
+    });
+  }
+
+  private updateOlderBar(): void {
+    const n = this.older.length;
+    this.olderBar.hidden = n === 0;
+    this.olderBar.textContent = n ? `Show earlier messages (${n})` : '';
+  }
+
   /** Scroll to the item showing stored message `id`, and flash it; false if not shown. */
   revealMessage(id: number): boolean {
     this.flush();
-    let el = this.list.querySelector<HTMLElement>(`[data-message-id="${id}"], [data-result-message-id="${id}"]`);
+    const selector = `[data-message-id="${id}"], [data-result-message-id="${id}"]`;
+    let el = this.list.querySelector<HTMLElement>(selector);
+    if (!el && this.older.length) {
+      this.showOlder(this.older.length); // the hit is further back: mount the rest
+      el = this.list.querySelector<HTMLElement>(selector);
+    }
     if (!el) {
       return false;
     }
@@ -206,6 +295,7 @@ export class TimelineView extends Widget {
     }
     this.resizeObserver?.disconnect();
     this.lazy?.disconnect();
+    this.olderObserver?.disconnect();
     this.disposeViews();
     this.model.changed.disconnect(this.onChange, this);
     super.dispose();
@@ -228,12 +318,22 @@ export class TimelineView extends Widget {
     }
   }
 
-  private mount(item: TimelineItem, before: TimelineItem | null = null): void {
+  /** Create an item's view and put it in place (`into`: a fragment being built for a prepend). */
+  private mount(item: TimelineItem, before: TimelineItem | null = null, into: DocumentFragment | null = null): void {
     if (this.views.has(item.key)) {
       return;
     }
     const view = createView(item, this.ctx);
     this.views.set(item.key, view);
+    if (into && !item.parent) {
+      into.appendChild(view.el);
+      view.rendered = item.version;
+      view.update();
+      if (item.kind === 'subagent') {
+        this.placeSubagent(item, view);
+      }
+      return;
+    }
     const host = item.parent ? this.views.get(item.parent.key)?.childrenHost ?? this.list : this.list;
     const anchor = before ? this.views.get(before.key)?.el ?? null : null;
     if (anchor && anchor.parentElement === host) {
