@@ -92,3 +92,29 @@ class RunConflict(AstroError):
 
 class QuestionCancelled(AstroError):
     reason = "cancelled"
+
+
+class InvalidRequest(AstroError):
+    """The request is well-formed HTTP but asks for something that cannot be (400 unless ``status``)."""
+
+    reason = "invalid_request"
+
+    def __init__(self, message: str, *, reason: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        if reason:
+            self.reason = reason
+        self.status = status
+
+
+class NotAvailable(AstroError):
+    """A feature whose module is not installed/landed yet (501)."""
+
+    reason = "not_implemented"
+
+
+class RateLimited(AstroError):
+    reason = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -66,7 +66,7 @@ def safe_tool_cell(name: Any, arguments: Any, registered: frozenset[str]) -> str
     """The code-cell source for a recorded call, or None when it must not be code: a name that is
     not a registered (re-runnable) tool, arguments that are not a JSON object, or a line that
     would not read back as exactly this call."""
-    from .kernel.parsing import parse_tool_arguments
+    from .cells.parsing import parse_tool_arguments
 
     if not isinstance(name, str) or name not in registered or name in AGENT_ONLY_TOOLS:
         return None
@@ -134,7 +134,7 @@ def tool_outputs(name: str, arguments: Any, result: dict[str, Any] | None, count
     """The cell outputs a live ``%astro`` call shows: the result object's text and HTML."""
     import nbformat.v4 as nbf
 
-    from .kernel.display import AstroResult
+    from .cells.display import AstroResult
 
     if result is None:
         return [nbf.new_output("stream", name="stderr", text="(no result was recorded: the run was interrupted)\n")]

@@ -17,8 +17,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from .display import AgentAnswer, AstroResult, TableResult, records_table, tools_table
-from .parsing import ArgumentSyntaxError, parse_tool_arguments
+from ..cells.display import AgentAnswer, AstroResult, TableResult, records_table, tools_table
+from ..cells.parsing import ArgumentSyntaxError, parse_tool_arguments
 from .runtime import KernelRuntime, RunInterrupted
 
 HELP = """\

@@ -25,10 +25,13 @@ from tornado import web
 from ..errors import (
     AstroError,
     ConfigError,
+    InvalidRequest,
     LlmError,
     LlmUnavailableError,
+    NotAvailable,
     NotFoundError,
     PermissionDenied,
+    RateLimited,
     RunConflict,
     RunNotFound,
     ServiceError,
@@ -39,7 +42,7 @@ from ..errors import (
     StoreReadOnlyError,
     ToolInputError,
 )
-from .service import AstroService, InvalidRequest, NotAvailable, RateLimited
+from .service import AstroService
 
 AUTH_RESOURCE = "astro"
 SERVICE_KEY = "astro_service"
