@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..errors import InvalidInput
+
 if TYPE_CHECKING:
     from ..config import AstroConfig
     from .tools.base import ToolContext
@@ -30,7 +32,7 @@ SUBAGENT_EXCLUDED = frozenset(
 MEMORY_BRIDGE_EXTRA = ("save_memory",)
 
 
-class SubagentLimitError(ValueError):
+class SubagentLimitError(InvalidInput):
     """A max_steps request outside the allowed range; the message is for the model."""
 
 

@@ -259,11 +259,11 @@ class AstroMagics(Magics):
                 prompt, session_id=session_id, model=ns.model or self.rt.model, max_steps=ns.max_steps,
                 coordinator=ns.coordinator, source="kernel",
             )
-        except AstroError as exc:
-            raise UsageError(f"%%astro: {exc}") from None
-        except RunInterrupted:
+        except RunInterrupted:  # an AstroError too: it must be caught first
             print("Interrupted before the run started.")
             return None
+        except AstroError as exc:
+            raise UsageError(f"%%astro: {exc}") from None
         self.rt.session_id = handle.session_id
         return self._follow(handle, text=ns.text)
 

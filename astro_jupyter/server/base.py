@@ -25,6 +25,8 @@ from tornado import web
 from ..errors import (
     AstroError,
     ConfigError,
+    FileRefused,
+    InvalidInput,
     InvalidRequest,
     LlmError,
     LlmUnavailableError,
@@ -55,6 +57,8 @@ _STATUS: tuple[tuple[type[AstroError], int], ...] = (
     (RunConflict, 409),
     (PermissionDenied, 403),
     (ToolInputError, 400),
+    (InvalidInput, 400),
+    (FileRefused, 400),
     (RateLimited, 429),
     (NotAvailable, 501),
     (LlmUnavailableError, 503),
