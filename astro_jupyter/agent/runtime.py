@@ -537,7 +537,7 @@ class AgentRuntime:
         base_registry = registry or self.registry
         if tools is not None:
             base_registry = base_registry.subset(tools)
-        sub_registry = base_registry.subset(n for n in base_registry.names() if n not in {"ask_user", "subagent"})
+        sub_registry = base_registry.subset(t.name for t in base_registry.sorted_tools() if not t.top_level_only)
         parent_emit = parent_ctx.emit
 
         async def emit(event: Event) -> None:

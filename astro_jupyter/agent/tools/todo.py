@@ -144,6 +144,7 @@ class TodoWriteTool(AgentTool):
         "required": ["todos"],
     }
     interrupt_behavior = InterruptBehavior.CANCEL
+    agent_step = True
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return True
