@@ -230,7 +230,7 @@ def tool_arguments(tokens: list[str], schema: dict[str, Any] | None = None) -> d
     else read as a JSON literal when it is one (``rows=5``, ``paper_ids=["a"]``). A token still
     holding quotes (the whole line quoted once) is read exactly as ``%astro`` reads it.
     """
-    from .kernel.parsing import ArgumentSyntaxError, parse_tool_arguments
+    from .cells.parsing import ArgumentSyntaxError, parse_tool_arguments
 
     if not tokens:
         return {}
@@ -265,7 +265,7 @@ async def cmd_tool(args: argparse.Namespace) -> int:
     from .agent.tools.base import ToolContext
     from .agent.tools.file_state import FileStateCache
 
-    from .kernel.parsing import ArgumentSyntaxError
+    from .cells.parsing import ArgumentSyntaxError
 
     config = make_config()
     registry = build_default_registry(config)

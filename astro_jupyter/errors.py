@@ -10,13 +10,34 @@
     ├── ServiceError           an external service (ADS, arXiv, Sesame, a download) failed
     │   ├── NotFoundError      the thing asked for does not exist there
     │   ├── ServiceTimeoutError
-    │   └── NotebookError      a notebook that cannot be read, changed or run as asked
+    │   │   └── llm.client.DeadlineExceeded     one LLM request past its overall deadline
+    │   ├── NotebookError      a notebook that cannot be read, changed or run as asked
+    │   └── services.download._ChannelError     one download channel failed (the next is tried)
     ├── ToolInputError         arguments that do not fit a tool's schema
+    ├── InvalidInput (also a ValueError)   text from a user or the model that cannot be used;
+    │   │                                   the message is written for whoever sent it
+    │   ├── services.identifiers.IdentifierError     not an arXiv id, DOI, bibcode, URL
+    │   ├── cells.parsing.ArgumentSyntaxError        ``%astro`` arguments that do not parse
+    │   ├── agent.validation.ArgumentError           a tool call's arguments
+    │   ├── agent.tools.filesystem.security.PathNotAllowed   (PathProtected) the sandbox refuses
+    │   ├── agent.tools.todo.TodoError / agent.subagents.SubagentLimitError
+    │   ├── agent.background.BackgroundError
+    │   ├── llm.shape.MalformedChunk                 a stream chunk outside the wire format
+    │   └── store.history.InvalidCursor              a cursor this search did not hand out
+    ├── FileRefused (also an OSError)   a file the tools will not read
+    │   └── agent.tools.filesystem.regular.NotRegularFile / FileTooLarge
     ├── PermissionDenied       the permission pipeline said no
     ├── RunNotFound / SessionNotFound
     ├── RunConflict            a second run started while one is active in the session
-    └── QuestionCancelled      the run was cancelled while a question waited for its answer
+    ├── QuestionCancelled      the run was cancelled while a question waited for its answer
+    ├── RunInterrupted         the user interrupted the kernel while a call waited
+    ├── NotOpen                the sidebar does not have that notebook open (the server acts itself)
+    ├── InvalidRequest         a request that asks for something that cannot be (400 unless ``status``)
+    ├── NotAvailable           a feature whose module is not installed (501)
+    └── RateLimited            too many requests; ``retry_after`` seconds
 
+Exceptions that stay in their own module subclass one of these; the builtin bases
+(ValueError, OSError) are kept so existing ``except ValueError`` code sees no change.
 Services raise these; handlers map them to HTTP statuses in one place, tools turn them
 into error results the model can read.
 """
@@ -92,3 +113,53 @@ class RunConflict(AstroError):
 
 class QuestionCancelled(AstroError):
     reason = "cancelled"
+
+
+class InvalidRequest(AstroError):
+    """The request is well-formed HTTP but asks for something that cannot be (400 unless ``status``)."""
+
+    reason = "invalid_request"
+
+    def __init__(self, message: str, *, reason: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        if reason:
+            self.reason = reason
+        self.status = status
+
+
+class NotAvailable(AstroError):
+    """A feature whose module is not installed/landed yet (501)."""
+
+    reason = "not_implemented"
+
+
+class RateLimited(AstroError):
+    reason = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class InvalidInput(AstroError, ValueError):
+    """Input from a user or the model that cannot be used; ``str(exc)`` is for whoever sent it."""
+
+    reason = "invalid_input"
+
+
+class FileRefused(AstroError, OSError):
+    """A file the tools will not read (not a regular file, too large)."""
+
+    reason = "file_refused"
+
+
+class RunInterrupted(AstroError):
+    """The user interrupted the kernel while a call was waiting; the work was cancelled."""
+
+    reason = "interrupted"
+
+
+class NotOpen(AstroError):
+    """The sidebar does not have this notebook open: the server acts on it itself."""
+
+    reason = "not_open"

@@ -31,14 +31,6 @@ if TYPE_CHECKING:
 
     from .services.container import ServiceContainer
 
-# Tools whose effect belongs to a live agent run; exported as Markdown, not re-runnable cells.
-AGENT_ONLY_TOOLS = frozenset({
-    "ask_user", "subagent", "compress_context", "load_tool", "load_skill", "todo_write", "bg_task_run",
-    "bg_task_check", "spawn_teammate", "send_teammate_message", "team_broadcast", "check_team_inbox",
-    "delegate_task", "check_task", "task_stop", "synthesize",
-})
-
-
 def _escape_invisible(text: str) -> str:
     """``\\uXXXX`` for every character that is not printable (line and paragraph separators,
     NEL, bidi controls, zero-width and lone surrogates); JSON reads these escapes back as-is."""
@@ -62,13 +54,14 @@ def tool_cell_source(name: str, arguments: dict[str, Any]) -> str:
     return f"%astro {name} {_escape_invisible(json.dumps(arguments, ensure_ascii=False, allow_nan=False))}"
 
 
-def safe_tool_cell(name: Any, arguments: Any, registered: frozenset[str]) -> str | None:
+def safe_tool_cell(name: Any, arguments: Any, registered: frozenset[str],
+                   agent_steps: frozenset[str]) -> str | None:
     """The code-cell source for a recorded call, or None when it must not be code: a name that is
-    not a registered (re-runnable) tool, arguments that are not a JSON object, or a line that
-    would not read back as exactly this call."""
-    from .kernel.parsing import parse_tool_arguments
+    not a registered (re-runnable) tool, an agent step (its effect belongs to a live run),
+    arguments that are not a JSON object, or a line that would not read back as exactly this call."""
+    from .cells.parsing import parse_tool_arguments
 
-    if not isinstance(name, str) or name not in registered or name in AGENT_ONLY_TOOLS:
+    if not isinstance(name, str) or name not in registered or name in agent_steps:
         return None
     if not isinstance(arguments, dict):
         return None
@@ -134,7 +127,7 @@ def tool_outputs(name: str, arguments: Any, result: dict[str, Any] | None, count
     """The cell outputs a live ``%astro`` call shows: the result object's text and HTML."""
     import nbformat.v4 as nbf
 
-    from .kernel.display import AstroResult
+    from .cells.display import AstroResult
 
     if result is None:
         return [nbf.new_output("stream", name="stderr", text="(no result was recorded: the run was interrupted)\n")]
@@ -269,6 +262,14 @@ def registered_tool_names(services: "ServiceContainer") -> frozenset[str]:
     return frozenset(build_default_registry(services.config, coordinator=True).names())
 
 
+def agent_step_names(services: "ServiceContainer") -> frozenset[str]:
+    """Tools flagged ``agent_step``: their effect belongs to a live run, so they export as Markdown."""
+    from .agent.tools import build_default_registry
+
+    registry = build_default_registry(services.config, coordinator=True)
+    return frozenset(t.name for t in registry.sorted_tools() if t.agent_step)
+
+
 def _unexported_call_cell(name: Any, args: Any, result: dict[str, Any] | None) -> str:
     """A call that must not become code, shown as recorded: name, arguments and output escaped."""
     output = (result or {}).get("output", "(no result recorded)")
@@ -296,6 +297,7 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
 
     if registered is None:
         registered = registered_tool_names(services)
+    agent_steps = agent_step_names(services)
 
     session = await services.sessions.get(session_id)
     messages = await services.messages.list(session_id)
@@ -356,12 +358,12 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
                     nb.cells.append(code_cell)
                     count += 1
                     continue
-                if isinstance(name, str) and name in AGENT_ONLY_TOOLS and name in registered:
+                if isinstance(name, str) and name in agent_steps and name in registered:
                     output = (result or {}).get("output", "(no result recorded)")
                     nb.cells.append(nbf.new_markdown_cell(
                         f"*Agent step* `{name}`\n\n{_fenced(_json_text(args)[:300])}\n\n{_fenced(output)}"))
                     continue
-                source = safe_tool_cell(name, args, registered)
+                source = safe_tool_cell(name, args, registered, agent_steps)
                 if source is None:
                     nb.cells.append(nbf.new_markdown_cell(_unexported_call_cell(name, args, result)))
                     continue

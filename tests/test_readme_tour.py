@@ -88,7 +88,7 @@ def test_the_readme_tour_runs_as_written(tour: dict[str, Any], monkeypatch: pyte
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing.globalipapp import start_ipython
 
-    from astro_jupyter.kernel.display import AgentAnswer, AstroResult
+    from astro_jupyter.cells.display import AgentAnswer, AstroResult
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)

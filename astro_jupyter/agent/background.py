@@ -19,6 +19,7 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidInput
 from ..events import Event
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ ALLOWED_BACKGROUND_TOOLS = ("download_paper", "parse_paper")
 RESULT_PREVIEW_CHARS = 1500
 
 
-class BackgroundError(ValueError):
+class BackgroundError(InvalidInput):
     """A background request that cannot be accepted; the message is for the model."""
 
 

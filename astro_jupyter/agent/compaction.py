@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..events import Compaction, Event
+from .hooks.base import HookEventName
 from .subagents import readonly_registry
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ class Compactor:
         before = estimate_tokens(state.messages)
         hooks = self.runtime.hooks
         base = {"session_id": state.session_id, "run_id": state.run_id, "layer": layer, "tokens": before}
-        outcome = await hooks.run("PreCompact", {**base, "messages": len(state.messages)})
+        outcome = await hooks.run(HookEventName.PRE_COMPACT, {**base, "messages": len(state.messages)})
         if outcome.blocked:
             await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message=f"blocked by a PreCompact hook: {outcome.reason}"))  # type: ignore[arg-type]
             return False
@@ -249,7 +250,7 @@ class Compactor:
                 state_note = f" ({stats.breaker.failures}/{stats.breaker.threshold} consecutive failures"
                 state_note += "; circuit breaker open: automatic compaction disabled)" if stats.breaker.is_open else ")"
             message = f"compaction failed: {type(exc).__name__}: {exc}{state_note}; no message was dropped"
-            hooks.fire_and_forget("Notification", {"level": "warning", "message": message, "run_id": state.run_id})
+            hooks.fire_and_forget(HookEventName.NOTIFICATION, {"level": "warning", "message": message, "run_id": state.run_id})
             await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message=message))  # type: ignore[arg-type]
             if stats.breaker.is_open:
                 stats.breaker_reported = True
@@ -266,7 +267,7 @@ class Compactor:
         stats.compactions += 1
         stats.messages_after_last = len(state.messages)
         after = estimate_tokens(state.messages)
-        await hooks.run("PostCompact", {**base, "tokens_after": after, "dropped": len(dropped), "summary": summary})
+        await hooks.run(HookEventName.POST_COMPACT, {**base, "tokens_after": after, "dropped": len(dropped), "summary": summary})
         files = ", ".join(p for p, _ in restored) or "none"
         await emit(
             Compaction(

@@ -16,6 +16,7 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from .hooks.base import HookEventName
 from .subagents import spawn
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def pool_for(ctx: "ToolContext") -> WorkerPool:
         pools = _pools[owner] = {}
         hooks = getattr(ctx.runtime, "hooks", None)
         if hooks is not None:
-            hooks.register("Stop", _stop_hook(pools), name="coordinator-pool-cleanup")
+            hooks.register(HookEventName.STOP, _stop_hook(pools), name="coordinator-pool-cleanup")
     key = ctx.run_id or ctx.session_id
     pool = pools.get(key)
     if pool is None:

@@ -6,7 +6,7 @@ denied permissions, hooks that block, timeouts, exceptions, user cancellation. T
 all become error results the model can read; nothing here raises for a bad call.
 
 The per-call stages live on ``ToolExecutor`` (one per run: the loop detector's memory
-spans turns); the scheduling of those stages, shared by the one-shot ``execute`` and the
+spans turns); the values a call moves through live in ``calls.py``; the scheduling of those stages, shared by the one-shot ``execute`` and the
 streaming variant, lives in ``streaming_executor.py``. Partition rule: consecutive
 concurrency-safe calls run together, any other call waits for everything before it and
 runs alone.
@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResult
 from ..textsafe import clean_text
+from .calls import CallSlot, ExecutedCall, ToolCallRequest, ToolMetrics, elapsed_ms, repair_call_id
 from .hooks import HookEventName, HookOutcome, HookRegistry
 from .permissions import PermissionChecker, PermissionDecision, permission_scope
-from .tools.base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from .tools.base import InterruptBehavior, ToolContext, ToolOutput
 from .tools.filesystem.protected import tool_results_dir_for
 from .tools.filesystem.security import run_owner
 from .tools.persist import maybe_persist_tool_result
+from .streaming_executor import StreamingToolExecutor
 from .validation import ArgumentError, DuplicateDetector, parse_arguments, validate_arguments
 
 if TYPE_CHECKING:
@@ -36,63 +36,11 @@ if TYPE_CHECKING:
 
     from ..config import AstroConfig
     from ..events import Event
-    from .streaming_executor import StreamingToolExecutor
     from .tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
 ALLOW_ANSWERS = frozenset({"allow", "yes", "y", "ok", "once", "approve", "always"})
-
-
-@dataclass(frozen=True)
-class ToolCallRequest:
-    """One tool call as the model sent it (arguments still the raw JSON string)."""
-
-    id: str
-    name: str
-    arguments_json: str = ""
-
-
-@dataclass
-class ExecutedCall:
-    """The outcome of one call; ``message`` is the ``role: tool`` chat message to append."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any] | None
-    output: ToolOutput
-    duration_ms: int
-    message: dict[str, Any]
-
-
-@dataclass
-class ToolMetrics:
-    calls: int = 0
-    errors: int = 0
-    total_ms: int = 0
-    max_ms: int = 0
-
-
-def repair_call_id(call_id: str | None) -> str:
-    """Models sometimes send an empty id; give it a unique one so its result can be matched."""
-    return call_id if call_id and call_id.strip() else f"call_{uuid.uuid4().hex}"
-
-
-@dataclass
-class CallSlot:
-    """A call moving through the pipeline; ``error`` set means it will not run."""
-
-    index: int
-    id: str
-    name: str
-    raw_arguments: str
-    args: dict[str, Any] | None = None
-    tool: AgentTool | None = None
-    error: ToolOutput | None = None
-    stage: str = ""  # where it stopped: validate | permission | hook | cancelled
-    safe: bool = False
-    contexts: list[str] = field(default_factory=list)
-    permission: PermissionDecision | None = None
 
 
 class ToolExecutor:
@@ -117,10 +65,8 @@ class ToolExecutor:
         self.metrics: dict[str, ToolMetrics] = {}
 
     # -- entry points ------------------------------------------------------------------------
-    def stream(self, ctx: ToolContext) -> "StreamingToolExecutor":
+    def stream(self, ctx: ToolContext) -> StreamingToolExecutor:
         """A streaming executor for one turn: ``add`` calls as they complete, then ``finish``."""
-        from .streaming_executor import StreamingToolExecutor
-
         return StreamingToolExecutor(self, ctx)
 
     async def execute(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ExecutedCall]:
@@ -436,18 +382,6 @@ class ToolExecutor:
             log.exception("emitting %s failed", event.type)
 
 
-def elapsed_ms(start: float) -> int:
-    return int((time.perf_counter() - start) * 1000)
-
-
-def __getattr__(name: str) -> Any:
-    """Re-export ``StreamingToolExecutor`` lazily (its module imports this one)."""
-    if name == "StreamingToolExecutor":
-        from .streaming_executor import StreamingToolExecutor
-
-        return StreamingToolExecutor
-    raise AttributeError(name)
-
 __all__ = [
     "CallSlot",
     "ExecutedCall",
@@ -455,5 +389,6 @@ __all__ = [
     "ToolCallRequest",
     "ToolExecutor",
     "ToolMetrics",
+    "elapsed_ms",
     "repair_call_id",
 ]

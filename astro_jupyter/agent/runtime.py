@@ -29,6 +29,7 @@ from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
 from ..events import AskUser, Done, Error, Event, ModelSwitch, PermissionRequest, SessionStarted, Subagent
 from ..events import TextDelta, ThinkingDelta, ToolResult
 from .bus import EventBus
+from .hooks.base import HookEventName
 from .prompt import SUBAGENT_ROLE, build_system_prompt
 from .run import RunHandle, RunState, SubagentResult, TurnResult, new_request_id
 from .runlocks import RunLocks, fcntl_missing
@@ -268,8 +269,8 @@ class AgentRuntime:
             if warning:
                 bus.publish(Error(message=warning, reason="notice"))
         try:
-            self.hooks.fire_and_forget("UserPromptSubmit", {**base, "prompt": prompt, "owner": state.owner})
-            await self.hooks.run("SessionStart", {**base, "owner": state.owner})
+            self.hooks.fire_and_forget(HookEventName.USER_PROMPT_SUBMIT, {**base, "prompt": prompt, "owner": state.owner})
+            await self.hooks.run(HookEventName.SESSION_START, {**base, "owner": state.owner})
             registry = self.registry_for(state.coordinator)
             memories = await self._memories(state.owner)
             system = build_system_prompt(registry, memories=memories, coordinator=state.coordinator)
@@ -360,7 +361,7 @@ class AgentRuntime:
                 elif kind == "model_switch":
                     state.model = item.to_model
                     bus.publish(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
-                    self.hooks.fire_and_forget("Notification", {"level": "info", "message": f"model switched to {item.to_model}"})
+                    self.hooks.fire_and_forget(HookEventName.NOTIFICATION, {"level": "info", "message": f"model switched to {item.to_model}"})
                 elif kind == "completed":
                     state.add_usage(item.usage)
                     return item
@@ -424,7 +425,7 @@ class AgentRuntime:
             future = handle.answers.create(rid)
             timeout = self.config.ask_user_timeout_secs
             bus.publish(AskUser(request_id=rid, question=question, options=list(options or []), timeout_secs=timeout))
-            self.hooks.fire_and_forget("Notification", {"level": "question", "message": question, "run_id": state.run_id})
+            self.hooks.fire_and_forget(HookEventName.NOTIFICATION, {"level": "question", "message": question, "run_id": state.run_id})
             try:
                 return await asyncio.wait_for(future, timeout)
             except asyncio.TimeoutError:
@@ -482,11 +483,11 @@ class AgentRuntime:
         """Stop/SessionEnd hooks, title, run status, then Done; each step survives the others failing."""
         state, bus = handle.state, handle.bus
         base = {"session_id": state.session_id, "run_id": state.run_id, "reason": reason}
-        for event_name in ("Stop", "SessionEnd"):
+        for event_name in (HookEventName.STOP, HookEventName.SESSION_END):
             try:
                 await self.hooks.run(event_name, dict(base))
             except Exception as exc:  # noqa: BLE001
-                log.warning("%s hooks failed: %s", event_name, exc)
+                log.warning("%s hooks failed: %s", event_name.value, exc)
         try:
             changes: dict[str, Any] = {}
             if not title:
@@ -537,7 +538,7 @@ class AgentRuntime:
         base_registry = registry or self.registry
         if tools is not None:
             base_registry = base_registry.subset(tools)
-        sub_registry = base_registry.subset(n for n in base_registry.names() if n not in {"ask_user", "subagent"})
+        sub_registry = base_registry.subset(t.name for t in base_registry.sorted_tools() if not t.top_level_only)
         parent_emit = parent_ctx.emit
 
         async def emit(event: Event) -> None:
@@ -555,7 +556,7 @@ class AgentRuntime:
         )
         hook_base = {"session_id": parent_ctx.session_id, "run_id": parent_ctx.run_id, "subagent_id": sub_id}
         await parent_emit(Subagent(id=sub_id, phase="start", task=task, parent_tool_call_id=parent_ctx.tool_call_id))
-        await self.hooks.run("SubagentStart", {**hook_base, "task": task})
+        await self.hooks.run(HookEventName.SUBAGENT_START, {**hook_base, "task": task})
         executor = ToolExecutor(sub_registry, self.permissions, self.hooks, self.config)
         system = build_system_prompt(sub_registry, role=system_prompt or SUBAGENT_ROLE)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
@@ -610,14 +611,14 @@ class AgentRuntime:
                 await parent_emit(stop)
             except Exception:  # noqa: BLE001 - the parent's stream may be gone already
                 pass
-            self.hooks.fire_and_forget("SubagentStop", {**hook_base, "summary": stop.summary, "is_error": True})
+            self.hooks.fire_and_forget(HookEventName.SUBAGENT_STOP, {**hook_base, "summary": stop.summary, "is_error": True})
             raise
         except Exception as exc:  # noqa: BLE001 - the parent gets an error result, not a crash
             summary = f"The subagent failed: {exc}" if isinstance(exc, AstroError) else f"The subagent failed: {type(exc).__name__}: {exc}"
             is_error = True
         if not summary:
             summary, is_error = "The subagent produced no answer.", True
-        await self.hooks.run("SubagentStop", {**hook_base, "summary": summary, "is_error": is_error})
+        await self.hooks.run(HookEventName.SUBAGENT_STOP, {**hook_base, "summary": summary, "is_error": is_error})
         await parent_emit(
             Subagent(id=sub_id, phase="stop", task=task, parent_tool_call_id=parent_ctx.tool_call_id, summary=summary, is_error=is_error)
         )

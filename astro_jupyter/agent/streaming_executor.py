@@ -21,7 +21,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from .executor import CallSlot, ExecutedCall, ToolCallRequest, elapsed_ms
+from .calls import CallSlot, ExecutedCall, ToolCallRequest, elapsed_ms
 from .tools.base import ToolOutput
 
 if TYPE_CHECKING:

@@ -13,24 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..errors import InvalidInput
+
 if TYPE_CHECKING:
     from ..config import AstroConfig
     from .tools.base import ToolContext
     from .tools.registry import ToolRegistry
 
-# Never inside a subagent: it cannot ask the user, nesting stops at one level, and the team tools
-# act as the lead (a teammate gets its own copies, signed with its name).
-SUBAGENT_EXCLUDED = frozenset(
-    {
-        "ask_user", "subagent", "compress_context",
-        "spawn_teammate", "send_teammate_message", "team_broadcast", "check_team_inbox",
-        "delegate_task", "check_task", "task_stop", "synthesize",
-    }
-)
 MEMORY_BRIDGE_EXTRA = ("save_memory",)
 
 
-class SubagentLimitError(ValueError):
+class SubagentLimitError(InvalidInput):
     """A max_steps request outside the allowed range; the message is for the model."""
 
 
@@ -70,14 +63,16 @@ def parent_registry(ctx: "ToolContext") -> "ToolRegistry | None":
 
 
 def worker_registry(registry: "ToolRegistry", exclude: Iterable[str] = ()) -> "ToolRegistry":
-    banned = SUBAGENT_EXCLUDED | set(exclude)
-    return registry.subset(n for n in registry.names() if n not in banned)
+    """The parent's tools for a subagent or worker: none flagged ``lead_only`` (a subagent cannot
+    ask the user, nesting stops at one level, the team tools act as the lead), nor ``exclude``."""
+    banned = set(exclude)
+    return registry.subset(t.name for t in registry.sorted_tools() if not t.lead_only and t.name not in banned)
 
 
 def readonly_registry(registry: "ToolRegistry", extra: Iterable[str] = MEMORY_BRIDGE_EXTRA) -> "ToolRegistry":
     """Read-only tools plus ``extra`` (the compaction memory bridge: read-only + save_memory)."""
     wanted = {t.name for t in registry.sorted_tools() if t.is_readonly} | set(extra)
-    return registry.subset(n for n in registry.names() if n in wanted and n not in SUBAGENT_EXCLUDED)
+    return registry.subset(t.name for t in registry.sorted_tools() if t.name in wanted and not t.lead_only)
 
 
 async def spawn(
@@ -90,7 +85,7 @@ async def spawn(
 ) -> SubagentOutcome:
     """Run a subagent through the runtime; only its summary comes back.
 
-    Without ``registry`` the subagent gets the parent's tools minus ``SUBAGENT_EXCLUDED``.
+    Without ``registry`` the subagent gets the parent's tools minus those flagged ``lead_only``.
     """
     runtime = ctx.runtime
     if runtime is None or not hasattr(runtime, "run_subagent"):

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidInput
 from ..textsafe import clean_text, clean_value
 
 # No tool schema nests beyond a few levels; deeper arguments are hostile or broken, and refusing
@@ -30,7 +31,7 @@ _TYPE_NAMES = {
 }
 
 
-class ArgumentError(ValueError):
+class ArgumentError(InvalidInput):
     """The arguments cannot be used; the message is written for the model."""
 
 

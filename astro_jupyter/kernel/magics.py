@@ -17,8 +17,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from .display import AgentAnswer, AstroResult, TableResult, records_table, tools_table
-from .parsing import ArgumentSyntaxError, parse_tool_arguments
+from ..cells.display import AgentAnswer, AstroResult, TableResult, records_table, tools_table
+from ..cells.parsing import ArgumentSyntaxError, parse_tool_arguments
 from .runtime import KernelRuntime, RunInterrupted
 
 HELP = """\
@@ -259,11 +259,11 @@ class AstroMagics(Magics):
                 prompt, session_id=session_id, model=ns.model or self.rt.model, max_steps=ns.max_steps,
                 coordinator=ns.coordinator, source="kernel",
             )
-        except AstroError as exc:
-            raise UsageError(f"%%astro: {exc}") from None
-        except RunInterrupted:
+        except RunInterrupted:  # an AstroError too: it must be caught first
             print("Interrupted before the run started.")
             return None
+        except AstroError as exc:
+            raise UsageError(f"%%astro: {exc}") from None
         self.rt.session_id = handle.session_id
         return self._follow(handle, text=ns.text)
 

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 
+from ..errors import RunInterrupted
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -49,10 +51,6 @@ class _Work:
 
 
 _WAKE = object()
-
-
-class RunInterrupted(Exception):
-    """The user interrupted the kernel while a call was waiting; the work was cancelled."""
 
 
 @dataclass

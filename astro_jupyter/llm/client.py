@@ -15,7 +15,7 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from ..errors import LlmError, LlmUnavailableError
+from ..errors import LlmError, LlmUnavailableError, ServiceTimeoutError
 from ..textsafe import clean_value
 from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
 from .shape import MalformedChunk, read_chunk
@@ -39,7 +39,7 @@ def _unreachable(url: str, detail: str) -> str:
     )
 
 
-class DeadlineExceeded(Exception):
+class DeadlineExceeded(ServiceTimeoutError):
     """One request ran past ``llm_deadline_secs`` in total (each read may still have been quick)."""
 
     def __init__(self, secs: float) -> None:

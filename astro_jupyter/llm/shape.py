@@ -16,10 +16,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidInput
 from ..textsafe import clean_text
 
 
-class MalformedChunk(ValueError):
+class MalformedChunk(InvalidInput):
     """A chunk that does not fit the chat-completions wire format; the message names the field."""
 
 

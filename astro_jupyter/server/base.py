@@ -25,10 +25,15 @@ from tornado import web
 from ..errors import (
     AstroError,
     ConfigError,
+    FileRefused,
+    InvalidInput,
+    InvalidRequest,
     LlmError,
     LlmUnavailableError,
+    NotAvailable,
     NotFoundError,
     PermissionDenied,
+    RateLimited,
     RunConflict,
     RunNotFound,
     ServiceError,
@@ -39,7 +44,7 @@ from ..errors import (
     StoreReadOnlyError,
     ToolInputError,
 )
-from .service import AstroService, InvalidRequest, NotAvailable, RateLimited
+from .service import AstroService
 
 AUTH_RESOURCE = "astro"
 SERVICE_KEY = "astro_service"
@@ -52,6 +57,8 @@ _STATUS: tuple[tuple[type[AstroError], int], ...] = (
     (RunConflict, 409),
     (PermissionDenied, 403),
     (ToolInputError, 400),
+    (InvalidInput, 400),
+    (FileRefused, 400),
     (RateLimited, 429),
     (NotAvailable, 501),
     (LlmUnavailableError, 503),

@@ -22,7 +22,8 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from .base import AUTH_RESOURCE, SERVICE_KEY, AstroHandler, owner_of
-from .service import AstroService, InvalidRequest
+from ..errors import InvalidRequest
+from .service import AstroService
 
 INTAKE_PATH = "astro/api/bookmarklet/intake"
 TOKEN_PATH = "astro/api/bookmarklet/token"

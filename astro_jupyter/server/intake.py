@@ -15,11 +15,10 @@ import time
 from collections import deque
 from typing import Any
 
-from ..errors import AstroError, PermissionDenied
+from ..errors import AstroError, InvalidRequest, PermissionDenied, RateLimited
 from ..services.container import ServiceContainer
 from ..services.identifiers import IdentifierError, parse_identifier
 from ..store.bookmarklet import BookmarkletRepository, hash_token
-from .service import InvalidRequest, RateLimited
 
 log = logging.getLogger(__name__)
 

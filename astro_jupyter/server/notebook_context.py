@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ..agent.tools.notebook.bridge import ClientNotebook
-from .service import InvalidRequest
+from ..errors import InvalidRequest
 
 if TYPE_CHECKING:
     from ..services.container import ServiceContainer

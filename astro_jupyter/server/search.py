@@ -10,7 +10,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .base import AUTH_RESOURCE, AstroHandler
-from .service import InvalidRequest
+from ..errors import InvalidRequest
 
 
 class HistorySearchHandler(AstroHandler):

@@ -17,7 +17,16 @@ import weakref
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from ..config import AstroConfig
-from ..errors import AstroError, ConfigError, RunConflict, RunNotFound, SessionNotFound
+from ..errors import (  # noqa: F401 - InvalidRequest, NotAvailable, RateLimited re-exported for old imports
+    AstroError,
+    ConfigError,
+    InvalidRequest,
+    NotAvailable,
+    RateLimited,
+    RunConflict,
+    RunNotFound,
+    SessionNotFound,
+)
 from ..events import to_wire
 from ..services.container import ServiceContainer
 from ..textsafe import safe_json
@@ -31,32 +40,6 @@ log = logging.getLogger(__name__)
 STORE_PAGE = 500
 STORE_POLL_SECS = 0.25
 TITLE_MAX = 200
-
-
-class InvalidRequest(AstroError):
-    """The request is well-formed HTTP but asks for something that cannot be (400 unless ``status``)."""
-
-    reason = "invalid_request"
-
-    def __init__(self, message: str, *, reason: str | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        if reason:
-            self.reason = reason
-        self.status = status
-
-
-class NotAvailable(AstroError):
-    """A feature whose module is not installed/landed yet (501)."""
-
-    reason = "not_implemented"
-
-
-class RateLimited(AstroError):
-    reason = "rate_limited"
-
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 def _can_see(row_owner: str, owner: str) -> bool:

@@ -8,7 +8,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .base import AUTH_RESOURCE, AstroHandler
-from .service import InvalidRequest
+from ..errors import InvalidRequest
 
 ID = r"(?P<session_id>[A-Za-z0-9_.:-]{1,128})"
 

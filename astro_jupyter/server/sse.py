@@ -25,7 +25,7 @@ from tornado.iostream import StreamClosedError
 from ..textsafe import clean_text
 from .base import AUTH_RESOURCE, AstroHandler
 from .runs import RUN_ID
-from .service import InvalidRequest
+from ..errors import InvalidRequest
 
 QUEUE_SIZE = 256
 MAX_BATCH = 64

@@ -93,7 +93,7 @@ class DownloadCancelled(AstroError):
     reason = "cancelled"
 
 
-class _ChannelError(Exception):
+class _ChannelError(ServiceError):
     def __init__(self, message: str, *, status: int | None = None, pdf_link: str = "") -> None:
         super().__init__(message)
         self.status = status

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
+from ..errors import InvalidInput
+
 IdKind = Literal["arxiv", "doi", "bibcode", "local"]
 
 _NEW_ARXIV = re.compile(r"^(\d{4}\.\d{4,5})(v\d+)?$")
@@ -43,7 +45,7 @@ _PREFIXES: dict[str, IdKind] = {
 }
 
 
-class IdentifierError(ValueError):
+class IdentifierError(InvalidInput):
     """The text is not an arXiv id, DOI, bibcode, known URL or library id."""
 
 

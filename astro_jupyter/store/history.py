@@ -28,6 +28,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidInput
 from .db import Database
 
 MARK_START = "«"
@@ -50,7 +51,7 @@ _NO_UPPER = 2**63 - 1  # "rowid < this" admits every row
 _CURSOR_VERSION = "h1"
 
 
-class InvalidCursor(ValueError):
+class InvalidCursor(InvalidInput):
     """A ``cursor`` that this search did not hand out (malformed, or from another query)."""
 
 

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from astro_jupyter.events import Subagent, TextDelta, ToolCall, ToolProgress, ToolResult
-from astro_jupyter.kernel.display import AgentAnswer, AstroResult
+from astro_jupyter.cells.display import AgentAnswer, AstroResult
 from astro_jupyter.kernel.widgets import TextTimeline, WidgetTimeline
 
 EVENTS = [

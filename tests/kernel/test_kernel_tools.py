@@ -166,7 +166,7 @@ def test_query_target_offers_a_skycoord_and_a_table(load, sesame_server, monkeyp
 
 
 def test_conversions_say_how_to_install_a_missing_package(monkeypatch) -> None:
-    from astro_jupyter.kernel.display import AstroResult
+    from astro_jupyter.cells.display import AstroResult
 
     r = AstroResult("search_papers", {}, "1 paper", False, {"results": [{"title": "A", "year": 2020}]})
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if pandas were not installed
@@ -179,7 +179,7 @@ def test_conversions_say_how_to_install_a_missing_package(monkeypatch) -> None:
 
 def test_a_trailing_comment_is_not_an_argument(load, sesame_server, monkeypatch) -> None:
     """The README writes `r = %astro query_target name="M 31"   # r.content, ...`: that runs as written."""
-    from astro_jupyter.kernel.parsing import parse_tool_arguments
+    from astro_jupyter.cells.parsing import parse_tool_arguments
 
     assert parse_tool_arguments('name="M 31"   # r.content, r.data') == {"name": "M 31"}
     assert parse_tool_arguments('{"path": "notes.md", "limit": 20}  # first lines') == {"path": "notes.md", "limit": 20}

@@ -109,7 +109,7 @@ def _magic_calls(source: str) -> list[tuple[str, str]]:
 @pytest.mark.asyncio
 async def test_only_registered_calls_become_code_and_arguments_read_back(hostile: Any) -> None:
     from astro_jupyter.export import registered_tool_names
-    from astro_jupyter.kernel.parsing import parse_tool_arguments
+    from astro_jupyter.cells.parsing import parse_tool_arguments
 
     services, sid = hostile
     nb = await export_session_checked(services, sid)

@@ -11,24 +11,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import Hook, HookEventName, HookResult
+from .base import Hook, HookEventName, HookResult
 
 _TEXT_LIMIT = 500  # the full prompt is in agent_messages; the audit row keeps a recognisable head
 
 
 class AuditHook(Hook):
     events = frozenset(
-        {
-            "SessionStart",
-            "SessionEnd",
-            "UserPromptSubmit",
-            "Notification",
-            "PreCompact",
-            "PostCompact",
-            "SubagentStart",
-            "SubagentStop",
-            "Stop",
-        }
+        e.value  # Hook.handles compares values
+        for e in (
+            HookEventName.SESSION_START,
+            HookEventName.SESSION_END,
+            HookEventName.USER_PROMPT_SUBMIT,
+            HookEventName.NOTIFICATION,
+            HookEventName.PRE_COMPACT,
+            HookEventName.POST_COMPACT,
+            HookEventName.SUBAGENT_START,
+            HookEventName.SUBAGENT_STOP,
+            HookEventName.STOP,
+        )
     )
 
     def __init__(self, audit: Any) -> None:

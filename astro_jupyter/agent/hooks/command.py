@@ -19,7 +19,7 @@ import logging
 from typing import Any, Mapping
 
 from ..proc import kill_process_group
-from . import Hook, HookDecision, HookEventName, HookResult
+from .base import Hook, HookDecision, HookEventName, HookResult
 
 log = logging.getLogger(__name__)
 

@@ -32,6 +32,9 @@ class AskUserTool(AgentTool):
         "required": ["question"],
     }
     interrupt_behavior = InterruptBehavior.BLOCK
+    agent_step = True
+    lead_only = True
+    top_level_only = True
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         question = str(args.get("question") or "").strip()

@@ -27,6 +27,7 @@ class BgTaskRunTool(AgentTool):
         "required": ["tool", "arguments"],
     }
     interrupt_behavior = InterruptBehavior.BLOCK
+    agent_step = True
     defer_loading = True
 
     _INNER_FAMILIES = (".astro.download", ".astro.paper")
@@ -94,6 +95,7 @@ class BgTaskCheckTool(AgentTool):
     description = "Check background tasks started with bg_task_run: one task by id, or list this session's tasks."
     parameters = {"type": "object", "properties": {"task_id": {"type": "string"}}}
     interrupt_behavior = InterruptBehavior.CANCEL
+    agent_step = True
     defer_loading = True
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:

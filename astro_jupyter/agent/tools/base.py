@@ -109,10 +109,15 @@ class AgentTool(ABC):
     is_readonly: ClassVar[bool] = False
     defer_loading: ClassVar[bool] = False
     causes_sibling_abort: ClassVar[bool] = False
+    # Where a tool may appear, declared on the tool instead of name lists kept elsewhere:
+    agent_step: ClassVar[bool] = False  # its effect belongs to a live run: exported as Markdown, never as a cell
+    lead_only: ClassVar[bool] = False  # never given to a subagent or worker (asks the user, nests, leads the team)
+    top_level_only: ClassVar[bool] = False  # never in any nested loop, even one handed its own registry
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        """Input-aware: the same tool may be safe for some arguments only. Conservative default."""
-        return False
+        """Input-aware: the same tool may be safe for some arguments only. By default a tool
+        that changes nothing may run beside others and one that changes something runs alone."""
+        return self.is_readonly
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         return []

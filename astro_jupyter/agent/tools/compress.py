@@ -26,6 +26,8 @@ class CompressContextTool(AgentTool):
         "properties": {"focus": {"type": "string", "description": "What the summary must keep (optional)."}},
     }
     interrupt_behavior = InterruptBehavior.CANCEL
+    agent_step = True
+    lead_only = True
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return True

@@ -36,6 +36,8 @@ class DelegateTaskTool(AgentTool):
         "required": ["description"],
     }
     interrupt_behavior = InterruptBehavior.BLOCK
+    agent_step = True
+    lead_only = True
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return True  # only schedules work; several delegations in one turn go out together
@@ -69,6 +71,8 @@ class CheckTaskTool(AgentTool):
         },
     }
     interrupt_behavior = InterruptBehavior.CANCEL
+    agent_step = True
+    lead_only = True
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return True
@@ -97,6 +101,8 @@ class TaskStopTool(AgentTool):
     description = "Stop a delegated task that is queued or running."
     parameters = {"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"]}
     interrupt_behavior = InterruptBehavior.BLOCK
+    agent_step = True
+    lead_only = True
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         repo = ctx.services.coordinator_tasks
@@ -126,6 +132,8 @@ class SynthesizeTool(AgentTool):
         "properties": {"task_ids": {"type": "array", "items": {"type": "string"}}},
     }
     interrupt_behavior = InterruptBehavior.CANCEL
+    agent_step = True
+    lead_only = True
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         repo = ctx.services.coordinator_tasks

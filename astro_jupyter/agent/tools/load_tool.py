@@ -46,6 +46,7 @@ class LoadToolTool(AgentTool):
         "required": ["names"],
     }
     interrupt_behavior = InterruptBehavior.CANCEL
+    agent_step = True
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return True

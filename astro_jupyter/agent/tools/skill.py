@@ -40,6 +40,7 @@ class LoadSkillTool(AgentTool):
         },
     }
     interrupt_behavior = InterruptBehavior.CANCEL
+    agent_step = True
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return (args.get("mode") or "inline") == "inline"

@@ -33,6 +33,9 @@ class SubagentTool(AgentTool):
         "required": ["task"],
     }
     interrupt_behavior = InterruptBehavior.BLOCK
+    agent_step = True
+    lead_only = True
+    top_level_only = True
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         task = str(args.get("task") or "").strip()

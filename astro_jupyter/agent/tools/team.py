@@ -61,6 +61,8 @@ class SendTeammateMessageTool(AgentTool):
         "required": ["to", "content"],
     }
     interrupt_behavior = InterruptBehavior.BLOCK
+    agent_step = True
+    lead_only = True
     defer_loading = True
 
     def __init__(self, sender: str = LEAD) -> None:
@@ -85,6 +87,8 @@ class TeamBroadcastTool(AgentTool):
     description = "Send the same message to every teammate (and the lead)."
     parameters = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}
     interrupt_behavior = InterruptBehavior.BLOCK
+    agent_step = True
+    lead_only = True
     defer_loading = True
 
     def __init__(self, sender: str = LEAD) -> None:
@@ -106,9 +110,14 @@ class CheckTeamInboxTool(AgentTool):
     parameters = {"type": "object", "properties": {}}
     interrupt_behavior = InterruptBehavior.BLOCK
     is_readonly = True
+    agent_step = True
+    lead_only = True
 
     def __init__(self, member: str = LEAD) -> None:
         self.member = member
+
+    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
+        return False  # reading marks the messages read: two reads in one turn would race
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         result = ctx.services.team.read(self.member)
@@ -142,6 +151,8 @@ class SpawnTeammateTool(AgentTool):
         "required": ["name", "role", "task"],
     }
     interrupt_behavior = InterruptBehavior.BLOCK
+    agent_step = True
+    lead_only = True
     defer_loading = True
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...errors import InvalidInput
 from ...events import TodoUpdate
 from .base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 
@@ -20,7 +21,7 @@ STATUSES = ("pending", "in_progress", "completed")
 _MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
-class TodoError(ValueError):
+class TodoError(InvalidInput):
     """A plan that cannot be stored; the message is for the model."""
 
 
@@ -143,6 +144,7 @@ class TodoWriteTool(AgentTool):
         "required": ["todos"],
     }
     interrupt_behavior = InterruptBehavior.CANCEL
+    agent_step = True
 
     def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
         return True

@@ -9,81 +9,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
-from .text import SOFT_HYPHEN, clean_line
+from .page import Line, PageData, TextBlock
+from .tables import apply_tables
+from .text import clean_line
 
 _TABLE_CAPTION = re.compile(r"^(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
 _TWO_LETTERS = re.compile(r"[A-Za-z]{2}")
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi\b|-medi|\.b$|cmbx", re.IGNORECASE)
 _MONO_FONT = re.compile(r"mono|courier|cmtt|typewriter|consol|menlo|inconsolata|lmtt|sfTT|nimbusmon|code", re.IGNORECASE)
-
-
-@dataclass(slots=True)
-class Piece:
-    """A PyMuPDF line fragment: kept for table cells (their x-extent matters)."""
-
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    text: str
-
-
-@dataclass(slots=True)
-class Line:
-    """One visual line (PyMuPDF lines of a block on the same baseline merged)."""
-
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    text: str
-    size: float
-    bold: bool  # every character bold
-    bold_prefix: str = ""  # a bold run-in heading at the start of an otherwise plain line
-    chars: int = 0
-    raw: list[dict[str, Any]] = field(default_factory=list)  # PyMuPDF's lines, for table cells
-    italic: bool = False  # every character italic (AASTeX sets subsection titles so)
-    mono: bool = False  # every character in a monospaced font: code, never a heading
-
-    @property
-    def pieces(self) -> list[Piece]:
-        """The PyMuPDF line fragments with their boxes; built only on table pages."""
-        out = []
-        for raw in self.raw:
-            text = clean_line("".join(span["text"] for span in raw["spans"]).strip()).replace(SOFT_HYPHEN, "")
-            if text:
-                x0, y0, x1, y1 = raw["bbox"]
-                out.append(Piece(x0, y0, x1, y1, text))
-        return out
-
-
-@dataclass
-class TextBlock:
-    page: int
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    lines: list[Line]
-    table: str | None = None  # Markdown, when this block stands for a detected table
-
-    @property
-    def text(self) -> str:
-        return " ".join(line.text for line in self.lines)
-
-
-@dataclass
-class PageData:
-    number: int  # 1-based
-    width: float
-    height: float
-    blocks: list[TextBlock]
-    rules: list[tuple[float, float, float]] = field(default_factory=list)  # horizontal rules (x0, x1, y)
-    image_area: float = 0.0
-    verticals: list[tuple[float, float, float]] = field(default_factory=list)  # vertical rules (x, y0, y1)
 
 
 _style_cache: dict[tuple[int, str], int] = {}
@@ -229,8 +164,6 @@ def extract_page(page: Any, number: int) -> PageData:
         rules, verticals = _rules(page)
     data = PageData(number, float(page.rect.width), float(page.rect.height), blocks, rules, image_area, verticals)
     if rules:
-        from .tables import apply_tables
-
         apply_tables(page, data)
     # PyMuPDF's dicts were needed for table cells only; dropping them here keeps the parse's
     # live objects (what every full garbage-collector pass walks) to our own small records

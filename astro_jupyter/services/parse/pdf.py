@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterator
 from ...errors import AstroError
 from ..pdf_lock import PYMUPDF_LOCK, locked
 from .document import REFERENCES_TITLE, Block, ParsedDocument
-from .layout import Line, PageData, TextBlock, extract_page, reading_order, remove_running_lines
+from .layout import extract_page, reading_order, remove_running_lines
+from .page import Line, PageData, TextBlock
 from .text import join_lines, resolve_breaks
 
 __all__ = ["PYMUPDF_LOCK", "ParseError", "assemble", "finish", "iter_pages", "locked", "open_pdf", "parse_pdf"]

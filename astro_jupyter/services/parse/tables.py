@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layout import Line, PageData, Piece, TextBlock
+from .page import Line, PageData, Piece, TextBlock
 
 Region = tuple[float, float, float, float]
 

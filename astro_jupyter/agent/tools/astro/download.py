@@ -44,12 +44,8 @@ class DownloadPaperTool(AgentTool):
         "additionalProperties": False,
     }
     interrupt_behavior = InterruptBehavior.CANCEL
-    is_readonly = False
     defer_loading = True
     causes_sibling_abort = True
-
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return False
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         async def no_progress(done: int | None = None, total: int | None = None, message: str = "") -> None:

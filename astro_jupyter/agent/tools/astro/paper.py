@@ -145,9 +145,6 @@ class GetPaperContentTool(AgentTool):
     }
     is_readonly = True
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     def classifier_summary(self) -> str:
         return "Read a parsed paper's text by section name or page range."
 

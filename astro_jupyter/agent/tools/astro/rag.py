@@ -41,9 +41,6 @@ class RagSearchTool(AgentTool):
     }
     is_readonly = True
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     def classifier_summary(self) -> str:
         return "Search parsed papers and answer with cited passages (hybrid vector + full-text)."
 

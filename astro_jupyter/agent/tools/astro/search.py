@@ -140,9 +140,6 @@ class SearchPapersTool(AgentTool):
     }
     is_readonly = True
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         query = str(args.get("query") or "").strip()
         if not query:
@@ -258,9 +255,6 @@ class GetPaperMetadataTool(AgentTool):
         "additionalProperties": False,
     }
     is_readonly = True
-
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         paper_id = str(args.get("paper_id") or "").strip()

@@ -32,9 +32,6 @@ class QueryTargetTool(AgentTool):
     }
     is_readonly = True
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     def classifier_summary(self) -> str:
         return "Resolve an object name to coordinates, type and aliases (CDS Sesame)."
 

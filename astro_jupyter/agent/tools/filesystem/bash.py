@@ -45,10 +45,6 @@ class RunBashTool(AgentTool):
         "additionalProperties": False,
     }
     interrupt_behavior = InterruptBehavior.CANCEL
-    is_readonly = False
-
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return False
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         command = str(args.get("command", ""))

@@ -50,13 +50,9 @@ class FileEditTool(AgentTool):
         "additionalProperties": False,
     }
     interrupt_behavior = InterruptBehavior.BLOCK
-    is_readonly = False
 
     def __init__(self, config: "AstroConfig | None" = None) -> None:
         self.config = config
-
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return False
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         old, new = args.get("old_string"), args.get("new_string")

@@ -147,9 +147,6 @@ class GlobFilesTool(AgentTool):
     interrupt_behavior = InterruptBehavior.CANCEL
     is_readonly = True
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
             pattern = check_pattern(args.get("pattern"))

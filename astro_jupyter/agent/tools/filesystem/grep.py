@@ -41,9 +41,6 @@ class GrepFilesTool(AgentTool):
     interrupt_behavior = InterruptBehavior.CANCEL
     is_readonly = True
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raw = args.get("pattern")
         if not isinstance(raw, str) or raw == "":

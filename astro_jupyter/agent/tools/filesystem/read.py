@@ -69,9 +69,6 @@ class ReadFileTool(AgentTool):
     interrupt_behavior = InterruptBehavior.CANCEL
     is_readonly = True
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
             path = resolve_path(args.get("path", ""), ctx.config, owner=run_owner(ctx))

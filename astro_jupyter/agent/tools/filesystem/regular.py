@@ -25,6 +25,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from ....errors import FileRefused
+
 T = TypeVar("T")
 
 _KINDS = (
@@ -36,7 +38,7 @@ _KINDS = (
 )
 
 
-class NotRegularFile(OSError):
+class NotRegularFile(FileRefused):
     """The path exists but is not a regular file; ``kind`` says what it is."""
 
     def __init__(self, kind: str) -> None:
@@ -44,7 +46,7 @@ class NotRegularFile(OSError):
         self.kind = kind
 
 
-class FileTooLarge(OSError):
+class FileTooLarge(FileRefused):
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(f"is {size} bytes, over the {limit}-byte limit")
         self.size, self.limit = size, limit

@@ -20,6 +20,7 @@ import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal
 
+from ....errors import InvalidInput
 from ..base import PermissionRule
 from .protected import free_write_dirs, protection
 
@@ -33,7 +34,7 @@ MAX_NAME_BYTES = 255
 MAX_DEPTH = 64  # components; deeper trees are almost surely a runaway loop, not research
 
 
-class PathNotAllowed(ValueError):
+class PathNotAllowed(InvalidInput):
     """A path the sandbox refuses; ``str(exc)`` is the message the model sees."""
 
 

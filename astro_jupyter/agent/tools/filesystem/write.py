@@ -63,13 +63,9 @@ class FileWriteTool(AgentTool):
         "additionalProperties": False,
     }
     interrupt_behavior = InterruptBehavior.BLOCK
-    is_readonly = False
 
     def __init__(self, config: "AstroConfig | None" = None) -> None:
         self.config = config
-
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return False
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         content = args.get("content")

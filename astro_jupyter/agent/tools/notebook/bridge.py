@@ -17,17 +17,13 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ....errors import NotebookError, QuestionCancelled
+from ....errors import NotebookError, NotOpen, QuestionCancelled
 from ....events import NotebookRequest
 
 if TYPE_CHECKING:
     from ..base import ToolContext
 
 STATUSES = ("ok", "not_open", "error")
-
-
-class NotOpen(Exception):
-    """The sidebar does not have this notebook open: the server acts on it itself."""
 
 
 class BridgeTimeout(NotebookError):

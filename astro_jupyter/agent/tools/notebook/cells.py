@@ -91,9 +91,6 @@ class NotebookReadTool(_NotebookTool):
     }
     is_readonly = True
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         cell_ids = [str(c) for c in args.get("cell_ids") or []]
         include = bool(args.get("include_outputs", True))

@@ -48,9 +48,6 @@ class KernelInspectTool(AgentTool):
     def __init__(self, access: KernelAccess) -> None:
         self.access = access
 
-    def is_concurrency_safe(self, args: dict[str, Any]) -> bool:
-        return True
-
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         name = args.get("name")
         name = name.strip() if isinstance(name, str) and name.strip() else None

@@ -20,6 +20,8 @@ import json
 import re
 from typing import Any, Mapping
 
+from ..errors import InvalidInput
+
 _KEY = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)=")
 _DQ = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _SQ = re.compile(r"'([^']*)'")
@@ -32,7 +34,7 @@ _DOLLAR = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_.]*)$")
 _NOT_JSON = object()
 
 
-class ArgumentSyntaxError(ValueError):
+class ArgumentSyntaxError(InvalidInput):
     """The line could not be read as arguments; the message shows where and how to write it."""
 
 
