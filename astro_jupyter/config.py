@@ -152,13 +152,14 @@ class AstroConfig(Configurable):
         return _env_float("ASTRO_EMBED_PROBE_TIMEOUT", 5.0)
 
     embed_threads = Int(
-        1, help="BLAS threads the local embedding model may use (env ASTRO_EMBED_THREADS; 0 = all cores). One "
-        "is fastest on a shared, busy machine; more helps a large re-embedding on an idle one."
+        -1, help="BLAS threads the local embedding model may use (env ASTRO_EMBED_THREADS; 0 = all cores; "
+        "negative = auto: one for a query, the idle cores (CPU count minus load average) for a batch of chunks). "
+        "One is fastest on a shared, busy machine; more helps a large re-embedding on an idle one."
     ).tag(config=True)
 
     @default("embed_threads")
     def _embed_threads_default(self) -> int:
-        return _env_int("ASTRO_EMBED_THREADS", 1)
+        return _env_int("ASTRO_EMBED_THREADS", -1)
 
     embed_inline_max = Int(
         64, help="Chunks without a vector that a search embeds before answering; more (a new backend, a big "

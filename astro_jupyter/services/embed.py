@@ -148,7 +148,7 @@ class LocalEmbedder:
     name = f"local:{LOCAL_MODEL}"
     dim = 384
 
-    def __init__(self, batch_tokens: int = 2048, threads: int = 1) -> None:
+    def __init__(self, batch_tokens: int = 2048, threads: int = -1) -> None:
         self._model: Any = None
         self.batch_tokens = batch_tokens
         self.threads = threads
@@ -253,7 +253,7 @@ def build_backend(choice: BackendChoice, llm: Any = None, config: "AstroConfig |
     if choice.name.startswith("endpoint:") and llm is not None:
         return EndpointEmbedder(llm, choice.name.split(":", 1)[1])
     if choice.name == LocalEmbedder.name:
-        return LocalEmbedder(threads=config.embed_threads if config is not None else 1)
+        return LocalEmbedder(threads=config.embed_threads if config is not None else -1)
     return LexicalEmbedder()
 
 

@@ -87,3 +87,39 @@ def test_safetensors_reader(tmp_path: Path) -> None:
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + a.tobytes() + b.tobytes())
     with pytest.raises(minilm.ModelUnavailable, match="unsupported tensor type BF16"):
         minilm.read_safetensors(path)
+
+
+def test_gelu_is_the_exact_erf_gelu() -> None:
+    """The in-place GELU against x·Φ(x) from math.erf, over the range BERT's activations take."""
+    import math
+
+    x = np.linspace(-12, 12, 4802, dtype=np.float32).reshape(-1, 7)
+    exact = np.vectorize(lambda v: 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))))(x.astype(np.float64))
+    got = minilm._gelu(x)
+    assert got.dtype == np.float32 and got is not x
+    assert np.abs(got - exact).max() < 2e-6
+    scratch = tuple(np.empty((100, 7), np.float32) for _ in range(3))
+    block = x[:40].copy()
+    assert np.abs(minilm._gelu_inplace(block, scratch) - exact[:40]).max() < 2e-6
+
+
+@needs_model
+def test_feed_forward_block_size_does_not_change_vectors(model: minilm.MiniLM) -> None:
+    """The feed-forward runs in row blocks through reused buffers; any block size, same vectors."""
+    texts = ["the dust mass of the disc", "an attention mask keeps padding out " * 9, "M31"]
+    reference = model.encode(texts)
+    saved = model._ffn_rows
+    try:
+        for rows in (1, 7, 10_000):
+            model._ffn_rows = rows
+            assert np.abs(model.encode(texts, batch_tokens=64) - reference).max() < 1e-5
+    finally:
+        model._ffn_rows = saved
+
+
+def test_auto_threads_uses_idle_cores_for_batches_only() -> None:
+    assert minilm.auto_threads(1, cpus=8, load=0.0) == 1  # a query: one thread
+    assert minilm.auto_threads(32, cpus=8, load=0.0) == 8  # idle machine: all cores
+    assert minilm.auto_threads(32, cpus=2, load=1.2) == 1  # one core busy elsewhere
+    assert minilm.auto_threads(32, cpus=4, load=1.6) == 2
+    assert minilm.auto_threads(32, cpus=2, load=9.0) == 1  # never below one
