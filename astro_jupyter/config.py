@@ -161,6 +161,16 @@ class AstroConfig(Configurable):
     def _embed_threads_default(self) -> int:
         return _env_int("ASTRO_EMBED_THREADS", -1)
 
+    embed_window_tokens = Int(
+        128, help="The local model embeds a passage longer than this many tokens as the mean of windows this "
+        "long, each starting with the section path, instead of truncating it at 256 tokens; 128 is the length "
+        "all-MiniLM-L6-v2 was trained on. 0 = truncate (env ASTRO_EMBED_WINDOW_TOKENS)."
+    ).tag(config=True)
+
+    @default("embed_window_tokens")
+    def _embed_window_default(self) -> int:
+        return _env_int("ASTRO_EMBED_WINDOW_TOKENS", 128)
+
     embed_inline_max = Int(
         64, help="Chunks without a vector that a search embeds before answering; more (a new backend, a big "
         "library) are re-embedded by a background job while searches go on (env ASTRO_EMBED_INLINE_MAX)."

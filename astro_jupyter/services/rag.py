@@ -30,6 +30,10 @@ RRF_K = 60
 Mode = Literal["hybrid", "vector", "fts"]
 EmbedProgress = Callable[[int, int], Awaitable[None]]
 _FTS_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+# what an embedding should not spend its tokens on: heading numbers ("4.1", "A.2", "III.") and
+# ruled lines (manuals separate function signatures with runs of underscores or dashes)
+_HEADING_NUMBER = re.compile(r"^(?:[A-Z](?:\.\d+)+\.?|[IVX]+\.|\d{1,2}(?:\.\d{1,2})*\.?)\s+(?=\S)")
+_RULE = re.compile(r"[_=~*-]{4,}")
 
 
 def fts_query(text: str, *, max_terms: int = 32) -> str:
@@ -150,8 +154,16 @@ class RagService:
     # -- embedding ----------------------------------------------------------------------
     @staticmethod
     def passage_text(chunk: "ChunkRow") -> str:
-        """What gets embedded: the section name gives a chunk its topic."""
-        return f"{chunk.section}\n{chunk.text}" if chunk.section else chunk.text
+        """What gets embedded: the section path, as words, gives a chunk its topic ("Methodology:
+        Overview" — numbers and rules carry no meaning for a sentence model and use its tokens);
+        the first line, so a windowed local model repeats it in every window."""
+        from .parse.chunking import PATH_SEP
+
+        text = _RULE.sub(" ", chunk.text)
+        if not chunk.section:
+            return text
+        path = ": ".join(_HEADING_NUMBER.sub("", part).strip() for part in chunk.section.split(PATH_SEP))
+        return f"{path}\n{text}"
 
     async def space(self, sample: np.ndarray | None = None) -> "Space":
         if self._space is None:

@@ -123,3 +123,28 @@ def test_auto_threads_uses_idle_cores_for_batches_only() -> None:
     assert minilm.auto_threads(32, cpus=2, load=1.2) == 1  # one core busy elsewhere
     assert minilm.auto_threads(32, cpus=4, load=1.6) == 2
     assert minilm.auto_threads(32, cpus=2, load=9.0) == 1  # never below one
+
+
+@needs_model
+def test_a_long_passage_is_embedded_whole_in_windows_with_its_heading(model: minilm.MiniLM) -> None:
+    """Past 256 tokens a truncating encoder never sees the end of a passage; windows of the
+    model's training length (128) cover all of it, each starting with the section path."""
+    filler = "The survey observed many fields with the same exposure time and filter set. " * 30
+    tail = "Magic numbers at the start of a file tell the loader which format it is."
+    passage = f"Loading files: Magic numbers\n{filler}{tail}"
+    windows, owner = model.windows([passage, "a query"], 128)
+    assert owner[-1] == 1 and set(owner[:-1]) == {0} and len(owner) - 1 >= 3
+    heading = model._raw.encode("Loading files: Magic numbers", add_special_tokens=False).ids
+    for ids in windows[:-1]:
+        assert len(ids) <= 128 and ids[0] == model._cls and ids[-1] == model._sep
+        assert ids[1 : 1 + len(heading)] == heading
+    assert windows[-1] == model.tokenize(["a query"])[0]  # short text: exactly as without windows
+    question = model.encode(["which bytes identify the file format?"])[0]
+    truncated = model.encode([passage])[0]
+    windowed = model.encode([passage], window=128)[0]
+    assert question @ windowed > question @ truncated  # the tail now counts
+    assert np.linalg.norm(windowed) == pytest.approx(1.0, abs=1e-5)
+    short = ["The cat sits outside", "Methods: Overview\nshort body"]
+    assert np.abs(model.encode(short, window=128) - model.encode(short)).max() < 1e-6
+    huge = model.windows(["word " * 100_000], 128)[1]
+    assert len(huge) <= minilm.MAX_WINDOWS  # a huge text costs a bounded number of windows
