@@ -139,8 +139,8 @@ async def run(backends: list[str], real_llm: bool) -> None:
                 embedded = await rag.sync()
                 secs = time.perf_counter() - start
                 if embedded == 0:  # the space was filled by the parse: time the embedding itself
-                    texts = [rag.passage_text(ch) for ch in await c.chunks.missing_vectors(await rag.space())] or [
-                        rag.passage_text(ch) for ch in (await c.chunks.get_many(range(1, chunks + 1))).values()]
+                    texts = await rag.passage_texts(await c.chunks.missing_vectors(await rag.space())) or \
+                        await rag.passage_texts(list((await c.chunks.get_many(range(1, chunks + 1))).values()))
                     start = time.perf_counter()
                     await embedder.embed(texts)
                     secs, embedded = time.perf_counter() - start, len(texts)

@@ -153,17 +153,30 @@ class RagService:
 
     # -- embedding ----------------------------------------------------------------------
     @staticmethod
-    def passage_text(chunk: "ChunkRow") -> str:
-        """What gets embedded: the section path, as words, gives a chunk its topic ("Methodology:
-        Overview" — numbers and rules carry no meaning for a sentence model and use its tokens);
-        the first line, so a windowed local model repeats it in every window."""
+    def passage_text(chunk: "ChunkRow", *, words: bool = True) -> str:
+        """What gets embedded: the section path first (it gives a chunk its topic, and a windowed
+        local model repeats the first line in every window), then the text without ruled lines.
+        ``words``: the path as words ("Methodology: Overview") for a sentence model, to which
+        heading numbers mean nothing; the hashed ``lexical-v2`` keeps them as tokens ("4.1"),
+        which a question naming the section can match (on the labelled set its hybrid MRR fell
+        below BM25 alone without them, while MiniLM's vector ranking gained with the words)."""
         from .parse.chunking import PATH_SEP
 
         text = _RULE.sub(" ", chunk.text)
         if not chunk.section:
             return text
-        path = ": ".join(_HEADING_NUMBER.sub("", part).strip() for part in chunk.section.split(PATH_SEP))
+        path = chunk.section
+        if words:
+            path = ": ".join(_HEADING_NUMBER.sub("", part).strip() for part in chunk.section.split(PATH_SEP))
         return f"{path}\n{text}"
+
+    async def passage_texts(self, chunks: Sequence["ChunkRow"]) -> list[str]:
+        """``passage_text`` for the active backend (decided first when it is ``auto``)."""
+        resolve = getattr(self.embedder, "resolve", None)
+        if resolve is not None:
+            await resolve()
+        words = self.embedder.name != "lexical-v2"
+        return [self.passage_text(c, words=words) for c in chunks]
 
     async def space(self, sample: np.ndarray | None = None) -> "Space":
         if self._space is None:
@@ -184,7 +197,7 @@ class RagService:
         done = 0
         for start in range(0, len(chunks), batch):
             part = chunks[start : start + batch]
-            matrix = await self.embedder.embed([self.passage_text(c) for c in part])
+            matrix = await self.embedder.embed(await self.passage_texts(part))
             space = await self.space(matrix)
             ids = [c.id for c in part]
             await self.repo.put_vectors(space, ids, matrix)

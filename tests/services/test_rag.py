@@ -342,3 +342,5 @@ def test_passage_text_is_the_section_path_in_words_and_the_text_without_rules() 
     assert text("2019 outburst") == "2019 outburst\nbody"
     assert text("", "int f(x) ______________ g(y)") == "int f(x)   g(y)"
     assert text("Errors", "a -- b -> c") == "Errors\na -- b -> c"
+    assert RagService.passage_text(ChunkRow(1, "p", 0, "4 Methods › 4.1 Overview", "body", 1, 1, "b"), words=False) \
+        == "4 Methods › 4.1 Overview\nb"  # lexical-v2 keeps the numbers as tokens
