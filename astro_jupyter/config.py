@@ -152,9 +152,9 @@ class AstroConfig(Configurable):
         return _env_float("ASTRO_EMBED_PROBE_TIMEOUT", 5.0)
 
     embed_threads = Int(
-        -1, help="BLAS threads the local embedding model may use (env ASTRO_EMBED_THREADS; 0 = all cores; "
-        "negative = auto: one for a query, the idle cores (CPU count minus load average) for a batch of chunks). "
-        "One is fastest on a shared, busy machine; more helps a large re-embedding on an idle one."
+        -1, help="BLAS threads the local embedding model may use: 0 = all cores; negative = auto: one for a query, "
+        "for a batch of chunks the cores the load average leaves idle. One is fastest on a shared, busy machine; "
+        "more helps a large re-embedding on an idle one (env ASTRO_EMBED_THREADS)."
     ).tag(config=True)
 
     @default("embed_threads")
