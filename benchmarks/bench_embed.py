@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("--pdf", type=Path, default=DEFAULT_PDF)
     ap.add_argument("--threads", default="1", help="comma-separated BLAS thread counts to try")
     ap.add_argument("--batch-tokens", default="2048", help="comma-separated batch sizes in tokens")
+    ap.add_argument("--window", default="128", help="comma-separated embed_window_tokens values (0: truncate at 256)")
     ap.add_argument("--ffn-rows", default="", help="comma-separated feed-forward block sizes to compare")
     ap.add_argument("--limit", type=int, default=0, help="embed only the first N chunks (0: all)")
     args = ap.parse_args()
@@ -80,17 +81,19 @@ def main() -> None:
           f"model load {load:.2f} s, +{loaded - before:.0f} MB; load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} cores")
     blocks = [int(x) for x in args.ffn_rows.split(",") if x] or [model._ffn_rows]
-    for threads, batch, block in ((t, b, f) for t in (int(x) for x in args.threads.split(","))
-                                  for b in (int(x) for x in args.batch_tokens.split(",")) for f in blocks):
+    for threads, batch, block, window in (
+            (t, b, f, w) for t in (int(x) for x in args.threads.split(","))
+            for b in (int(x) for x in args.batch_tokens.split(",")) for f in blocks
+            for w in (int(x) for x in args.window.split(","))):
             model._ffn_rows = block
             t = time.perf_counter()
-            model.encode(texts, batch_tokens=batch, threads=threads)
+            model.encode(texts, batch_tokens=batch, threads=threads, window=window)
             secs = time.perf_counter() - t
             t = time.perf_counter()
             for _ in range(20):
                 model.encode(["how is the dust mass estimated?"], threads=threads)
             query_ms = (time.perf_counter() - t) / 20 * 1000
-            print(f"  threads {threads} batch_tokens {batch:>5} ffn_rows {block:>4}: {len(texts) / secs:7.1f} chunks/s "
+            print(f"  threads {threads} batch_tokens {batch:>5} ffn_rows {block:>4} window {window:>3}: {len(texts) / secs:7.1f} chunks/s "
                   f"({secs:.1f} s, {tokens / secs:.0f} tokens/s), query {query_ms:.1f} ms, "
                   f"peak RSS {rss_mb():.0f} MB (+{rss_mb() - loaded:.0f} MB over the loaded model)", flush=True)
 

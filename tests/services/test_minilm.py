@@ -123,6 +123,9 @@ def test_auto_threads_uses_idle_cores_for_batches_only() -> None:
     assert minilm.auto_threads(32, cpus=2, load=1.2) == 1  # one core busy elsewhere
     assert minilm.auto_threads(32, cpus=4, load=1.6) == 2
     assert minilm.auto_threads(32, cpus=2, load=9.0) == 1  # never below one
+    # the load this encoder's own last batch caused does not count as someone else's
+    assert minilm.auto_threads(32, cpus=2, load=2.0, own=2.0) == 2
+    assert minilm.auto_threads(32, cpus=2, load=3.0, own=2.0) == 1
 
 
 @needs_model
