@@ -142,10 +142,18 @@ class AstroConfig(Configurable):
     _embed_probe_default = _env_default("embed_probe_timeout_secs", "ASTRO_EMBED_PROBE_TIMEOUT", 5.0)
 
     embed_threads = Int(
-        1, help="BLAS threads the local embedding model may use (env ASTRO_EMBED_THREADS; 0 = all cores). One "
-        "is fastest on a shared, busy machine; more helps a large re-embedding on an idle one."
+        -1, help="BLAS threads the local embedding model may use: 0 = all cores; negative = auto: one for a query, "
+        "for a batch of chunks the cores the load average leaves idle. One is fastest on a shared, busy machine; "
+        "more helps a large re-embedding on an idle one (env ASTRO_EMBED_THREADS)."
     ).tag(config=True)
-    _embed_threads_default = _env_default("embed_threads", "ASTRO_EMBED_THREADS", 1)
+    _embed_threads_default = _env_default("embed_threads", "ASTRO_EMBED_THREADS", -1)
+
+    embed_window_tokens = Int(
+        128, help="The local model embeds a passage longer than this many tokens as the mean of windows this "
+        "long, each starting with the section path, instead of truncating it at 256 tokens; 128 is the length "
+        "all-MiniLM-L6-v2 was trained on. 0 = truncate (env ASTRO_EMBED_WINDOW_TOKENS)."
+    ).tag(config=True)
+    _embed_window_default = _env_default("embed_window_tokens", "ASTRO_EMBED_WINDOW_TOKENS", 128)
 
     embed_inline_max = Int(
         64, help="Chunks without a vector that a search embeds before answering; more (a new backend, a big "

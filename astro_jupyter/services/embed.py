@@ -148,10 +148,11 @@ class LocalEmbedder:
     name = f"local:{LOCAL_MODEL}"
     dim = 384
 
-    def __init__(self, batch_tokens: int = 2048, threads: int = 1) -> None:
+    def __init__(self, batch_tokens: int = 2048, threads: int = -1, window: int = 128) -> None:
         self._model: Any = None
         self.batch_tokens = batch_tokens
         self.threads = threads
+        self.window = window
 
     def _load(self) -> Any:
         if self._model is None:
@@ -161,7 +162,8 @@ class LocalEmbedder:
         return self._model
 
     def embed_many(self, texts: Sequence[str]) -> np.ndarray:
-        return self._load().encode(list(texts), batch_tokens=self.batch_tokens, threads=self.threads)
+        return self._load().encode(list(texts), batch_tokens=self.batch_tokens, threads=self.threads,
+                                   window=self.window)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -253,7 +255,9 @@ def build_backend(choice: BackendChoice, llm: Any = None, config: "AstroConfig |
     if choice.name.startswith("endpoint:") and llm is not None:
         return EndpointEmbedder(llm, choice.name.split(":", 1)[1])
     if choice.name == LocalEmbedder.name:
-        return LocalEmbedder(threads=config.embed_threads if config is not None else 1)
+        if config is None:
+            return LocalEmbedder()
+        return LocalEmbedder(threads=config.embed_threads, window=config.embed_window_tokens)
     return LexicalEmbedder()
 
 

@@ -87,3 +87,67 @@ def test_safetensors_reader(tmp_path: Path) -> None:
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + a.tobytes() + b.tobytes())
     with pytest.raises(minilm.ModelUnavailable, match="unsupported tensor type BF16"):
         minilm.read_safetensors(path)
+
+
+def test_gelu_is_the_exact_erf_gelu() -> None:
+    """The in-place GELU against x·Φ(x) from math.erf, over the range BERT's activations take."""
+    import math
+
+    x = np.linspace(-12, 12, 4802, dtype=np.float32).reshape(-1, 7)
+    exact = np.vectorize(lambda v: 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))))(x.astype(np.float64))
+    got = minilm._gelu(x)
+    assert got.dtype == np.float32 and got is not x
+    assert np.abs(got - exact).max() < 2e-6
+    scratch = tuple(np.empty((100, 7), np.float32) for _ in range(3))
+    block = x[:40].copy()
+    assert np.abs(minilm._gelu_inplace(block, scratch) - exact[:40]).max() < 2e-6
+
+
+@needs_model
+def test_feed_forward_block_size_does_not_change_vectors(model: minilm.MiniLM) -> None:
+    """The feed-forward runs in row blocks through reused buffers; any block size, same vectors."""
+    texts = ["the dust mass of the disc", "an attention mask keeps padding out " * 9, "M31"]
+    reference = model.encode(texts)
+    saved = model._ffn_rows
+    try:
+        for rows in (1, 7, 10_000):
+            model._ffn_rows = rows
+            assert np.abs(model.encode(texts, batch_tokens=64) - reference).max() < 1e-5
+    finally:
+        model._ffn_rows = saved
+
+
+def test_auto_threads_uses_idle_cores_for_batches_only() -> None:
+    assert minilm.auto_threads(1, cpus=8, load=0.0) == 1  # a query: one thread
+    assert minilm.auto_threads(32, cpus=8, load=0.0) == 8  # idle machine: all cores
+    assert minilm.auto_threads(32, cpus=2, load=1.2) == 1  # one core busy elsewhere
+    assert minilm.auto_threads(32, cpus=4, load=1.6) == 2
+    assert minilm.auto_threads(32, cpus=2, load=9.0) == 1  # never below one
+    # the load this encoder's own last batch caused does not count as someone else's
+    assert minilm.auto_threads(32, cpus=2, load=2.0, own=2.0) == 2
+    assert minilm.auto_threads(32, cpus=2, load=3.0, own=2.0) == 1
+
+
+@needs_model
+def test_a_long_passage_is_embedded_whole_in_windows_with_its_heading(model: minilm.MiniLM) -> None:
+    """Past 256 tokens a truncating encoder never sees the end of a passage; windows of the
+    model's training length (128) cover all of it, each starting with the section path."""
+    filler = "The survey observed many fields with the same exposure time and filter set. " * 30
+    tail = "Magic numbers at the start of a file tell the loader which format it is."
+    passage = f"Loading files: Magic numbers\n{filler}{tail}"
+    windows, owner = model.windows([passage, "a query"], 128)
+    assert owner[-1] == 1 and set(owner[:-1]) == {0} and len(owner) - 1 >= 3
+    heading = model._raw.encode("Loading files: Magic numbers", add_special_tokens=False).ids
+    for ids in windows[:-1]:
+        assert len(ids) <= 128 and ids[0] == model._cls and ids[-1] == model._sep
+        assert ids[1 : 1 + len(heading)] == heading
+    assert windows[-1] == model.tokenize(["a query"])[0]  # short text: exactly as without windows
+    question = model.encode(["which bytes identify the file format?"])[0]
+    truncated = model.encode([passage])[0]
+    windowed = model.encode([passage], window=128)[0]
+    assert question @ windowed > question @ truncated  # the tail now counts
+    assert np.linalg.norm(windowed) == pytest.approx(1.0, abs=1e-5)
+    short = ["The cat sits outside", "Methods: Overview\nshort body"]
+    assert np.abs(model.encode(short, window=128) - model.encode(short)).max() < 1e-6
+    huge = model.windows(["word " * 100_000], 128)[1]
+    assert len(huge) <= minilm.MAX_WINDOWS  # a huge text costs a bounded number of windows

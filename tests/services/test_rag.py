@@ -324,3 +324,23 @@ def test_fusion_keeps_a_clear_bm25_winner_that_rrf_loses() -> None:
     assert all(0.0 <= s <= 1.0 for _, s in fused)
     assert [i for i, _ in fuse(vector, 0.1, fts, 1.0)][:3] == [1, 2, 3]
     assert [i for i, _ in fuse(vector, 0.1, fts, 0.0)][:3] == [9, 2, 1]
+
+
+def test_passage_text_is_the_section_path_in_words_and_the_text_without_rules() -> None:
+    from astro_jupyter.services.rag import RagService
+    from astro_jupyter.store.chunks import ChunkRow
+
+    def text(section: str, body: str = "body") -> str:
+        return RagService.passage_text(ChunkRow(1, "p", 0, section, "body", 1, 1, body))
+
+    assert text("4 Methodology › 4.1 Overview") == "Methodology: Overview\nbody"
+    assert text("A.2 Roll-Out in PPO training") == "Roll-Out in PPO training\nbody"
+    assert text("III. Results") == "Results\nbody"
+    # words that look like numbering stay: an article, a catalogue name, a year
+    assert text("A Perspective on Explanations") == "A Perspective on Explanations\nbody"
+    assert text("3C 273 jets › 2MASS photometry") == "3C 273 jets: 2MASS photometry\nbody"
+    assert text("2019 outburst") == "2019 outburst\nbody"
+    assert text("", "int f(x) ______________ g(y)") == "int f(x)   g(y)"
+    assert text("Errors", "a -- b -> c") == "Errors\na -- b -> c"
+    assert RagService.passage_text(ChunkRow(1, "p", 0, "4 Methods › 4.1 Overview", "body", 1, 1, "b"), words=False) \
+        == "4 Methods › 4.1 Overview\nb"  # lexical-v2 keeps the numbers as tokens
