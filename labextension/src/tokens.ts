@@ -144,12 +144,20 @@ export type AgentEvent =
 
 /* ---------------------------------------------------------------- REST payloads */
 
+/** The active notebook a run is about (docs/notebook-bridge.md). */
+export interface INotebookContext {
+  path: string;
+  cell_ids?: string[];
+  bridge?: boolean;
+}
+
 export interface IStartRunRequest {
   prompt: string;
   session_id?: string;
   model?: string;
   coordinator?: boolean;
   max_steps?: number;
+  notebook?: INotebookContext;
 }
 
 export interface IStartRunReply {

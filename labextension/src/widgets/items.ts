@@ -52,6 +52,8 @@ export interface IRenderContext {
   expandTools(): boolean;
   /** Renders history Markdown when near the viewport (null: at once). */
   lazy: IntersectionObserver | null;
+  /** Adds to a tool line what its tool touched (the notebook cell of notebook tools). */
+  decorateTool?(tool: IToolItem, el: HTMLElement): void;
 }
 
 export abstract class ItemView<T extends TimelineItem = TimelineItem> {
@@ -442,6 +444,7 @@ class ToolView extends ItemView<IToolItem> {
     if (this.expanded) {
       this.fillBody();
     }
+    this.ctx.decorateTool?.(t, this.el);
   }
 
   private fillBody(): void {
