@@ -56,7 +56,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       ? new NotebookIntegration({
           tracker: notebooks,
           answer: (runId, requestId, answer) => api.answer(runId, requestId, answer),
-          activate: widget => app.shell.activateById(widget.id)
+          activate: widget => app.shell.activateById(widget.id),
+          open: path => docManager?.openOrReveal(path)
         })
       : null;
     const panel = new AstroPanel({

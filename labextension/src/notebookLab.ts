@@ -90,6 +90,8 @@ export interface INotebookIntegrationOptions {
   answer(runId: string, requestId: string, answer: Record<string, unknown>): Promise<unknown>;
   /** Bring a notebook tab to the front. */
   activate(panel: NotebookPanel): void;
+  /** Open a notebook that is not open (server-relative path); the widget, if it is a notebook. */
+  open?(path: string): unknown;
 }
 
 /** The sidebar's notebook features; the panel calls mount / attach / runContext / decorateTool. */
@@ -252,7 +254,7 @@ export class NotebookIntegration implements INotebookHost {
     link.textContent = `${done ? verb[action] ?? action : action} cell ${cellId || '(new)'} · ${name}`;
     link.title = action === 'delete' ? 'Open the notebook' : 'Show this cell in the notebook';
     link.disabled = !path;
-    link.addEventListener('click', () => this.reveal(path, action === 'delete' ? '' : cellId));
+    link.addEventListener('click', () => void this.reveal(path, action === 'delete' ? '' : cellId));
     box.appendChild(link);
     if (action === 'replace' && oldSource !== undefined && source !== undefined) {
       box.appendChild(renderDiff(oldSource, source));
@@ -266,14 +268,19 @@ export class NotebookIntegration implements INotebookHost {
     }
   }
 
-  /** Bring the notebook to the front and select/scroll to the cell. */
-  reveal(path: string, cellId: string): boolean {
+  /** Bring the notebook to the front (opening it if it is closed) and select/scroll to the cell. */
+  async reveal(path: string, cellId: string): Promise<boolean> {
     const want = normalizePath(path);
-    const panel =
+    let panel =
       this.options.tracker.find(p => panelPath(p) === want) ??
       this.options.tracker.find(p => want.endsWith('/' + panelPath(p)) || panelPath(p).endsWith('/' + want));
     if (!panel) {
-      return false;
+      const opened = want.endsWith('.ipynb') ? this.options.open?.(want) : null;
+      if (!(opened instanceof NotebookPanel)) {
+        return false;
+      }
+      panel = opened;
+      await panel.context.ready;
     }
     this.options.activate(panel);
     const notebook = panel.content;
