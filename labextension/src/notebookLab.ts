@@ -202,16 +202,17 @@ export class NotebookIntegration implements INotebookHost {
     return notebook.widgets.filter(w => notebook.isSelectedOrActive(w)).map(w => w.model.id).filter(id => /^[A-Za-z0-9_-]{1,64}$/.test(id)).slice(0, 200);
   }
 
-  /** The run request's `notebook` field: only while the chip is on and a notebook is active. */
-  runContext(): { notebook?: INotebookContext } {
+  /**
+   * The run request's `notebook` field: the active notebook and its selected cells while the
+   * chip is on; otherwise `{bridge: true}` alone, so notebooks open here are still edited
+   * through the open document (never the file under it).
+   */
+  runContext(): { notebook: INotebookContext } {
     this.renderChip();
     const panel = this.options.tracker.currentWidget;
-    if (!this.chipOn || !panel) {
-      return {};
-    }
-    const path = panelPath(panel);
-    if (!path.endsWith('.ipynb')) {
-      return {};
+    const path = panel ? panelPath(panel) : '';
+    if (!this.chipOn || !path.endsWith('.ipynb')) {
+      return { notebook: { bridge: true } };
     }
     return { notebook: { path, cell_ids: this.selectedCellIds(), bridge: true } };
   }

@@ -146,7 +146,8 @@ export type AgentEvent =
 
 /** The active notebook a run is about (docs/notebook-bridge.md). */
 export interface INotebookContext {
-  path: string;
+  /** Absent when no notebook is active or the user dropped the chip (bridge only). */
+  path?: string;
   cell_ids?: string[];
   bridge?: boolean;
 }

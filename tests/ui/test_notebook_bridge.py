@@ -226,3 +226,34 @@ def test_denied_edit_leaves_the_closed_notebook_untouched(page, lab, script):
     wait_done(page)
     assert (lab.root / name).read_text() == original
     assert not (lab.root / ".ipynb_checkpoints" / name.replace(".ipynb", "-checkpoint.ipynb")).exists()
+
+
+def test_dropping_the_chip_leaves_the_notebook_out_of_the_prompt_but_edits_stay_live(page, lab, script):
+    name = f"chip-{uuid.uuid4().hex[:6]}.ipynb"
+    make_notebook(lab.root, name)
+    notebook = open_notebook(page, lab, name)
+    save_clean(page, notebook, name)
+    on_disk = (lab.root / name).read_text()
+    chip(page).click()  # one click drops it
+    assert chip(page).get_attribute("aria-pressed") == "false"
+    script.script(
+        Turn.call("notebook_edit", {"path": name, "action": "insert", "index": 0, "source": "# added", "cell_type": "markdown"},
+                  id="call_nb_md"),
+        Turn.say("Added a heading."),
+    )
+    new_session(page)
+    starts: list[dict[str, Any]] = []
+    page.on("request", lambda r: starts.append(json.loads(r.post_data or "{}"))
+            if r.method == "POST" and r.url.split("?")[0].endswith("/astro/api/runs") else None)
+    send(page, "add a heading")
+    page.locator(f"{PANEL} .jp-Astro-permission").get_by_role("button", name="Allow", exact=True).click()
+    wait_done(page)
+    assert starts[0]["notebook"] == {"bridge": True}
+    assert name not in script.chat_requests[0]["messages"][-1]["content"]
+    # still the open document: the cell is there, the file on disk is not written under it
+    assert cells(notebook).count() == 3
+    assert "added" in cells(notebook).nth(0).inner_text()
+    assert is_dirty(page, name)
+    assert (lab.root / name).read_text() == on_disk
+    chip(page).click()  # and one click brings it back
+    assert chip(page).get_attribute("aria-pressed") == "true"
