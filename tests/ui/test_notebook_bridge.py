@@ -109,6 +109,7 @@ def test_agent_inserts_and_runs_a_cell_in_the_open_notebook(page, lab, script):
     question.wait_for()
     # the permission prompt comes first: nothing changed yet
     assert "notebook_edit" in question.inner_text()
+    assert question.get_by_role("button", name="Allow for this notebook").is_visible()
     assert cells(notebook).count() == 2
     question.get_by_role("button", name="Allow", exact=True).click()
     # the cell appears in the open document, without a reload
@@ -257,3 +258,36 @@ def test_dropping_the_chip_leaves_the_notebook_out_of_the_prompt_but_edits_stay_
     assert (lab.root / name).read_text() == on_disk
     chip(page).click()  # and one click brings it back
     assert chip(page).get_attribute("aria-pressed") == "true"
+
+
+def test_replace_card_shows_a_diff_and_code_blocks_insert_and_run(page, lab, script):
+    name = f"diff-{uuid.uuid4().hex[:6]}.ipynb"
+    nb = make_notebook(lab.root, name)
+    notebook = open_notebook(page, lab, name)
+    script.script(
+        Turn.call("notebook_edit", {"path": name, "action": "replace", "cell_id": nb.cells[1].id, "source": "x = 21"},
+                  id="call_nb_replace"),
+        Turn.say("Changed x. To check it:\n\n```python\nprint('six times seven is', 6 * 7)\n```\n"),
+    )
+    new_session(page)
+    send(page, "set x to 21")
+    panel = page.locator(PANEL)
+    panel.locator(".jp-Astro-permission").get_by_role("button", name="Allow", exact=True).click()
+    wait_done(page)
+    assert cells(notebook).nth(1).locator(".jp-InputArea").inner_text().strip().endswith("x = 21")
+    card = panel.locator('.jp-Astro-tool[data-tool-call-id="call_nb_replace"] .jp-Astro-nbcell')
+    assert card.locator(".jp-Astro-diff-del").inner_text().strip() == "- x = 20"
+    assert card.locator(".jp-Astro-diff-add").inner_text().strip() == "+ x = 21"
+    # a code block of the answer: Insert puts it below the active cell; Run inserts and executes
+    cells(notebook).nth(1).locator(".jp-InputPrompt").click()
+    block = panel.locator(".jp-Astro-code-run").last
+    block.click()
+    ran = cells(notebook).nth(2)
+    ran.locator(".jp-OutputArea-output", has_text="six times seven is 42").wait_for(timeout=60_000)
+    assert "print('six times seven is', 6 * 7)" in ran.locator(".jp-InputArea").inner_text()
+    cells(notebook).nth(0).locator(".jp-InputPrompt").click()
+    panel.locator(".jp-Astro-code-insert").last.click()
+    page.wait_for_function("() => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').length === 4")
+    assert "print('six times seven is', 6 * 7)" in cells(notebook).nth(1).locator(".jp-InputArea").inner_text()
+    shot(page, "notebook-bridge-diff-and-code-block")
+    assert page.astro_errors == []

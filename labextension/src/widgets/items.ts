@@ -720,7 +720,8 @@ class QuestionView extends ItemView<IQuestionItem> {
       this.buttons = [
         button('Allow', () => send('allow'), { class: 'jp-Astro-button jp-mod-accept' }),
         button('Deny', () => send('deny'), { class: 'jp-Astro-button jp-mod-reject' }),
-        button('Always allow for this session', () => send('always'), { class: 'jp-Astro-button' })
+        // notebook tools: the server scopes "always" to the notebook (docs/notebook-bridge.md)
+        button(/^notebook_(edit|run)$/.test(q.toolName) ? 'Allow for this notebook' : 'Always allow for this session', () => send('always'), { class: 'jp-Astro-button' })
       ];
     } else {
       this.buttons = (q.options ?? []).map(option => button(visibleText(option), () => send(option)));
