@@ -24,6 +24,7 @@ import {
 } from './notebookBridge';
 import type { IToolItem } from './timeline';
 import type { INotebookContext } from './tokens';
+import { renderVisible, visibleText } from './widgets/dom';
 
 /** The notebook tools whose cards show a cell. */
 const CELL_TOOLS = new Set(['notebook_edit', 'notebook_run']);
@@ -181,7 +182,7 @@ export class NotebookIntegration implements INotebookHost {
     if (row) {
       row.hidden = !path;
     }
-    const name = path.split('/').pop() ?? path;
+    const name = visibleText(path.split('/').pop() ?? path);
     const cells = this.selectedCellIds();
     const what = cells.length > 1 ? ` · ${cells.length} cells` : cells.length === 1 ? ' · active cell' : '';
     chip.dataset.path = path;
@@ -252,7 +253,7 @@ export class NotebookIntegration implements INotebookHost {
     const name = path.split('/').pop() || path;
     const verb: Record<string, string> = { insert: 'Inserted', replace: 'Replaced', delete: 'Deleted', run: 'Ran' };
     const done = tool.status === 'done';
-    link.textContent = `${done ? verb[action] ?? action : action} cell ${cellId || '(new)'} · ${name}`;
+    link.textContent = visibleText(`${done ? verb[action] ?? action : action} cell ${cellId || '(new)'} · ${name}`);
     link.title = action === 'delete' ? 'Open the notebook' : 'Show this cell in the notebook';
     link.disabled = !path;
     link.addEventListener('click', () => void this.reveal(path, action === 'delete' ? '' : cellId));
@@ -264,7 +265,7 @@ export class NotebookIntegration implements INotebookHost {
     } else if (source !== undefined && action !== 'run') {
       const pre = document.createElement('pre');
       pre.className = 'jp-Astro-pre jp-Astro-nbcell-source';
-      pre.textContent = source;
+      renderVisible(pre, source); // hidden characters (bidi, zero-width) shown as escapes, as in the prompt
       box.appendChild(pre);
     }
   }
@@ -322,7 +323,7 @@ function renderDiff(before: string, after: string): HTMLElement {
   for (const { op, text } of diffLines(before, after)) {
     const line = document.createElement('span');
     line.className = op === '-' ? 'jp-Astro-diff-del' : op === '+' ? 'jp-Astro-diff-add' : 'jp-Astro-diff-same';
-    line.textContent = `${op} ${text}\n`;
+    line.textContent = `${op} ${visibleText(text)}\n`;
     pre.appendChild(line);
   }
   return pre;
