@@ -33,6 +33,9 @@ def parse_notebook_context(raw: Any, services: "ServiceContainer") -> tuple[Clie
     if not isinstance(raw, dict):
         raise InvalidRequest("'notebook' must be an object {path, cell_ids?, bridge?}", reason="invalid_notebook")
     path = raw.get("path")
+    if path is None and set(raw) <= {"bridge"} and isinstance(raw.get("bridge"), bool):
+        # no active notebook (or the user dropped the chip), but the sidebar can still act on open ones
+        return ClientNotebook(bridge=raw["bridge"]), ""
     if not isinstance(path, str) or not path.strip() or len(path) > MAX_PATH:
         raise InvalidRequest("'notebook.path' must be the notebook's path relative to the server root", reason="invalid_notebook")
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in path):

@@ -99,7 +99,7 @@ export class AstroAPI {
     return this.call(`api/runs/${enc(runId)}/cancel`, json('POST', {}));
   }
 
-  answer(runId: string, requestId: string, answer: PermissionAnswer | string): Promise<unknown> {
+  answer(runId: string, requestId: string, answer: PermissionAnswer | string | Record<string, unknown>): Promise<unknown> {
     return this.call(`api/runs/${enc(runId)}/answers`, json('POST', { request_id: requestId, answer }));
   }
 

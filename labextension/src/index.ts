@@ -10,11 +10,12 @@ import {
 import { Dialog, ICommandPalette, showDialog } from '@jupyterlab/apputils';
 import { PageConfig, PathExt } from '@jupyterlab/coreutils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
-import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
+import { INotebookTracker } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { AstroAPI } from './handler';
+import { NotebookIntegration } from './notebookLab';
 import { freeName, relativeToRoot } from './paths';
 import { astroIcon } from './widgets/icons';
 import { AstroPanel, DEFAULT_SETTINGS, IAstroSettings } from './widgets/panel';
@@ -50,8 +51,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     };
 
+    const api = new AstroAPI(app.serviceManager.serverSettings);
+    const notebook = notebooks
+      ? new NotebookIntegration({
+          tracker: notebooks,
+          answer: (runId, requestId, answer) => api.answer(runId, requestId, answer),
+          activate: widget => app.shell.activateById(widget.id),
+          open: path => docManager?.openOrReveal(path)
+        })
+      : null;
     const panel = new AstroPanel({
-      api: new AstroAPI(app.serviceManager.serverSettings),
+      api,
+      notebook,
       rendermime,
       openPath: (path: string) => {
         const rel = relativeToRoot(path, PageConfig.getOption('serverRoot'));
@@ -74,24 +85,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         open(path);
         return path;
       },
-      insertCode: async (code: string, run: boolean) => {
-        const current = notebooks?.currentWidget;
-        if (!current) {
-          return false;
-        }
-        const notebook = current.content;
-        NotebookActions.insertBelow(notebook);
-        const cell = notebook.activeCell;
-        if (!cell) {
-          return false;
-        }
-        cell.model.sharedModel.setSource(code);
-        app.shell.activateById(current.id);
-        if (run) {
-          await NotebookActions.run(notebook, current.sessionContext);
-        }
-        return true;
-      },
+      insertCode: async (code: string, run: boolean) => (notebook ? notebook.insertCode(code, run) : false),
       openSettings: settingRegistry
         ? () => void app.commands.execute('settingeditor:open', { query: 'Astro research agent' })
         : undefined

@@ -57,6 +57,8 @@ export class RunModel {
   private sse: SSEClient | null = null;
   private cancelRequested = false;
   private _doneReason: string | null = null;
+  private _started = new Signal<this, string>(this);
+  private _event = new Signal<this, { runId: string; event: AgentEvent }>(this);
 
   constructor(private readonly options: IRunModelOptions) {
     options.timeline.finished.connect((_, info) => {
@@ -90,6 +92,14 @@ export class RunModel {
   get statusChanged(): ISignal<this, RunStatus> {
     return this._statusChanged;
   }
+  /** This model started a run (its id, before its first event). */
+  get started(): ISignal<this, string> {
+    return this._started;
+  }
+  /** Every new (not replayed-twice) event of the followed run, after the timeline applied it. */
+  get event(): ISignal<this, { runId: string; event: AgentEvent }> {
+    return this._event;
+  }
   /** A human-readable failure (start refused, stream lost for good, answer rejected). */
   get error(): ISignal<this, string> {
     return this._error;
@@ -120,6 +130,7 @@ export class RunModel {
     if (this.cancelRequested) {
       void this.postCancel();
     }
+    this._started.emit(reply.run_id);
     this.connect(reply.run_id);
     return reply;
   }
@@ -231,7 +242,9 @@ export class RunModel {
       return;
     }
     const seq = message.id !== '' && Number.isFinite(Number(message.id)) ? Number(message.id) : null;
-    this.timeline.apply(runId, seq, event);
+    if (this.timeline.apply(runId, seq, event)) {
+      this._event.emit({ runId, event });
+    }
   }
 
   private onState(sse: SSEClient, state: SSEState): void {

@@ -144,12 +144,21 @@ export type AgentEvent =
 
 /* ---------------------------------------------------------------- REST payloads */
 
+/** The active notebook a run is about (docs/notebook-bridge.md). */
+export interface INotebookContext {
+  /** Absent when no notebook is active or the user dropped the chip (bridge only). */
+  path?: string;
+  cell_ids?: string[];
+  bridge?: boolean;
+}
+
 export interface IStartRunRequest {
   prompt: string;
   session_id?: string;
   model?: string;
   coordinator?: boolean;
   max_steps?: number;
+  notebook?: INotebookContext;
 }
 
 export interface IStartRunReply {

@@ -234,6 +234,8 @@ async def test_bridge_failures_are_clear_and_touch_nothing(
     ({"path": "a.ipynb", "cell_ids": ["ok", "../bad"]}, "invalid_notebook"),
     ({"path": "a.ipynb", "bridge": "yes"}, "invalid_notebook"),
     ({"path": "a\u2028b.ipynb"}, "invalid_notebook"),
+    ({"bridge": "yes"}, "invalid_notebook"),
+    ({"cell_ids": ["a1"], "bridge": True}, "invalid_notebook"),
 ])
 async def test_bad_notebook_context_is_refused(api: Api, context: Any, reason: str) -> None:
     status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "notebook": context})
@@ -264,3 +266,31 @@ async def test_a_subagent_of_a_sidebar_run_uses_the_bridge_too(
     read = next(e for e in tool_results(events) if e["name"] == "notebook_read")
     assert read["subagent_id"] == seen[0]["subagent_id"] and "only_in_the_browser" in read["output"]
     assert events[-1]["reason"] == "finished"
+
+
+async def test_bridge_without_an_active_notebook_still_asks_the_sidebar(
+        api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path) -> None:
+    """The user dropped the "active notebook" chip: no notebook is named to the model, but a notebook the
+    agent edits that is open in the sidebar still goes through the open document, never the file under it."""
+    notebook(jp_root_dir)
+    before = (jp_root_dir / "analysis.ipynb").read_text()
+    openai_server.script(
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "z = 3"}),
+        Turn.say("Inserted."),
+    )
+    seen: list[dict[str, Any]] = []
+
+    def answer(event: dict[str, Any]) -> Any:
+        if event["type"] == "permission_request":
+            return "allow"
+        seen.append(event)
+        return {"status": "ok", "cell_id": "new-1", "index": 2, "cell_type": "code"}
+
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "add z", "notebook": {"bridge": True}})
+    assert status == 201
+    events = await sidebar(started["run_id"], answer)
+    assert openai_server.chat_requests[0]["messages"][-1]["content"] == "add z"  # no notebook note
+    assert [(e["action"], e["path"]) for e in seen] == [("edit", "analysis.ipynb")]
+    [edit] = tool_results(events)
+    assert edit["metadata"]["via"] == "sidebar" and edit["metadata"]["cell_id"] == "new-1"
+    assert (jp_root_dir / "analysis.ipynb").read_text() == before

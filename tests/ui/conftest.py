@@ -163,6 +163,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer, sesame:
             "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
         }
     )
+    if os.environ.get("ASTRO_UI_JUPYTER_PATH"):  # test a worktree's build without repointing the shared symlink
+        env["JUPYTER_PATH"] = os.environ["ASTRO_UI_JUPYTER_PATH"]
     # No "Would you like to receive official Jupyter news?" toast.
     settings = base / "lab_settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)

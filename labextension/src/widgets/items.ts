@@ -52,6 +52,8 @@ export interface IRenderContext {
   expandTools(): boolean;
   /** Renders history Markdown when near the viewport (null: at once). */
   lazy: IntersectionObserver | null;
+  /** Adds to a tool line what its tool touched (the notebook cell of notebook tools). */
+  decorateTool?(tool: IToolItem, el: HTMLElement): void;
 }
 
 export abstract class ItemView<T extends TimelineItem = TimelineItem> {
@@ -442,6 +444,7 @@ class ToolView extends ItemView<IToolItem> {
     if (this.expanded) {
       this.fillBody();
     }
+    this.ctx.decorateTool?.(t, this.el);
   }
 
   private fillBody(): void {
@@ -717,7 +720,8 @@ class QuestionView extends ItemView<IQuestionItem> {
       this.buttons = [
         button('Allow', () => send('allow'), { class: 'jp-Astro-button jp-mod-accept' }),
         button('Deny', () => send('deny'), { class: 'jp-Astro-button jp-mod-reject' }),
-        button('Always allow for this session', () => send('always'), { class: 'jp-Astro-button' })
+        // notebook tools: the server scopes "always" to the notebook (docs/notebook-bridge.md)
+        button(/^notebook_(edit|run)$/.test(q.toolName) ? 'Allow for this notebook' : 'Always allow for this session', () => send('always'), { class: 'jp-Astro-button' })
       ];
     } else {
       this.buttons = (q.options ?? []).map(option => button(visibleText(option), () => send(option)));

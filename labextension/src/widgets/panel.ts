@@ -12,6 +12,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { Menu, Panel, Widget } from '@lumino/widgets';
 
 import { AstroAPI, AstroAPIError } from '../handler';
+import type { NotebookIntegration } from '../notebookLab';
 import { RunModel, RunStatus, SessionsModel } from '../model';
 import { IEndItem, TimelineModel } from '../timeline';
 import { ISearchHit, ISession, IStartRunRequest } from '../tokens';
@@ -71,6 +72,8 @@ export interface IAstroPanelOptions {
   insertCode?(code: string, run: boolean): Promise<boolean>;
   /** Open Settings → Settings Editor at this extension. */
   openSettings?(): void;
+  /** The notebook bridge, the active-notebook chip and notebook tool cards (notebookLab.ts). */
+  notebook?: NotebookIntegration | null;
 }
 
 const STATUS_TEXT: Record<RunStatus, string> = {
@@ -169,12 +172,15 @@ export class AstroPanel extends Panel {
       code: (action, text) => void this.codeAction(action, text),
       continueRun: item => void this.continueRun(item),
       expandTools: () => this.settings.expandToolLines,
-      lazy: null
+      lazy: null,
+      decorateTool: (tool, el) => options.notebook?.decorateTool(tool, el)
     };
     this.timelineView = new TimelineView(this.timeline, ctx, { fill: text => this.fillPrompt(text) });
     this.addWidget(this.timelineView);
     this.composer = this.buildComposer();
     this.addWidget(this.composer);
+    options.notebook?.mount(this.composer.node);
+    options.notebook?.attach(this.run);
 
     this.run.statusChanged.connect(this.onRunStatus, this);
     this.run.error.connect((_, message) => this.showMessage(message), this);
@@ -407,6 +413,7 @@ export class AstroPanel extends Panel {
     const sessionId = this.sessions.currentId;
     this.timelineView.scrollToBottom();
     const reply = await this.run.start({
+      ...(this.options.notebook?.runContext() ?? {}),
       ...request,
       session_id: sessionId ?? undefined,
       coordinator: this.coordinatorOn
