@@ -115,13 +115,15 @@ def test_sessions_search_and_open_hit(page, script):
 
     # Keyboard: arrows move through the list, F2 renames, Enter opens.
     view.locator(".jp-Astro-search-input").focus()
+    first = page.evaluate(f"() => document.querySelector('{PANEL} .jp-Astro-session-open').dataset.sessionId")
     seen = []
     for _ in range(60):  # other tests' sessions may be listed above A
         page.keyboard.press("ArrowDown")
         seen.append(page.evaluate("() => document.activeElement.dataset.sessionId"))
         if seen[-1] == a:
             break
-    assert seen[-1] == a and len(set(seen)) == len(seen)  # each key moved to the next session
+    assert seen[0] == first  # the first ArrowDown from the search box lands on the first session, not the second
+    assert seen[-1] == a and len(set(seen)) == len(seen), (a, seen)  # each key moved to the next session
     page.keyboard.press("F2")
     dialog = page.locator(".jp-Dialog")
     dialog.locator("input").fill("Renamed by keyboard")

@@ -81,6 +81,7 @@ export class SessionsView extends Widget {
         const first = this.focusables()[0];
         if (first) {
           ev.preventDefault();
+          ev.stopPropagation(); // the list's own key handler would move on to the second item
           first.focus();
         }
       }
