@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...atomic_write import atomic_write_text
 from ...errors import NotebookError
 
 if TYPE_CHECKING:
@@ -92,24 +91,7 @@ def fast_writes(nb: "NotebookNode") -> str:
 
 def write_notebook_file(path: Path, nb: "NotebookNode") -> None:
     """nbformat JSON via temp file + rename: a crash never leaves half a notebook."""
-    text = fast_writes(nb)
-    mode = None
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, fast_writes(nb))
 
 
 class NotebookKernels:

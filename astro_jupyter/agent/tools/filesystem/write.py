@@ -8,43 +8,16 @@ library's notes and skills folders asks first; the hard deny list refuses outrig
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ....atomic_write import atomic_write_text
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .regular import NotRegularFile, kind_of, run_fs
 from .security import PathNotAllowed, display_path, resolve_path, write_permission_rules
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
-
-
-def atomic_write_text(path: Path, content: str) -> int:
-    """Write ``content`` (UTF-8) to ``path`` via temp file + rename; return bytes written."""
-    data = content.encode("utf-8")
-    mode = None
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return len(data)
 
 
 class FileWriteTool(AgentTool):
