@@ -54,7 +54,7 @@ async def cmd_library(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(paper.to_dict(), ensure_ascii=False))
             else:
-                from .agent.tools.astro.search import describe_record
+                from .agent.tools.astro.metadata import describe_record
 
                 print(describe_record(paper))
             return EXIT_OK

@@ -54,7 +54,7 @@ def test_old_names_stay_importable_and_keep_their_builtin_bases() -> None:
     from astro_jupyter.agent.tools.filesystem.security import PathNotAllowed, PathProtected
     from astro_jupyter.agent.tools.notebook.bridge import NotOpen
     from astro_jupyter.agent.tools.todo import TodoError
-    from astro_jupyter.kernel.runtime import RunInterrupted
+    from astro_jupyter.kernel.loop_thread import RunInterrupted
     from astro_jupyter.server.service import InvalidRequest, NotAvailable, RateLimited
     from astro_jupyter.services.identifiers import IdentifierError
 

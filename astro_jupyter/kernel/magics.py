@@ -19,7 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from ..cells.display import AgentAnswer, AstroResult, TableResult, records_table, tools_table
 from ..cells.parsing import ArgumentSyntaxError, parse_tool_arguments
-from .runtime import KernelRuntime, RunInterrupted
+from .loop_thread import KernelLoopThread, RunInterrupted
 
 HELP = """\
 %astro                              this help
@@ -67,7 +67,7 @@ class AstroMagics(Magics):
         from ..config import AstroConfig
 
         self.config_obj = AstroConfig(parent=shell)
-        self.rt = KernelRuntime(self.config_obj, shell)
+        self.rt = KernelLoopThread(self.config_obj, shell)
 
     # -- dispatch ------------------------------------------------------------------------------------
     @no_var_expand

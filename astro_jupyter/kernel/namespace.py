@@ -2,7 +2,7 @@
 
 The agent runs on the runtime's loop thread; user objects (and matplotlib, and IPython's
 display machinery) belong to the kernel's main thread. ``ShellAccess`` hands each request
-to that thread through ``KernelRuntime.on_main``: the cell's follower loop (``%%astro``) or
+to that thread through ``KernelLoopThread.on_main``: the cell's follower loop (``%%astro``) or
 the waiting ``%astro`` call runs it between events, so code executes exactly where the
 user's own cells do, and its ``display()`` output lands in the running cell, under the
 timeline.
@@ -33,7 +33,7 @@ from .inspect import cut, summarize, user_variables
 
 if TYPE_CHECKING:
     from ..config import AstroConfig
-    from .runtime import KernelRuntime
+    from .loop_thread import KernelLoopThread
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ids = itertools.count(1)
@@ -58,7 +58,7 @@ def describe_display(data: dict[str, Any], metadata: dict[str, Any]) -> str:
 class ShellAccess:
     """``KernelAccess`` for one IPython shell (see ``agent/tools/notebook/kernel.py``)."""
 
-    def __init__(self, shell: Any, runtime: "KernelRuntime", config: "AstroConfig") -> None:
+    def __init__(self, shell: Any, runtime: "KernelLoopThread", config: "AstroConfig") -> None:
         self.shell = shell
         self.runtime = runtime
         self.config = config

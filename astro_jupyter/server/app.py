@@ -14,11 +14,11 @@ from typing import Any
 from jupyter_server.extension.application import ExtensionApp
 
 from ..config import AstroConfig
-from . import auth, bookmarklet, models, notes, openapi, papers, runs, search, sessions, sse
+from . import auth, bookmarklet, llm_models, notes, openapi, papers, runs, search, sessions, sse
 from .base import SERVICE_KEY
 from .service import AstroService
 
-ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, models, auth, openapi, bookmarklet)
+ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, llm_models, auth, openapi, bookmarklet)
 
 
 def all_handlers() -> list[tuple[str, Any]]:

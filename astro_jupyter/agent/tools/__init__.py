@@ -25,6 +25,7 @@ __all__ = [
 FAMILIES: tuple[str, ...] = (
     ".astro.target",
     ".astro.search",
+    ".astro.metadata",
     ".astro.download",
     ".astro.paper",
     ".astro.rag",

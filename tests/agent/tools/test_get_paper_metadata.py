@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from astro_jupyter.agent.tools.astro.search import GetPaperMetadataTool
+from astro_jupyter.agent.tools.astro.metadata import GetPaperMetadataTool
 from astro_jupyter.services.container import ServiceContainer
 from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
 from tests.fakes.base import FakeServer

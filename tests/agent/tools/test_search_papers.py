@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
-from astro_jupyter.agent.tools.astro.search import GetPaperMetadataTool, SearchPapersTool, tools
+from astro_jupyter.agent.tools.astro import metadata as metadata_family
+from astro_jupyter.agent.tools.astro import search as search_family
+from astro_jupyter.agent.tools.astro.metadata import GetPaperMetadataTool
+from astro_jupyter.agent.tools.astro.search import SearchPapersTool
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
@@ -32,7 +35,8 @@ async def run_search(services: ServiceContainer, **args: Any) -> tuple[Any, Reco
 
 
 def test_declaration() -> None:
-    search, meta = tools(AstroConfig())
+    [search] = search_family.tools(AstroConfig())
+    [meta] = metadata_family.tools(AstroConfig())
     assert (search.name, meta.name) == ("search_papers", "get_paper_metadata")
     for tool in (search, meta):
         assert tool.is_readonly and tool.is_concurrency_safe({}) and not tool.defer_loading

@@ -86,7 +86,7 @@ def own_notebook(shell: Any) -> "Path | None":
     return None
 
 
-class KernelRuntime:
+class KernelLoopThread:
     """Owns the loop thread, the services and the agent runtime of one IPython shell."""
 
     def __init__(self, config: "AstroConfig", shell: Any = None) -> None:

@@ -1,4 +1,4 @@
-"""Models: ``GET astro/api/models`` (current + what the endpoint offers), ``PUT astro/api/models/current``."""
+"""LLM-model routes: ``GET astro/api/models`` (current + what the endpoint offers), ``PUT astro/api/models/current``."""
 
 from __future__ import annotations
 
