@@ -144,14 +144,3 @@ class SubagentResult:
     is_error: bool = False
     steps: int = 0
     subagent_id: str = ""
-
-
-@dataclass
-class TurnResult:
-    """What one LLM turn produced (``cancelled``: the stream was abandoned)."""
-
-    text: str
-    calls: list[Any]  # ToolCallReady items handed to the executor
-    executed: list[Any]  # ExecutedCall
-    cancelled: bool = False
-    error: BaseException | None = None

@@ -1,7 +1,8 @@
-"""The ReAct loop: prompt → LLM stream → tools → results → ... → Done.
+"""The run lifecycle: start → session, hooks, history → the turn loop (``loop.py``) → Done.
 
 One ``AgentRuntime`` per process surface (the server extension, a kernel, the CLI). Each
-run is one asyncio task with its own ``EventBus``. The loop's promises:
+run is one asyncio task with its own ``EventBus``; its turns go through ``loop.run_loop``,
+the same loop subagents, coordinator workers and teammates use. The run's promises:
 
 * ``session`` is the first event and ``done`` the last, whatever happens in between;
   any failure becomes an ``error`` event followed by ``done(reason="error")``;
@@ -19,42 +20,29 @@ LLM call with the ``RunState``: compaction, background-task injection) and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
-from ..events import AskUser, Done, Error, Event, ModelSwitch, PermissionRequest, SessionStarted, Subagent
-from ..events import TextDelta, ThinkingDelta, ToolResult
+from ..events import AskUser, Done, Error, Event, PermissionRequest, SessionStarted, Subagent
 from .bus import EventBus
 from .hooks.base import HookEventName
+from .loop import Cancelled, Failed, FinalOutput, LoopInput, MaxSteps, TurnPreparer, run_loop
 from .prompt import SUBAGENT_ROLE, build_system_prompt
-from .run import RunHandle, RunState, SubagentResult, TurnResult, new_request_id
+from .run import RunHandle, RunState, SubagentResult, new_request_id
 from .runlocks import RunLocks, fcntl_missing
 
 if TYPE_CHECKING:
     from ..services.container import ServiceContainer
-    from .executor import ToolExecutor
     from .hooks import HookRegistry
     from .tools.base import ToolContext
     from .tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-TurnPreparer = Callable[[RunState], Awaitable[None]]
 _KEEP_FINISHED = 200
 _TITLE_CHARS = 80
-
-
-def _with_id(call: Any, call_id: str) -> Any:
-    """The call as stored in the assistant message, with the id the executor gave its result.
-
-    The executor repairs blank ids; the assistant's ``tool_calls`` must carry the same id or the
-    endpoint rejects the next request (a tool result without its call).
-    """
-    return call if call.id == call_id else dataclasses.replace(call, id=call_id)
 
 
 def title_from_prompt(prompt: str) -> str:
@@ -291,125 +279,29 @@ class AgentRuntime:
         return await self._finish(handle, reason, prompt, title)
 
     async def _loop(self, handle: RunHandle, registry: "ToolRegistry") -> str:
+        """The run's turns through ``loop.run_loop``: stored turns, held results, the run's preparers."""
         from .executor import ToolExecutor
 
         state = handle.state
-        executor = ToolExecutor(registry, self.permissions, self.hooks, self.config)
         ctx = self._tool_context(handle)
         state.extra["tool_ctx"] = ctx  # compaction snapshots ctx.file_state and parents the memory bridge
-        cancel_wait = asyncio.get_running_loop().create_task(handle.cancelled.wait())
-        try:
-            while True:
-                if handle.cancelled.is_set():
-                    return "cancelled"
-                if state.step >= state.max_steps:
-                    return "max_steps"
-                state.step += 1
-                for prepare in list(self.turn_preparers):
-                    await prepare(state)
-                turn = await self._turn(handle, registry, executor, ctx, cancel_wait)
-                if turn.error is not None:
-                    raise turn.error
-                if turn.cancelled:
-                    return "cancelled"
-                if not turn.calls:
-                    state.final_text = turn.text
-                    return "finished"
-        finally:
-            cancel_wait.cancel()
 
-    async def _turn(
-        self, handle: RunHandle, registry: "ToolRegistry", executor: "ToolExecutor", ctx: "ToolContext", cancel_wait: "asyncio.Task[Any]"
-    ) -> TurnResult:
-        """One LLM call with its tools; persists the turn before announcing its results."""
-        from .executor import ToolCallRequest
+        async def store(messages: list[dict[str, Any]]) -> None:
+            await self.services.messages.append_many(state.session_id, messages, run_id=state.run_id)
 
-        state, bus = handle.state, handle.bus
-        step = state.step
-        held: list[Event] = []
-        turn_ctx = dataclasses.replace(ctx, step=step, emit=self._holding_emit(bus, held))
-        streaming = executor.stream(turn_ctx)
-        text: list[str] = []
-        calls: list[Any] = []
-        tools = self._tool_definitions(registry, state)
+        def switched(to_model: str) -> None:
+            self.hooks.fire_and_forget(HookEventName.NOTIFICATION, {"level": "info", "message": f"model switched to {to_model}"})
 
-        async def consume() -> Any:
-            stream = self.llm.stream(state.messages, tools, model=state.model)
-            try:
-                return await drain(stream)
-            finally:
-                await stream.aclose()  # releases the HTTP response at once (cancel, error or done)
-
-        slice_secs = self.config.stream_slice_ms / 1000
-
-        async def drain(stream: Any) -> Any:
-            # Chunks that arrived together come out of the client without a pause: after
-            # ``stream_slice_ms`` of them, let the loop serve requests and the other runs.
-            mark = time.perf_counter()
-            async for item in stream:
-                if time.perf_counter() - mark > slice_secs:
-                    await asyncio.sleep(0)
-                    mark = time.perf_counter()
-                kind = item.kind
-                if kind == "text":
-                    text.append(item.delta)
-                    bus.publish(TextDelta(delta=item.delta, step=step))
-                elif kind == "thinking":
-                    bus.publish(ThinkingDelta(delta=item.delta, step=step))
-                elif kind == "tool_call":
-                    calls.append(_with_id(item, streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))))
-                elif kind == "model_switch":
-                    state.model = item.to_model
-                    bus.publish(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
-                    self.hooks.fire_and_forget(HookEventName.NOTIFICATION, {"level": "info", "message": f"model switched to {item.to_model}"})
-                elif kind == "completed":
-                    state.add_usage(item.usage)
-                    return item
-            return None
-
-        consumer = asyncio.get_running_loop().create_task(consume())
-        error: BaseException | None = None
-        cancelled = False
-        await asyncio.wait({consumer, cancel_wait}, return_when=asyncio.FIRST_COMPLETED)
-        if not consumer.done():
-            consumer.cancel()
-            cancelled = True
-        try:
-            await consumer
-        except asyncio.CancelledError:
-            cancelled = True
-        except Exception as exc:  # noqa: BLE001 - the LLM failed: finish started tools, then report
-            error = exc
-        executed = await streaming.finish()  # started calls end as the executor decides (Block tools finish)
-        assistant: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
-        if calls:
-            assistant["tool_calls"] = [c.to_message() for c in calls]
-        new_messages = [assistant, *[e.message for e in executed]]
-        if assistant["content"] or calls:
-            await self.services.messages.append_many(state.session_id, new_messages, run_id=state.run_id)
-            state.messages.extend(new_messages)
-        for event in held:
-            bus.publish(event)
-        return TurnResult("".join(text), calls, executed, cancelled=cancelled or handle.cancelled.is_set(), error=error)
-
-    def _tool_definitions(self, registry: "ToolRegistry", state: RunState) -> list[dict[str, Any]]:
-        defs = registry.resident_definitions()
-        if state.loaded_tools:
-            defs = defs + [t.definition() for t in registry.sorted_tools() if t.defer_loading and t.name in state.loaded_tools]
-            defs.sort(key=lambda d: d["function"]["name"])
-        return defs
-
-    @staticmethod
-    def _holding_emit(bus: EventBus, held: list[Event]) -> Callable[[Event], Awaitable[None]]:
-        """Tool results of the main loop wait for the turn's commit; everything else goes out now."""
-
-        async def emit(event: Event) -> None:
-            if isinstance(event, ToolResult) and event.subagent_id is None:
-                held.append(event)
-            else:
-                bus.publish(event)
-
-        return emit
+        outcome = await run_loop(LoopInput(
+            llm=self.llm, executor=ToolExecutor(registry, self.permissions, self.hooks, self.config),
+            registry=registry, ctx=ctx, state=state, cancelled=handle.cancelled, preparers=self.turn_preparers,
+            sink=store, hold_results=True, on_model_switch=switched, slice_secs=self.config.stream_slice_ms / 1000,
+        ))
+        if isinstance(outcome.ending, Failed):
+            raise outcome.ending.error
+        if isinstance(outcome.ending, FinalOutput):
+            state.final_text = outcome.ending.text
+        return outcome.reason
 
     def _tool_context(self, handle: RunHandle, *, emit: Any = None) -> "ToolContext":
         from .tools.base import ToolContext
@@ -531,7 +423,7 @@ class AgentRuntime:
     ) -> SubagentResult:
         """An isolated loop: fresh messages, no user questions, events tagged with its id."""
         from ..store.sessions import new_id
-        from .executor import ToolCallRequest, ToolExecutor
+        from .executor import ToolExecutor
 
         limit = min(max_steps or self.config.subagent_max_steps, self.config.subagent_step_limit)
         sub_id = new_id("sub")
@@ -557,50 +449,22 @@ class AgentRuntime:
         hook_base = {"session_id": parent_ctx.session_id, "run_id": parent_ctx.run_id, "subagent_id": sub_id}
         await parent_emit(Subagent(id=sub_id, phase="start", task=task, parent_tool_call_id=parent_ctx.tool_call_id))
         await self.hooks.run(HookEventName.SUBAGENT_START, {**hook_base, "task": task})
-        executor = ToolExecutor(sub_registry, self.permissions, self.hooks, self.config)
         system = build_system_prompt(sub_registry, role=system_prompt or SUBAGENT_ROLE)
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        summary, is_error, steps = "", False, 0
+        sub_state.messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        summary, is_error = "", False
         try:
-            while True:
-                if parent_ctx.cancelled.is_set():
-                    summary, is_error = "The subagent was cancelled.", True
-                    break
-                if steps >= limit:
-                    summary = (summary + "\n\n" if summary else "") + f"(stopped after {limit} steps; the task may be unfinished)"
-                    break
-                steps += 1
-                text: list[str] = []
-                streaming = executor.stream(dataclasses.replace(ctx, step=steps))
-                calls: list[Any] = []
-                defs = self._tool_definitions(sub_registry, sub_state)  # resident + loaded deferred tools
-                try:
-                    # aclosing: a subagent stopped mid-stream releases its HTTP response at once, as the main loop does
-                    async with contextlib.aclosing(self.llm.stream(messages, defs)) as stream:
-                        async for item in stream:
-                            if item.kind == "text":
-                                text.append(item.delta)
-                                await emit(TextDelta(delta=item.delta, step=steps))
-                            elif item.kind == "thinking":
-                                await emit(ThinkingDelta(delta=item.delta, step=steps))
-                            elif item.kind == "tool_call":
-                                calls.append(_with_id(item, streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))))
-                            elif item.kind == "model_switch":
-                                await emit(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
-                except Exception:
-                    # the LLM failed after calls started: they end (and report) before the subagent does,
-                    # as in the main loop, instead of running on unowned after its stop event
-                    await streaming.finish()
-                    raise
-                executed = await streaming.finish()
-                summary = "".join(text).strip() or summary
-                assistant: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
-                if calls:
-                    assistant["tool_calls"] = [c.to_message() for c in calls]
-                messages.append(assistant)
-                messages.extend(e.message for e in executed)
-                if not calls:
-                    break
+            outcome = await run_loop(LoopInput(
+                llm=self.llm, executor=ToolExecutor(sub_registry, self.permissions, self.hooks, self.config),
+                registry=sub_registry, ctx=ctx, state=sub_state, cancelled=parent_ctx.cancelled,
+                slice_secs=self.config.stream_slice_ms / 1000,
+            ))
+            ending, summary = outcome.ending, outcome.last_text
+            if isinstance(ending, Cancelled):
+                summary, is_error = "The subagent was cancelled.", True
+            elif isinstance(ending, MaxSteps):
+                summary = (summary + "\n\n" if summary else "") + f"(stopped after {limit} steps; the task may be unfinished)"
+            elif isinstance(ending, Failed):
+                raise ending.error
         except asyncio.CancelledError:
             # stopped from outside (a coordinator timeout, task_stop, shutdown): watchers still see it end
             stop = Subagent(
@@ -622,4 +486,4 @@ class AgentRuntime:
         await parent_emit(
             Subagent(id=sub_id, phase="stop", task=task, parent_tool_call_id=parent_ctx.tool_call_id, summary=summary, is_error=is_error)
         )
-        return SubagentResult(summary=summary, is_error=is_error, steps=steps, subagent_id=sub_id)
+        return SubagentResult(summary=summary, is_error=is_error, steps=sub_state.step, subagent_id=sub_id)

@@ -3,7 +3,7 @@
 The first prompt carries only the resident tools' definitions plus a catalog (name and a
 one-line summary of every tool). Heavy or niche tools (``defer_loading``) are loaded on
 demand: this tool records their names in ``run_state.loaded_tools`` and the runtime adds
-their definitions to the next LLM request (``AgentRuntime._tool_definitions``).
+their definitions to the next LLM request (``loop.tool_definitions``).
 """
 
 from __future__ import annotations
