@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
@@ -73,7 +72,7 @@ class BackgroundQueue:
             ask_user=None,
             ask_permission=None,
             tool_call_id=task_id,
-            run_state=None,
+            scope=None,  # no loop to change: the run that started it may end first
         )
         task = asyncio.get_running_loop().create_task(self._run(task_id, tool, args, bg_ctx), name=f"bg:{task_id}")
         self._tasks[task_id] = task
@@ -133,21 +132,13 @@ class BackgroundQueue:
         return [{"role": "user", "content": "\n".join(parts)}]
 
 
-_queues: "weakref.WeakKeyDictionary[Any, BackgroundQueue]" = weakref.WeakKeyDictionary()
-
-
 def queue_for(services: "ServiceContainer") -> BackgroundQueue:
     """The one queue of a service container (server and kernel each have their own).
 
-    The queue is also set as an attribute of the container, whose ``close()`` closes every
-    attribute with a ``close`` before the database: still-running tasks are cancelled and
-    recorded as failed while the store is open.
+    It is the container's attachment, so the container's ``close()`` closes it before the
+    database: still-running tasks are cancelled and recorded as failed while the store is open.
     """
-    queue = _queues.get(services)
-    if queue is None:
-        queue = _queues[services] = BackgroundQueue(services)
-        services.__dict__.setdefault("background_queue", queue)
-    return queue
+    return services.attachment(BackgroundQueue, BackgroundQueue)
 
 
 async def drain_background_messages(services: "ServiceContainer", session_id: str) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@
   the older messages with the LLM, keep the newest ``compaction_keep_recent_messages`` verbatim
   and re-insert the snapshot files. Repeated failures open a circuit breaker
   (``compaction_breaker_threshold``) so a broken summariser cannot make every step fail.
-* **manual**: ``compress_context`` sets ``run_state.compact_requested``; applied here, and not
+* **manual**: ``compress_context`` sets ``RunState.compact_requested``; applied here, and not
   subject to the breaker.
 
 Nothing is deleted: dropped messages are marked ``compacted`` in the store and the summary is
@@ -23,16 +23,19 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from ..events import Compaction, Event
 from .hooks.base import HookEventName
 from .subagents import readonly_registry
 
 if TYPE_CHECKING:
+    from ..config import AstroConfig
     from ..services.container import ServiceContainer
-    from .run import RunState
+    from .hooks import HookRegistry
+    from .run import RunHandle, RunState, SubagentResult
     from .tools.base import ToolContext
+    from .tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -149,19 +152,43 @@ async def load_history(services: "ServiceContainer", session_id: str) -> list[di
     return history
 
 
-class Compactor:
-    """The turn preparer; one per runtime, state per run in ``run_state.extra['compaction']``."""
+class Summarizer(Protocol):
+    async def complete(self, messages: list[dict[str, Any]]) -> str: ...
 
-    def __init__(self, runtime: Any) -> None:
+
+class CompactionHost(Protocol):
+    """What compaction uses of the runtime (``AgentRuntime``)."""
+
+    services: "ServiceContainer"
+    config: "AstroConfig"
+    hooks: "HookRegistry"
+
+    @property
+    def llm(self) -> Summarizer: ...
+
+    @property
+    def registry(self) -> "ToolRegistry": ...
+
+    def get_run(self, run_id: str) -> "RunHandle | None": ...
+
+    async def run_subagent(
+        self, task: str, *, parent_ctx: "ToolContext", max_steps: int | None = None,
+        registry: "ToolRegistry | None" = None, system_prompt: str | None = None,
+    ) -> "SubagentResult": ...
+
+
+class Compactor:
+    """The turn preparer; one per runtime, state per run in ``RunState.compaction``."""
+
+    def __init__(self, runtime: CompactionHost) -> None:
         self.runtime = runtime
         self.services: "ServiceContainer" = runtime.services
         self.config = runtime.config
 
     def stats(self, state: "RunState") -> CompactionStats:
-        stats = state.extra.get("compaction")
-        if stats is None:
-            stats = state.extra["compaction"] = CompactionStats(CircuitBreaker(self.config.compaction_breaker_threshold))
-        return stats
+        if state.compaction is None:
+            state.compaction = CompactionStats(CircuitBreaker(self.config.compaction_breaker_threshold))
+        return state.compaction
 
     def _emitter(self, state: "RunState") -> Callable[[Event], Awaitable[None]]:
         handle = self.runtime.get_run(state.run_id)
@@ -232,10 +259,10 @@ class Compactor:
                 stats.nothing_reported = True
                 await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message="nothing old enough to compact"))  # type: ignore[arg-type]
             return False
-        ctx: "ToolContext | None" = state.extra.get("tool_ctx")
+        ctx = state.tool_ctx
         recent = ctx.file_state.recent_paths(int(self.config.compaction_restore_files)) if ctx is not None else []
         dropped, kept = state.messages[1:cut], state.messages[cut:]
-        focus = str(state.extra.pop("compact_focus", "") or "")
+        focus, state.compact_focus = state.compact_focus, ""
         try:
             summary = await asyncio.wait_for(self.summarize(dropped, focus), float(self.config.llm_timeout_secs))
             if not summary.strip():
@@ -360,7 +387,7 @@ class Compactor:
             log.warning("compaction memory bridge failed", exc_info=True)
 
 
-async def inject_background_results(runtime: Any, state: "RunState") -> None:
+async def inject_background_results(runtime: CompactionHost, state: "RunState") -> None:
     """Finished background tasks reach the model (and the stored history) before its next call."""
     from .background import drain_background_messages
 
@@ -372,7 +399,7 @@ async def inject_background_results(runtime: Any, state: "RunState") -> None:
         state.messages.append(message)
 
 
-def default_turn_preparers(runtime: Any) -> list[Callable[["RunState"], Awaitable[None]]]:
+def default_turn_preparers(runtime: CompactionHost) -> list[Callable[["RunState"], Awaitable[None]]]:
     """Background results first (they count towards the budget), then compaction."""
 
     async def background(state: "RunState") -> None:

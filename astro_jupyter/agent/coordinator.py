@@ -1,22 +1,20 @@
 """Coordinator mode: a run that plans and delegates, with a bounded pool of worker subagents.
 
-Each coordinator run gets one :class:`WorkerPool`. ``delegate_task`` stores a row in
+Each coordinator run gets one :class:`WorkerPool`, held by its run scope (``RunScope.pool``). ``delegate_task`` stores a row in
 ``coordinator_tasks`` and schedules a worker; at most ``coordinator_workers`` workers run
 at once (an ``asyncio.Semaphore``), each under ``coordinator_task_timeout_secs`` counted
 from when it starts running (not while it queues). Workers are ordinary subagents (the
 runtime's standard tools, same permissions and hooks). Every state change is written to
-the table before the tools report it. When the run ends (the ``Stop`` hook), workers still
-queued or running are stopped and recorded as such.
+the table before the tools report it. When the run ends (its scope is closed right after the
+``Stop`` hooks), workers still queued or running are stopped and recorded as such.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .hooks.base import HookEventName
 from .subagents import spawn
 
 if TYPE_CHECKING:
@@ -103,37 +101,19 @@ class WorkerPool:
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-_pools: "weakref.WeakKeyDictionary[Any, dict[str, WorkerPool]]" = weakref.WeakKeyDictionary()
-
-
-def _stop_hook(pools: dict[str, WorkerPool]) -> Any:
-    async def on_stop(event: Any, payload: dict[str, Any]) -> None:
-        pool = pools.pop(str(payload.get("run_id", "")), None)
-        if pool is not None:
-            await pool.close()
-
-    return on_stop
-
-
-def pool_for(ctx: "ToolContext") -> WorkerPool:
-    """The worker pool of the caller's run (created on first delegation)."""
-    owner = ctx.runtime if ctx.runtime is not None else ctx.services
-    pools = _pools.get(owner)
-    if pools is None:
-        pools = _pools[owner] = {}
-        hooks = getattr(ctx.runtime, "hooks", None)
-        if hooks is not None:
-            hooks.register(HookEventName.STOP, _stop_hook(pools), name="coordinator-pool-cleanup")
-    key = ctx.run_id or ctx.session_id
-    pool = pools.get(key)
-    if pool is None:
-        pool = pools[key] = WorkerPool(ctx)
-    return pool
+def pool_for(ctx: "ToolContext") -> WorkerPool | None:
+    """The worker pool of the caller's run, created on first delegation; None outside a run."""
+    scope = ctx.scope
+    if scope is None:
+        return None
+    if scope.pool is None:
+        scope.pool = WorkerPool(ctx)  # closed with the run (``RunScope.close``)
+    return scope.pool
 
 
 def existing_pool(ctx: "ToolContext") -> WorkerPool | None:
-    owner = ctx.runtime if ctx.runtime is not None else ctx.services
-    return (_pools.get(owner) or {}).get(ctx.run_id or ctx.session_id)
+    """The worker pool of the caller's run, if it delegated anything yet."""
+    return ctx.scope.pool if ctx.scope is not None else None
 
 
 def describe(record: "CoordinatorTaskRecord", preview: int = 2000) -> str:

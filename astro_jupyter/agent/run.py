@@ -2,8 +2,8 @@
 
 The handle is what surfaces hold: the server's SSE writer, the kernel widget and the CLI
 subscribe to its events, cancel it, answer its questions and await its end. The state is
-the loop's mutable memory that tools may read or change through ``ctx.run_state``
-(loaded deferred tools, a manual-compaction request, the live message list).
+the loop's mutable memory, typed field by field; tools reach it through their run scope
+(``ctx.scope``, ``scope.py``): loaded deferred tools, a manual-compaction request, the owner.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from ..events import Done, Event
 
 if TYPE_CHECKING:
     from .bus import EventBus
+    from .compaction import CompactionStats
+    from .scope import ClientNotebook, RunScope
+    from .tools.base import ToolContext
 
 
 def new_request_id() -> str:
@@ -36,9 +39,15 @@ class RunState:
     messages: list[dict[str, Any]] = field(default_factory=list)  # what the next LLM call sends
     loaded_tools: set[str] = field(default_factory=set)  # deferred tools made resident by load_tool
     compact_requested: bool = False
+    compact_focus: str = ""  # what a requested compaction's summary must keep (compress_context)
     final_text: str = ""
     usage: dict[str, int] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)  # room for orchestration features
+    client: "ClientNotebook | None" = None  # the sidebar's open notebook (notebook tools act through it)
+    prompt_context: str = ""  # appended to the user's prompt (e.g. which notebook is open)
+    previous_model: str | None = None  # the session's model before this run switched it
+    session_model: str | None = None  # the model the session lists for this run
+    compaction: "CompactionStats | None" = None  # the compactor's per-run counters and breaker
+    tool_ctx: "ToolContext | None" = None  # the run's base tool context (compaction reads its file state)
 
     def add_usage(self, usage: dict[str, int]) -> None:
         for key, value in usage.items():
@@ -88,6 +97,7 @@ class RunHandle:
         self.answers = PendingAnswers()
         self.task: asyncio.Task[Done] | None = None
         self.done_event: Done | None = None
+        self.scope: "RunScope | None" = None  # what the run's tools see (set when its loop starts)
 
     @property
     def run_id(self) -> str:

@@ -13,25 +13,26 @@ the same loop subagents, coordinator workers and teammates use. The run's promis
   decides (Cancel tools stop, Block tools finish), and their results are stored.
 
 Extension points for orchestration: ``turn_preparers`` (async callables run before every
-LLM call with the ``RunState``: compaction, background-task injection) and
-``run_subagent`` (an isolated loop whose events are re-emitted on the parent's bus).
+LLM call with the ``RunState``: compaction, background-task injection) and ``run_subagent``
+(an isolated loop whose events are re-emitted on the parent's bus). Tools see the run
+through its ``RunScope`` (``scope.py``), never through the runtime itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
-from ..events import AskUser, Done, Error, Event, PermissionRequest, SessionStarted, Subagent
+from ..events import AskUser, Done, Error, Event, PermissionRequest, SessionStarted
 from .bus import EventBus
 from .hooks.base import HookEventName
-from .loop import Cancelled, Failed, FinalOutput, LoopInput, MaxSteps, TurnPreparer, run_loop
-from .prompt import SUBAGENT_ROLE, build_system_prompt
+from .loop import Failed, FinalOutput, LoopInput, TurnPreparer, run_loop
+from .prompt import build_system_prompt
 from .run import RunHandle, RunState, SubagentResult, new_request_id
 from .runlocks import RunLocks, fcntl_missing
+from .scope import ClientNotebook, RunScope
 
 if TYPE_CHECKING:
     from ..services.container import ServiceContainer
@@ -138,9 +139,13 @@ class AgentRuntime:
         coordinator: bool = False,
         max_steps: int | None = None,
         source: str = "",
-        extra: dict[str, Any] | None = None,
+        client: ClientNotebook | None = None,
+        prompt_context: str = "",
     ) -> RunHandle:
-        """Create (or resume) the session, register the run and start its task."""
+        """Create (or resume) the session, register the run and start its task.
+
+        ``client`` is the sidebar's open notebook (the notebook tools act through it) and
+        ``prompt_context`` the note appended to the prompt about it."""
         from ..store.sessions import new_id
 
         if self._closing:
@@ -175,7 +180,8 @@ class AgentRuntime:
             model=model or None,
             max_steps=max_steps or self.config.max_steps,
             coordinator=coordinator,
-            extra=dict(extra or {}),  # e.g. the sidebar's open notebook (notebook tools read it)
+            client=client,
+            prompt_context=prompt_context,
         )
         block = self.config.event_id_reserve_block
         bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs,
@@ -191,8 +197,8 @@ class AgentRuntime:
             if session.model != run_model:  # the session lists the model it runs with now
                 await self.services.sessions.update(sid, model=run_model)
                 if session.model:
-                    state.extra["model_changed_from"] = session.model
-            state.extra["session_model"] = run_model
+                    state.previous_model = session.model
+            state.session_model = run_model
         except BaseException:
             self._active_sessions.pop(sid, None)
             self.run_locks.release(run_id)
@@ -265,8 +271,8 @@ class AgentRuntime:
             from .compaction import load_history
 
             history = await load_history(self.services, state.session_id)  # summary of compacted messages first
-            user_msg = {"role": "user", "content": prompt + str(state.extra.get("prompt_context") or "")}  # e.g. the open notebook
-            changed = state.extra.get("model_changed_from")  # this turn runs another model than the last
+            user_msg = {"role": "user", "content": prompt + state.prompt_context}  # e.g. the open notebook
+            changed = state.previous_model  # this turn runs another model than the last
             turn_meta = {"model": state.model or self.llm.model, "previous_model": changed} if changed else None
             await self.services.messages.append(state.session_id, user_msg, run_id=state.run_id, metadata=turn_meta)
             state.messages = [{"role": "system", "content": system}, *history, user_msg]
@@ -283,8 +289,10 @@ class AgentRuntime:
         from .executor import ToolExecutor
 
         state = handle.state
-        ctx = self._tool_context(handle)
-        state.extra["tool_ctx"] = ctx  # compaction snapshots ctx.file_state and parents the memory bridge
+        handle.scope = RunScope(state=state, registry=registry, runner=self.run_subagent, answers=handle.answers,
+                                client=state.client)
+        ctx = self._tool_context(handle, handle.scope)
+        state.tool_ctx = ctx  # compaction snapshots ctx.file_state and parents the memory bridge
 
         async def store(messages: list[dict[str, Any]]) -> None:
             await self.services.messages.append_many(state.session_id, messages, run_id=state.run_id)
@@ -303,7 +311,7 @@ class AgentRuntime:
             state.final_text = outcome.ending.text
         return outcome.reason
 
-    def _tool_context(self, handle: RunHandle, *, emit: Any = None) -> "ToolContext":
+    def _tool_context(self, handle: RunHandle, scope: RunScope) -> "ToolContext":
         from .tools.base import ToolContext
         from .tools.file_state import FileStateCache
 
@@ -341,13 +349,12 @@ class AgentRuntime:
             services=self.services,
             session_id=state.session_id,
             cancelled=handle.cancelled,
-            emit=emit or publish,
+            emit=publish,
             file_state=FileStateCache(),
             run_id=state.run_id,
             ask_user=ask_user,
             ask_permission=ask_permission,
-            runtime=self,
-            run_state=state,
+            scope=scope,
         )
 
     async def _memories(self, owner: str) -> str:
@@ -380,11 +387,16 @@ class AgentRuntime:
                 await self.hooks.run(event_name, dict(base))
             except Exception as exc:  # noqa: BLE001
                 log.warning("%s hooks failed: %s", event_name.value, exc)
+            if event_name is HookEventName.STOP and handle.scope is not None:
+                try:  # workers still queued or running stop with the run (recorded as stopped)
+                    await handle.scope.close()
+                except Exception as exc:  # noqa: BLE001
+                    log.warning("closing the run's scope failed: %s", exc)
         try:
             changes: dict[str, Any] = {}
             if not title:
                 changes["title"] = title_from_prompt(prompt)
-            if state.model and state.model != state.extra.get("session_model", state.model):
+            if state.model and state.model != (state.session_model or state.model):
                 changes["model"] = state.model  # switched during the run (fallback after overloads)
             if changes:
                 await self.services.sessions.update(state.session_id, **changes)
@@ -410,7 +422,7 @@ class AgentRuntime:
         await bus.aclose()
         return done
 
-    # -- subagents ----------------------------------------------------------------------------
+    # -- subagents and direct calls ----------------------------------------------------------
     async def run_subagent(
         self,
         task: str,
@@ -421,69 +433,14 @@ class AgentRuntime:
         tools: Iterable[str] | None = None,
         system_prompt: str | None = None,
     ) -> SubagentResult:
-        """An isolated loop: fresh messages, no user questions, events tagged with its id."""
-        from ..store.sessions import new_id
-        from .executor import ToolExecutor
+        """An isolated loop (``subagents.run_subagent``) on this runtime's LLM, permissions and hooks."""
+        from .subagents import run_subagent
 
-        limit = min(max_steps or self.config.subagent_max_steps, self.config.subagent_step_limit)
-        sub_id = new_id("sub")
-        base_registry = registry or self.registry
-        if tools is not None:
-            base_registry = base_registry.subset(tools)
-        sub_registry = base_registry.subset(t.name for t in base_registry.sorted_tools() if not t.top_level_only)
-        parent_emit = parent_ctx.emit
+        return await run_subagent(self, task, parent_ctx=parent_ctx, max_steps=max_steps, registry=registry,
+                                  tools=tools, system_prompt=system_prompt)
 
-        async def emit(event: Event) -> None:
-            await parent_emit(event if event.subagent_id else dataclasses.replace(event, subagent_id=sub_id))
-
-        # its own run state: load_tool inside a subagent loads for the subagent, not for the parent
-        sub_state = RunState(
-            run_id=parent_ctx.run_id, session_id=parent_ctx.session_id, max_steps=limit,
-            owner=str(getattr(parent_ctx.run_state, "owner", "") or ""),
-        )
-        sub_state.extra["registry"] = sub_registry
-        ctx = dataclasses.replace(
-            parent_ctx, emit=emit, silent=True, subagent_id=sub_id, depth=parent_ctx.depth + 1, ask_user=None,
-            ask_permission=None, run_state=sub_state,
-        )
-        hook_base = {"session_id": parent_ctx.session_id, "run_id": parent_ctx.run_id, "subagent_id": sub_id}
-        await parent_emit(Subagent(id=sub_id, phase="start", task=task, parent_tool_call_id=parent_ctx.tool_call_id))
-        await self.hooks.run(HookEventName.SUBAGENT_START, {**hook_base, "task": task})
-        system = build_system_prompt(sub_registry, role=system_prompt or SUBAGENT_ROLE)
-        sub_state.messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        summary, is_error = "", False
-        try:
-            outcome = await run_loop(LoopInput(
-                llm=self.llm, executor=ToolExecutor(sub_registry, self.permissions, self.hooks, self.config),
-                registry=sub_registry, ctx=ctx, state=sub_state, cancelled=parent_ctx.cancelled,
-                slice_secs=self.config.stream_slice_ms / 1000,
-            ))
-            ending, summary = outcome.ending, outcome.last_text
-            if isinstance(ending, Cancelled):
-                summary, is_error = "The subagent was cancelled.", True
-            elif isinstance(ending, MaxSteps):
-                summary = (summary + "\n\n" if summary else "") + f"(stopped after {limit} steps; the task may be unfinished)"
-            elif isinstance(ending, Failed):
-                raise ending.error
-        except asyncio.CancelledError:
-            # stopped from outside (a coordinator timeout, task_stop, shutdown): watchers still see it end
-            stop = Subagent(
-                id=sub_id, phase="stop", task=task, parent_tool_call_id=parent_ctx.tool_call_id,
-                summary="The subagent was stopped before it finished.", is_error=True,
-            )
-            try:
-                await parent_emit(stop)
-            except Exception:  # noqa: BLE001 - the parent's stream may be gone already
-                pass
-            self.hooks.fire_and_forget(HookEventName.SUBAGENT_STOP, {**hook_base, "summary": stop.summary, "is_error": True})
-            raise
-        except Exception as exc:  # noqa: BLE001 - the parent gets an error result, not a crash
-            summary = f"The subagent failed: {exc}" if isinstance(exc, AstroError) else f"The subagent failed: {type(exc).__name__}: {exc}"
-            is_error = True
-        if not summary:
-            summary, is_error = "The subagent produced no answer.", True
-        await self.hooks.run(HookEventName.SUBAGENT_STOP, {**hook_base, "summary": summary, "is_error": is_error})
-        await parent_emit(
-            Subagent(id=sub_id, phase="stop", task=task, parent_tool_call_id=parent_ctx.tool_call_id, summary=summary, is_error=is_error)
-        )
-        return SubagentResult(summary=summary, is_error=is_error, steps=sub_state.step, subagent_id=sub_id)
+    def tool_scope(self, session_id: str = "", run_id: str = "", *, owner: str = "") -> RunScope:
+        """The scope of a tool called directly (the kernel's ``%astro tool``): this runtime's tools
+        and subagents, a fresh state, no sidebar."""
+        return RunScope(state=RunState(run_id=run_id, session_id=session_id, owner=owner), registry=self.registry,
+                        runner=self.run_subagent)

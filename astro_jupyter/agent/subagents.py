@@ -1,22 +1,32 @@
-"""Starting subagents from tools: step limits, restricted registries, result shaping.
+"""Subagents: the isolated loop, and what the tools that start one share.
 
-The loop itself is ``AgentRuntime.run_subagent`` (isolated messages, silent context, the
-parent's permission checker and hooks, Subagent start/stop events tagged with the
-subagent id). This module is what the ``subagent``, ``load_skill`` (fork), teammate,
-coordinator-worker and compaction-memory-bridge callers share: the max_steps rule
-(default ``subagent_max_steps``, a request above ``subagent_step_limit`` is an error, not
-silently clamped) and the restricted registries.
+:func:`run_subagent` runs ``loop.run_loop`` with fresh messages, a silent context (no user
+questions), the parent's permission checker and hooks, and Subagent start/stop events tagged
+with the subagent id; the runtime hands it to tools as the run scope's subagent runner. The
+``subagent``, ``load_skill`` (fork), teammate, coordinator-worker and compaction-memory-bridge
+callers share the max_steps rule (default ``subagent_max_steps``, a request above
+``subagent_step_limit`` is an error, not silently clamped) and the restricted registries.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
-from ..errors import InvalidInput
+from ..errors import AstroError, InvalidInput
+from ..events import Event, Subagent
+from .hooks.base import HookEventName
+from .loop import Cancelled, Failed, LoopInput, MaxSteps, StreamingLLM, run_loop
+from .prompt import SUBAGENT_ROLE, build_system_prompt
+from .run import RunState, SubagentResult
+from .scope import RunScope
 
 if TYPE_CHECKING:
     from ..config import AstroConfig
+    from .hooks import HookRegistry
+    from .permissions import PermissionChecker
     from .tools.base import ToolContext
     from .tools.registry import ToolRegistry
 
@@ -55,11 +65,8 @@ def resolve_max_steps(config: "AstroConfig", requested: Any) -> int:
 
 
 def parent_registry(ctx: "ToolContext") -> "ToolRegistry | None":
-    """The registry of the run the caller belongs to (without the coordinator meta-tools)."""
-    runtime = ctx.runtime
-    if runtime is None:
-        return None
-    return getattr(runtime, "registry", None)
+    """The registry of the loop the caller belongs to; None outside an agent loop."""
+    return ctx.scope.registry if ctx.scope is not None else None
 
 
 def worker_registry(registry: "ToolRegistry", exclude: Iterable[str] = ()) -> "ToolRegistry":
@@ -83,24 +90,108 @@ async def spawn(
     registry: "ToolRegistry | None" = None,
     system_prompt: str | None = None,
 ) -> SubagentOutcome:
-    """Run a subagent through the runtime; only its summary comes back.
+    """Run a subagent through the caller's run scope; only its summary comes back.
 
     Without ``registry`` the subagent gets the parent's tools minus those flagged ``lead_only``.
     """
-    runtime = ctx.runtime
-    if runtime is None or not hasattr(runtime, "run_subagent"):
+    scope = ctx.scope
+    if scope is None or scope.runner is None:
         return SubagentOutcome("subagents need a running agent loop (no runtime in this context)", True, 0, "")
-    if registry is not None:
-        sub_registry = registry  # the caller built it (teammates, memory bridge)
-    else:
-        base = parent_registry(ctx)
-        sub_registry = worker_registry(base) if base is not None else None
-    result = await runtime.run_subagent(
+    sub_registry = registry if registry is not None else worker_registry(scope.registry)  # teammates, memory bridge: built by the caller
+    result = await scope.spawn_subagent(
         task, parent_ctx=ctx, max_steps=max_steps, registry=sub_registry, system_prompt=system_prompt
     )
-    return SubagentOutcome(
-        summary=str(getattr(result, "summary", "") or ""),
-        is_error=bool(getattr(result, "is_error", False)),
-        steps=int(getattr(result, "steps", 0) or 0),
-        subagent_id=str(getattr(result, "subagent_id", "") or ""),
+    if result is None:  # pragma: no cover - runner checked above
+        return SubagentOutcome("subagents need a running agent loop", True, 0, "")
+    return SubagentOutcome(result.summary, result.is_error, result.steps, result.subagent_id)
+
+
+class SubagentHost(Protocol):
+    """What a subagent borrows from the runtime that runs its parent."""
+
+    config: "AstroConfig"
+    hooks: "HookRegistry"
+    permissions: "PermissionChecker"
+
+    @property
+    def llm(self) -> StreamingLLM: ...
+
+    @property
+    def registry(self) -> "ToolRegistry": ...
+
+
+async def run_subagent(
+    host: SubagentHost,
+    task: str,
+    *,
+    parent_ctx: "ToolContext",
+    max_steps: int | None = None,
+    registry: "ToolRegistry | None" = None,
+    tools: Iterable[str] | None = None,
+    system_prompt: str | None = None,
+) -> SubagentResult:
+    """An isolated loop: fresh messages, no user questions, events tagged with its id."""
+    from ..store.sessions import new_id
+    from .executor import ToolExecutor
+
+    config, hooks = host.config, host.hooks
+    limit = min(max_steps or config.subagent_max_steps, config.subagent_step_limit)
+    sub_id = new_id("sub")
+    base_registry = registry or host.registry
+    if tools is not None:
+        base_registry = base_registry.subset(tools)
+    sub_registry = base_registry.subset(t.name for t in base_registry.sorted_tools() if not t.top_level_only)
+    parent_emit = parent_ctx.emit
+
+    async def emit(event: Event) -> None:
+        await parent_emit(event if event.subagent_id else dataclasses.replace(event, subagent_id=sub_id))
+
+    # its own run state and scope: load_tool inside a subagent loads for the subagent, not for the parent
+    sub_state = RunState(run_id=parent_ctx.run_id, session_id=parent_ctx.session_id, max_steps=limit, owner=parent_ctx.owner)
+    parent_scope = parent_ctx.scope
+    scope = parent_scope.child(sub_state, sub_registry) if parent_scope is not None else RunScope(sub_state, sub_registry)
+    ctx = dataclasses.replace(
+        parent_ctx, emit=emit, silent=True, subagent_id=sub_id, depth=parent_ctx.depth + 1, ask_user=None,
+        ask_permission=None, scope=scope,
     )
+    hook_base = {"session_id": parent_ctx.session_id, "run_id": parent_ctx.run_id, "subagent_id": sub_id}
+    await parent_emit(Subagent(id=sub_id, phase="start", task=task, parent_tool_call_id=parent_ctx.tool_call_id))
+    await hooks.run(HookEventName.SUBAGENT_START, {**hook_base, "task": task})
+    system = build_system_prompt(sub_registry, role=system_prompt or SUBAGENT_ROLE)
+    sub_state.messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    summary, is_error = "", False
+    try:
+        outcome = await run_loop(LoopInput(
+            llm=host.llm, executor=ToolExecutor(sub_registry, host.permissions, hooks, config),
+            registry=sub_registry, ctx=ctx, state=sub_state, cancelled=parent_ctx.cancelled,
+            slice_secs=config.stream_slice_ms / 1000,
+        ))
+        ending, summary = outcome.ending, outcome.last_text
+        if isinstance(ending, Cancelled):
+            summary, is_error = "The subagent was cancelled.", True
+        elif isinstance(ending, MaxSteps):
+            summary = (summary + "\n\n" if summary else "") + f"(stopped after {limit} steps; the task may be unfinished)"
+        elif isinstance(ending, Failed):
+            raise ending.error
+    except asyncio.CancelledError:
+        # stopped from outside (a coordinator timeout, task_stop, shutdown): watchers still see it end
+        stop = Subagent(
+            id=sub_id, phase="stop", task=task, parent_tool_call_id=parent_ctx.tool_call_id,
+            summary="The subagent was stopped before it finished.", is_error=True,
+        )
+        try:
+            await parent_emit(stop)
+        except Exception:  # noqa: BLE001 - the parent's stream may be gone already
+            pass
+        hooks.fire_and_forget(HookEventName.SUBAGENT_STOP, {**hook_base, "summary": stop.summary, "is_error": True})
+        raise
+    except Exception as exc:  # noqa: BLE001 - the parent gets an error result, not a crash
+        summary = f"The subagent failed: {exc}" if isinstance(exc, AstroError) else f"The subagent failed: {type(exc).__name__}: {exc}"
+        is_error = True
+    if not summary:
+        summary, is_error = "The subagent produced no answer.", True
+    await hooks.run(HookEventName.SUBAGENT_STOP, {**hook_base, "summary": summary, "is_error": is_error})
+    await parent_emit(
+        Subagent(id=sub_id, phase="stop", task=task, parent_tool_call_id=parent_ctx.tool_call_id, summary=summary, is_error=is_error)
+    )
+    return SubagentResult(summary=summary, is_error=is_error, steps=sub_state.step, subagent_id=sub_id)

@@ -256,7 +256,7 @@ class KernelLoopThread:
         ctx = ToolContext(
             config=self.config, services=runtime.services, session_id=self.session_id or "",
             cancelled=cancelled, emit=emit, file_state=FileStateCache(), run_id="kernel",
-            runtime=runtime, ask_permission=ask_permission,
+            scope=runtime.tool_scope(self.session_id or "", "kernel"), ask_permission=ask_permission,
         )
         call_id = f"kernel_{next(self._ids)}"
         try:

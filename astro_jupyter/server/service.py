@@ -261,7 +261,6 @@ class AstroService:
         from .notebook_context import parse_notebook_context
 
         client, context_note = parse_notebook_context(notebook, self.services)
-        extra = {"notebook_client": client, "prompt_context": context_note} if client is not None else None
         previous: bool | None = None
         if session_id:
             record = await self.session(owner, session_id)
@@ -280,7 +279,8 @@ class AstroService:
                 coordinator=bool(coordinator),
                 max_steps=max_steps,
                 source="sidebar",
-                **({"extra": extra} if extra else {}),
+                client=client,
+                prompt_context=context_note if client is not None else "",
             )
         except BaseException:
             if previous is not None and session_id:

@@ -4,7 +4,8 @@ The server extension, the kernel magics and the CLI each build one ``ServiceCont
 tools reach services through ``ctx.services``. Clients are created on first use so that
 ``%load_ext`` and ``astro-jupyter tools`` stay fast (no openai import until needed).
 Each service family adds its own ``cached_property`` below; ``close()`` closes whatever
-was built and has ``aclose``/``close``.
+was built and has ``aclose``/``close``. Helpers a higher layer keeps per container (the agent's
+background queue, its live teammates) are ``attachment``s: one per type, closed first.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import inspect
 import logging
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, TypeVar
 
 from ..config import AstroConfig
 
@@ -24,11 +25,31 @@ if TYPE_CHECKING:
     from ..store.sessions import SessionRepository
 
 
+class Closeable(Protocol):
+    def close(self) -> Awaitable[None]: ...
+
+
+C = TypeVar("C", bound=Closeable)
+
+
 class ServiceContainer:
     def __init__(self, config: AstroConfig | None = None, *, db: "Database | None" = None) -> None:
         self.config = config or AstroConfig()
         self._db = db
         self._owns_db = db is None
+        self._attachments: dict[type, Closeable] = {}
+
+    def attachment(self, kind: type[C], factory: Callable[["ServiceContainer"], C]) -> C:
+        """The container's one ``kind`` (made by ``factory`` on first use), closed before the database.
+
+        For per-process helpers a higher layer owns but the container's lifetime bounds (the
+        agent's background queue, its running teammates): the container needs no import of them.
+        """
+        found = self._attachments.get(kind)
+        if found is None:
+            found = self._attachments[kind] = factory(self)
+        assert isinstance(found, kind)
+        return found
 
     async def start(self) -> "ServiceContainer":
         """Create the library layout and open (and migrate) the database."""
@@ -46,6 +67,12 @@ class ServiceContainer:
         return self._db
 
     async def close(self) -> None:
+        for kind, attached in list(self._attachments.items()):  # they use the services below: first
+            try:
+                await attached.close()
+            except Exception:  # noqa: BLE001
+                logging.getLogger(__name__).warning("closing %s failed", kind.__name__, exc_info=True)
+        self._attachments.clear()
         for name, value in list(self.__dict__.items()):
             if name.startswith("_") or name == "config":
                 continue

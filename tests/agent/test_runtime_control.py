@@ -76,7 +76,9 @@ class SubagentTool(AgentTool):
     description = "Run a subagent."
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        result = await ctx.runtime.run_subagent(args["task"], parent_ctx=ctx, max_steps=3)
+        assert ctx.scope is not None
+        result = await ctx.scope.spawn_subagent(args["task"], parent_ctx=ctx, max_steps=3)
+        assert result is not None
         return ToolOutput(result.summary, is_error=result.is_error, metadata={"steps": result.steps})
 
 

@@ -32,7 +32,9 @@ import pytest_asyncio
 from astro_jupyter.agent.executor import ToolCallRequest, ToolExecutor
 from astro_jupyter.agent.hooks import HookDecision, HookRegistry
 from astro_jupyter.agent.permissions import PermissionChecker
+from astro_jupyter.agent.run import RunState
 from astro_jupyter.agent.runtime import AgentRuntime
+from astro_jupyter.agent.scope import RunScope
 from astro_jupyter.agent.tools.base import ToolContext, ToolOutput
 from astro_jupyter.agent.tools.file_state import FileStateCache
 from astro_jupyter.agent.tools.filesystem import tools
@@ -195,7 +197,7 @@ async def box(tmp_path: Path, user_home: Path) -> AsyncIterator[SimpleNamespace]
     def ctx(*, asker: bool = True, owner: str = "") -> ToolContext:
         return ToolContext(config=config, services=services, session_id="s1", cancelled=asyncio.Event(), emit=emit,
                            file_state=FileStateCache(), ask_permission=ask_permission if asker else None,
-                           run_state=SimpleNamespace(owner=owner))
+                           scope=RunScope(RunState(run_id="r1", session_id="s1", owner=owner), ToolRegistry([])))
 
     async def call(name: str, *, rules: Any = (), mode: str = "auto", hooks: Any = None, asker: bool = True,
                    owner: str = "", **args: Any) -> ToolOutput:

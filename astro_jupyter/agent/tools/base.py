@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ...config import AstroConfig
     from ...events import Event, PermissionRequest
     from ...services.container import ServiceContainer
+    from ..scope import RunScope
     from .file_state import FileStateCache
 
 
@@ -85,15 +86,14 @@ class ToolContext:
     subagent_id: str | None = None
     depth: int = 0
     ask_user: AskUserFn | None = None
-    runtime: Any = None  # the AgentRuntime, for tools that start subagents or change the loop
-    run_state: Any = None  # the per-run mutable state (manual-compaction flag, loaded tools, ...)
+    scope: "RunScope | None" = None  # the run's scope (loop registry, subagents, ...); None: no agent loop
     ask_permission: AskPermissionFn | None = None  # answers a permission_request; None = Ask is denied
 
     @property
     def owner(self) -> str:
         """The Jupyter identity the run belongs to ("" for the kernel, the CLI, a single-user server):
         what a tool reads from the store or tool-results/ is scoped to it."""
-        return str(getattr(self.run_state, "owner", "") or "")
+        return self.scope.owner if self.scope is not None else ""
 
     def for_call(self, tool_call_id: str, step: int) -> "ToolContext":
         return replace(self, tool_call_id=tool_call_id, step=step)

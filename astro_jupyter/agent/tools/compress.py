@@ -1,6 +1,6 @@
 """``compress_context``: ask for a manual compaction before the next model call.
 
-The tool only sets a flag on the run state (idempotent: calling it twice compacts once);
+The tool only sets a flag on the run state (``RunScope.request_compaction``) (idempotent: calling it twice compacts once);
 the runtime applies it through ``agent/compaction.py`` before the next LLM request. Manual
 compaction is not subject to the circuit breaker that guards automatic compaction.
 """
@@ -33,18 +33,11 @@ class CompressContextTool(AgentTool):
         return True
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        state = ctx.run_state
         if ctx.subagent_id:
             return ToolOutput.error("compress_context is not available in a subagent (its context is short-lived)")
-        if state is None:
+        if ctx.scope is None:
             return ToolOutput.error("compress_context needs a running agent loop (no run state)")
-        already = bool(getattr(state, "compact_requested", False))
-        state.compact_requested = True
-        focus = str(args.get("focus") or "").strip()
-        if focus:
-            extra = getattr(state, "extra", None)
-            if isinstance(extra, dict):
-                extra["compact_focus"] = focus
+        already = ctx.scope.request_compaction(str(args.get("focus") or "").strip())
         note = " (already scheduled)" if already else ""
         return ToolOutput(f"Context compaction scheduled before the next model call{note}.", metadata={"scheduled": True})
 

@@ -1,14 +1,15 @@
 """Coordinator meta-tools: ``delegate_task``, ``check_task``, ``task_stop``, ``synthesize``.
 
 Added only to coordinator-mode sessions (``build_default_registry(config, coordinator=True)``).
-The pool and its limits live in ``agent/coordinator.py``; these tools are its thin face.
+The pool and its limits live in ``agent/coordinator.py`` (one per run, on its scope); these tools
+are its thin face.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator import describe, existing_pool, pool_for
+from ..coordinator import WorkerPool, describe, existing_pool, pool_for
 from ..subagents import SubagentLimitError, resolve_max_steps
 from .base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from ...config import AstroConfig
 
 
-def wait_budget(ctx: ToolContext, pool: Any) -> float:
+def wait_budget(ctx: ToolContext, pool: WorkerPool) -> float:
     """How long a tool may wait for workers: within the executor's own tool timeout."""
     return max(1.0, min(pool.timeout + 5.0, float(ctx.config.tool_timeout_secs) * 0.9))
 
@@ -50,9 +51,9 @@ class DelegateTaskTool(AgentTool):
             steps = resolve_max_steps(ctx.config, args.get("max_steps"))
         except SubagentLimitError as exc:
             return ToolOutput.error(str(exc))
-        if ctx.runtime is None:
+        pool = pool_for(ctx) if ctx.scope is not None and ctx.scope.runner is not None else None
+        if pool is None:
             return ToolOutput.error("delegate_task needs a running coordinator loop")
-        pool = pool_for(ctx)
         task_id = await pool.delegate(description, ctx, steps)
         return ToolOutput(
             f"Delegated as {task_id} (pool of {pool.size} workers). Use check_task or synthesize for the result.",

@@ -2,7 +2,7 @@
 
 The first prompt carries only the resident tools' definitions plus a catalog (name and a
 one-line summary of every tool). Heavy or niche tools (``defer_loading``) are loaded on
-demand: this tool records their names in ``run_state.loaded_tools`` and the runtime adds
+demand: this tool records their names in the run scope's ``loaded_tools`` and the loop adds
 their definitions to the next LLM request (``loop.tool_definitions``).
 """
 
@@ -17,20 +17,9 @@ if TYPE_CHECKING:
     from .registry import ToolRegistry
 
 
-def loaded_tools(run_state: Any) -> set[str]:
-    """The run's set of loaded deferred tools (created on first use)."""
-    current = getattr(run_state, "loaded_tools", None)
-    if current is None:
-        current = set()
-        setattr(run_state, "loaded_tools", current)
-    return current
-
-
 def run_registry(ctx: ToolContext) -> "ToolRegistry | None":
-    """The tools of the caller's loop: a subagent's own subset, else the runtime's registry."""
-    extra = getattr(ctx.run_state, "extra", None)
-    own = extra.get("registry") if isinstance(extra, dict) else None
-    return own or getattr(ctx.run_state, "registry", None) or getattr(ctx.runtime, "registry", None)
+    """The tools of the caller's loop (a subagent's own subset); None outside an agent loop."""
+    return ctx.scope.registry if ctx.scope is not None else None
 
 
 class LoadToolTool(AgentTool):
@@ -58,11 +47,11 @@ class LoadToolTool(AgentTool):
         names = [str(n).strip() for n in (names or []) if str(n).strip()]
         if not names:
             return ToolOutput.error("load_tool needs at least one tool name from the catalog")
-        registry = run_registry(ctx)
-        if registry is None or ctx.run_state is None:
+        if ctx.scope is None:
             return ToolOutput.error("load_tool needs a running agent loop (no tool registry in this context)")
+        registry = ctx.scope.registry
         deferred = sorted(t.name for t in registry.sorted_tools() if t.defer_loading)
-        loaded = loaded_tools(ctx.run_state)
+        loaded = ctx.scope.loaded_tools
         done, already, resident, unknown = [], [], [], []
         for name in names:
             tool = registry.get(name)

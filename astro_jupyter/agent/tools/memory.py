@@ -36,9 +36,8 @@ class SaveMemoryTool(AgentTool):
         category = str(args.get("category") or "fact")
         if category not in CATEGORIES:
             return ToolOutput.error(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
-        owner = str(getattr(ctx.run_state, "owner", "") or "")  # memories belong to the Jupyter user of the run
-        result = await ctx.services.memories.save(
-            content, category=category, owner=owner, session_id=ctx.session_id, source=self.source
+        result = await ctx.services.memories.save(  # memories belong to the Jupyter user of the run
+            content, category=category, owner=ctx.owner, session_id=ctx.session_id, source=self.source
         )
         meta = {"status": result.status, "memory_id": result.memory_id, "similarity": round(result.similarity, 3)}
         if result.status == "rejected":

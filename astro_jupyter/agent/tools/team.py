@@ -12,16 +12,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from ...services.team import LEAD, TeamError, check_name
-from ..subagents import SubagentLimitError, parent_registry, resolve_max_steps, spawn, worker_registry
+from ..subagents import SubagentLimitError, resolve_max_steps, spawn, worker_registry
 from .base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 
 if TYPE_CHECKING:
     from ...config import AstroConfig
     from ...events import Event
+    from ...services.container import ServiceContainer
+    from .registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,11 @@ Work on your task with your tools. Use check_team_inbox to read messages and sen
 (to "lead" or another teammate) to share findings. You cannot ask the user questions.
 Finish with a short, self-contained summary: it is delivered to the lead's inbox."""
 
-class Teammates(dict):  # type: ignore[type-arg] - name -> asyncio.Task
+class Teammates(dict[str, "asyncio.Task[None]"]):
     """The running teammates of one service container; closed with it (each reports being stopped)."""
+
+    def __init__(self, services: "ServiceContainer | None" = None) -> None:
+        super().__init__()
 
     async def close(self) -> None:
         tasks = [t for t in self.values() if not t.done()]
@@ -41,15 +45,9 @@ class Teammates(dict):  # type: ignore[type-arg] - name -> asyncio.Task
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-_live: "weakref.WeakKeyDictionary[Any, Teammates]" = weakref.WeakKeyDictionary()
-
-
-def live_teammates(services: Any) -> Teammates:
-    tasks = _live.get(services)
-    if tasks is None:
-        tasks = _live[services] = Teammates()
-        services.__dict__.setdefault("teammates", tasks)  # ServiceContainer.close() closes it before the DB
-    return tasks
+def live_teammates(services: "ServiceContainer") -> Teammates:
+    """The container's running teammates (its attachment: ``close()`` stops them before the DB)."""
+    return services.attachment(Teammates, Teammates)
 
 
 class SendTeammateMessageTool(AgentTool):
@@ -172,10 +170,9 @@ class SpawnTeammateTool(AgentTool):
         live = live_teammates(ctx.services)
         if name in live and not live[name].done():
             return ToolOutput.error(f"teammate {name!r} is already working; message it instead")
-        base = parent_registry(ctx)
-        if base is None:
+        if ctx.scope is None or ctx.scope.runner is None:
             return ToolOutput.error("spawn_teammate needs a running agent loop")
-        registry = worker_registry(base)
+        registry = worker_registry(ctx.scope.registry)
         for bound in (SendTeammateMessageTool(sender=name), TeamBroadcastTool(sender=name), CheckTeamInboxTool(member=name)):
             bound.defer_loading = False  # type: ignore[misc] - a teammate always needs its message tools
             registry.replace(bound)
@@ -203,7 +200,7 @@ def _tolerant(emit: Any) -> Any:
     return send
 
 
-async def _work(ctx: ToolContext, name: str, task: str, steps: int, registry: Any, prompt: str) -> None:
+async def _work(ctx: ToolContext, name: str, task: str, steps: int, registry: "ToolRegistry", prompt: str) -> None:
     team = ctx.services.team
     try:
         outcome = await spawn(ctx, task, max_steps=steps, registry=registry, system_prompt=prompt)

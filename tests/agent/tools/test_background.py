@@ -4,7 +4,6 @@ next LLM call (and stored), failures reported, rows of a dead process closed as 
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -85,7 +84,7 @@ async def test_result_is_injected_before_the_next_turn_and_stored(tmp_path, open
 
 @pytest.mark.asyncio
 async def test_tools_that_may_not_run_in_the_background_are_refused(services) -> None:
-    ctx, _ = make_ctx(services, run_state=SimpleNamespace(registry=ToolRegistry([SlowDownload()])))
+    ctx, _ = make_ctx(services, registry=ToolRegistry([SlowDownload()]))
     out = await BgTaskRunTool().execute({"tool": "run_bash", "arguments": {"command": "sleep 100"}}, ctx)
     assert out.is_error and "'run_bash' cannot run in the background; only download_paper, parse_paper can" in out.content
     bad_args = await BgTaskRunTool().execute({"tool": "download_paper", "arguments": {}}, ctx)
@@ -98,7 +97,7 @@ async def test_tools_that_may_not_run_in_the_background_are_refused(services) ->
 @pytest.mark.asyncio
 @pytest.mark.parametrize("tool, error", [(SlowDownload(fail="HTTP 404 from every channel"), "HTTP 404 from every channel"), (SlowDownload(crash=True), "RuntimeError: disk full")])
 async def test_failures_are_recorded_and_reported(services, tool, error) -> None:
-    ctx, _ = make_ctx(services, run_state=SimpleNamespace(registry=ToolRegistry([tool])))
+    ctx, _ = make_ctx(services, registry=ToolRegistry([tool]))
     out = await BgTaskRunTool().execute({"tool": "download_paper", "arguments": {"identifier": "x"}}, ctx)
     task_id = out.metadata["task_id"]
     await queue_for(services).wait(task_id, timeout=5)
@@ -117,7 +116,7 @@ async def test_rows_left_running_by_a_dead_process_become_failures(services) -> 
     orphan = await services.bg_tasks.create("parse_paper", {"paper_id": "p1"}, session_id="ses_test")
     await services.bg_tasks.set_running(orphan)
     queue = BackgroundQueue(services)  # a new process's queue
-    ctx, _ = make_ctx(services, run_state=SimpleNamespace(registry=ToolRegistry([SlowDownload()])))
+    ctx, _ = make_ctx(services, registry=ToolRegistry([SlowDownload()]))
     task_id = await queue.submit(SlowDownload(), {"identifier": "y"}, ctx)
     await queue.wait(task_id, 5)
     record = await services.bg_tasks.get(orphan)
@@ -133,7 +132,7 @@ async def test_closing_the_container_records_running_tasks_as_failed(astro_confi
 
     services = ServiceContainer(astro_config)
     await services.start()
-    ctx, _ = make_ctx(services, run_state=SimpleNamespace(registry=ToolRegistry([SlowDownload(delay=30)])))
+    ctx, _ = make_ctx(services, registry=ToolRegistry([SlowDownload(delay=30)]))
     out = await BgTaskRunTool().execute({"tool": "download_paper", "arguments": {"identifier": "z"}}, ctx)
     await asyncio.sleep(0.05)
     await services.close()
@@ -156,7 +155,7 @@ async def test_real_download_then_parse_in_the_background(paper_services, file_f
     pdf = make_pdf("Dwarf galaxies", pages=3, extra_text="satellite quenching " * 50)
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=pdf)
     registry = ToolRegistry([DownloadPaperTool(), *paper_tools(paper_services.config)])
-    ctx, _ = make_ctx(paper_services, run_state=SimpleNamespace(registry=registry))
+    ctx, _ = make_ctx(paper_services, registry=registry)
     queue = queue_for(paper_services)
     started = await BgTaskRunTool().execute({"tool": "download_paper", "arguments": {"paper_id": "arxiv:2301.01234"}}, ctx)
     assert not started.is_error, started.content

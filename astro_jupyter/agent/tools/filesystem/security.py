@@ -26,6 +26,7 @@ from .protected import free_write_dirs, protection
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
+    from ..base import ToolContext
 
 Access = Literal["read", "write"]
 
@@ -42,9 +43,9 @@ class PathProtected(PathNotAllowed):
     """A path inside the roots that the hard deny list shuts for this access."""
 
 
-def run_owner(ctx: Any) -> str:
+def run_owner(ctx: "ToolContext | None") -> str:
     """The owner of the run a tool call belongs to ("" for the kernel, the CLI, the shared-token user)."""
-    return str(getattr(ctx, "owner", "") or "")
+    return ctx.owner if ctx is not None else ""
 
 
 def sandbox_roots(config: "AstroConfig") -> list[Path]:

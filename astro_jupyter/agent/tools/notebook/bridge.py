@@ -1,7 +1,7 @@
 """The sidebar bridge: a run asks the attached sidebar to act on the notebook it has open.
 
 When a sidebar starts a run it may say it can apply notebook operations through
-JupyterLab's open document (``RunState.extra["notebook_client"]["bridge"]``). Then
+JupyterLab's open document (``RunScope.client.bridge``, ``agent/scope.py``). Then
 notebook tools send a ``notebook_request`` event and wait for the sidebar's answer on the
 answers route — the same channel as ``ask_user`` and permission answers — so the user
 sees the cell appear and run live, undo works, and the file on disk is never written under
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ....errors import NotebookError, NotOpen, QuestionCancelled
 from ....events import NotebookRequest
+from ...scope import ClientNotebook  # defined with the run scope; the server imports it from here
 
 if TYPE_CHECKING:
+    from ...run import PendingAnswers
     from ..base import ToolContext
 
 STATUSES = ("ok", "not_open", "error")
@@ -30,23 +31,12 @@ class BridgeTimeout(NotebookError):
     """The sidebar did not answer in time."""
 
 
-@dataclass(frozen=True)
-class ClientNotebook:
-    """What the sidebar said about itself when it started the run."""
-
-    path: str = ""
-    cell_ids: tuple[str, ...] = ()
-    bridge: bool = False
-
-
-def client_notebook(ctx: "ToolContext") -> tuple[ClientNotebook | None, Any]:
-    """The run's sidebar context and its handle (subagents share their parent's run id)."""
-    runtime = ctx.runtime
-    handle = runtime.get_run(ctx.run_id) if runtime is not None and ctx.run_id else None
-    if handle is None:
+def client_notebook(ctx: "ToolContext") -> tuple[ClientNotebook | None, "PendingAnswers | None"]:
+    """The run's sidebar context and the answer slots its replies land in (subagents share the parent's)."""
+    scope = ctx.scope
+    if scope is None:
         return None, None
-    info = handle.state.extra.get("notebook_client")
-    return (info if isinstance(info, ClientNotebook) else None), handle
+    return scope.client, scope.answers
 
 
 async def ask_client(ctx: "ToolContext", action: str, path: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -55,14 +45,14 @@ async def ask_client(ctx: "ToolContext", action: str, path: str, arguments: dict
     Raises ``NotOpen`` (act server-side), ``BridgeTimeout`` or ``NotebookError`` (the
     sidebar reported an error or answered nonsense); cancellation ends the wait at once.
     """
-    info, handle = client_notebook(ctx)
-    if info is None or not info.bridge or handle is None:
+    info, answers = client_notebook(ctx)
+    if info is None or not info.bridge or answers is None:
         raise NotOpen(path)
     request_id = f"nbreq_{uuid.uuid4().hex[:16]}"
     timeout = float(ctx.config.notebook_bridge_timeout_secs)
     if action == "run":  # the cell itself may run up to notebook_run_timeout_secs
         timeout += float(ctx.config.notebook_run_timeout_secs)
-    future = handle.answers.create(request_id)  # before the event: an instant answer is not lost
+    future = answers.create(request_id)  # before the event: an instant answer is not lost
     try:
         await ctx.emit(NotebookRequest(request_id=request_id, tool_call_id=ctx.tool_call_id, action=action,  # type: ignore[arg-type]
                                        path=path, arguments=arguments, timeout_secs=timeout,
@@ -77,7 +67,7 @@ async def ask_client(ctx: "ToolContext", action: str, path: str, arguments: dict
         except QuestionCancelled as exc:
             raise asyncio.CancelledError(str(exc)) from None
     finally:
-        handle.answers.discard(request_id)
+        answers.discard(request_id)
     return check_answer(answer, action, path)
 
 
