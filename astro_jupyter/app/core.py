@@ -21,6 +21,7 @@ from typing import Any, Callable
 from ..config import AstroConfig
 from ..errors import AstroError, ConfigError
 from ..services.container import ServiceContainer
+from .admin import AdminMixin
 from .bookmarklet import BookmarkletMixin
 from .models import ModelsMixin
 from .notes import NotesMixin
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, ModelsMixin, BookmarkletMixin,
-               ToolsMixin):
+               ToolsMixin, AdminMixin):
     """One per process (server, kernel, CLI command): owns the ``ServiceContainer``, the
     ``AgentRuntime`` and, on the server, the bookmarklet intake worker."""
 
@@ -78,11 +79,7 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
             if self._serve:
                 from .intake import IntakeWorker
 
-                try:
-                    runtime = self.runtime
-                except (ValueError, TypeError) as exc:  # e.g. a malformed permission rule or hook
-                    raise ConfigError(f"the astro configuration is invalid: {exc}") from exc
-                await runtime.start()  # runs a dead server left 'running' become 'error'
+                await self.runtime.start()  # runs a dead server left 'running' become 'error'
                 self.intake = IntakeWorker(self.services)
                 await self.intake.start()
                 if self.config.llm_configured:  # import openai off the loop: the first run need not stall
@@ -94,12 +91,15 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
     def runtime(self) -> Any:
         """The agent runtime, built on first use so a server without an LLM still serves history."""
         if self._runtime is None:
-            if self._runtime_factory is not None:
-                self._runtime = self._runtime_factory(self.services)
-            else:
-                from ..agent.runtime import AgentRuntime
+            try:
+                if self._runtime_factory is not None:
+                    self._runtime = self._runtime_factory(self.services)
+                else:
+                    from ..agent.runtime import AgentRuntime
 
-                self._runtime = AgentRuntime(self.services)
+                    self._runtime = AgentRuntime(self.services)
+            except (ValueError, TypeError) as exc:  # e.g. a malformed permission rule or hook
+                raise ConfigError(f"the astro configuration is invalid: {exc}") from exc
         return self._runtime
 
     async def close(self) -> None:

@@ -18,7 +18,7 @@ from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 from tests.fakes.openai_server import Turn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli_env(home: Path, llm_url: str = "", sesame_url: str = "http://127.0.0.1:9") -> dict[str, str]:
