@@ -11,7 +11,7 @@ once through the real migrations (so the FTS triggers index them) and cached in
 
 Measured, per query kind, p50/p95 in ms over ``--queries`` runs each:
   tool  — ``SearchHistoryTool.execute`` (first page of 10, the agent's call);
-  route — ``AstroService.search_history`` (first page of 20 with snippet_html, what
+  route — ``AstroApp.search_history`` (first page of 20 with snippet_html, what
           ``GET astro/api/search/history`` answers; the owner filter included);
   page 3 — the route's third page, following the cursor ("more results"); only that request is timed.
 "cpu ms" is the process's CPU time per call (all threads): on a shared, loaded machine it shows
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from astro_jupyter.agent.tools.search_history import SearchHistoryTool  # noqa: E402
 from astro_jupyter.config import AstroConfig  # noqa: E402
-from astro_jupyter.server.service import AstroService  # noqa: E402
+from astro_jupyter.app import AstroApp  # noqa: E402
 from astro_jupyter.store.db import Database  # noqa: E402
 
 SEED = 16
@@ -197,7 +197,7 @@ async def measure(
 async def bench_size(n: int, runs: int, rebuild: bool) -> list[tuple[str, float, float, int]]:
     path = await ensure_store(n, rebuild)
     config = AstroConfig(home=str(path.parent))
-    service = AstroService(config)
+    service = AstroApp(config)
     await service.services.start()
     tool = SearchHistoryTool()
     ctx = _Ctx(service.services)

@@ -203,3 +203,77 @@ def test_export_imports_no_front_end() -> None:
     name = "astro_jupyter.export"
     deps = module_graph()[name] | lazy_imports().get(name, set())
     assert not [d for d in deps if _package_of(d) in FRONT_ENDS], deps
+
+
+# -- the application layer (astro_jupyter/app/) --------------------------------------------------
+APP = "app"
+# What the application layer offers front ends; a front end reaching for these directly would
+# repeat its ownership checks and validation (issue 14, item 1).
+BEHIND_APP = ("astro_jupyter.store", "astro_jupyter.agent.executor", "astro_jupyter.agent.tools.base",
+              "astro_jupyter.services.container")
+REPOSITORIES = frozenset({"sessions", "messages", "runs", "history", "library", "papers", "notes", "chunks", "audit",
+                          "memories", "tasks", "db", "bookmarklets"})
+
+
+def test_app_imports_no_front_end() -> None:
+    """app/ is what every front end calls; it must not depend on any of them (nor on Jupyter or tornado)."""
+    offenders = []
+    for lazy in (False, True):
+        for module, deps in _imports(_modules(), lazy=lazy).items():
+            if _package_of(module) != APP:
+                continue
+            offenders += [f"{module} -> {d}{' (lazy)' if lazy else ''}" for d in deps if _package_of(d) in FRONT_ENDS]
+    assert offenders == [], "app/ imports a front end:\n" + "\n".join(sorted(offenders))
+    for path in (PACKAGE_DIR / APP).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            bad = [n for n in names if n.split(".")[0] in ("tornado", "jupyter_server", "IPython", "ipywidgets")]
+            assert not bad, f"{path} imports {bad}"
+
+
+def _front_end_modules() -> dict[str, Path]:
+    return {m: p for m, p in _modules().items() if _package_of(m) in FRONT_ENDS}
+
+
+def test_front_ends_do_not_reach_past_the_app_layer() -> None:
+    """Server, kernel and CLI import no repository, executor, ToolContext or service container
+    (annotations excepted): sessions, runs, direct tool calls and the library go through app/."""
+    offenders = []
+    fronts = set(_front_end_modules())
+    for lazy in (False, True):
+        for module, deps in _imports(_modules(), lazy=lazy).items():
+            if module not in fronts:
+                continue
+            for dep in deps:
+                if any(dep == b or dep.startswith(b + ".") for b in BEHIND_APP):
+                    offenders.append(f"{module} -> {dep}{' (lazy)' if lazy else ''}")
+    assert offenders == [], "a front end bypasses app/:\n" + "\n".join(sorted(offenders))
+
+
+def _repository_calls(tree: ast.AST) -> list[str]:
+    """``services.sessions``, ``x.services.runs`` ...: a repository reached through a service container."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in REPOSITORIES:
+            owner = node.value
+            name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if name in ("services", "_services"):
+                found.append(f"{name}.{node.attr} (line {node.lineno})")
+    return found
+
+
+def test_front_ends_call_no_repository_through_the_container() -> None:
+    offenders = []
+    for module, path in _front_end_modules().items():
+        offenders += [f"{module}: {c}" for c in _repository_calls(ast.parse(path.read_text(encoding="utf-8")))]
+    assert offenders == [], "a front end calls a repository directly (use astro_jupyter.app):\n" + "\n".join(offenders)
+
+
+def test_front_end_rules_catch_offenders() -> None:
+    """Guards the guards: the repository scan sees both spellings, and ``cli/`` counts as a front end."""
+    tree = ast.parse("async def f(rt):\n    s = await rt.services()\n    await s.sessions.list()\n"
+                     "    await services.sessions.list()\n    await self.services.runs.get('r')\n")
+    assert _repository_calls(tree) == ["services.sessions (line 4)", "services.runs (line 5)"]
+    assert "astro_jupyter.cli.ask" in _front_end_modules() and "astro_jupyter.kernel.magics" in _front_end_modules()
+    assert "astro_jupyter.cli" in _modules() and not (PACKAGE_DIR / "cli.py").exists()

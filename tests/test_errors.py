@@ -55,18 +55,16 @@ def test_old_names_stay_importable_and_keep_their_builtin_bases() -> None:
     from astro_jupyter.agent.tools.notebook.bridge import NotOpen
     from astro_jupyter.agent.tools.todo import TodoError
     from astro_jupyter.kernel.loop_thread import RunInterrupted
-    from astro_jupyter.server.service import InvalidRequest, NotAvailable, RateLimited
     from astro_jupyter.services.identifiers import IdentifierError
 
     for cls in (IdentifierError, PathNotAllowed, PathProtected, TodoError):
         assert issubclass(cls, ValueError) and issubclass(cls, errors.InvalidInput)
     for cls in (FileTooLarge, NotRegularFile):
         assert issubclass(cls, OSError) and issubclass(cls, errors.FileRefused)
-    assert InvalidRequest is errors.InvalidRequest and NotAvailable is errors.NotAvailable
-    assert RateLimited is errors.RateLimited and RunInterrupted is errors.RunInterrupted
+    assert RunInterrupted is errors.RunInterrupted
     assert NotOpen is errors.NotOpen
     assert str(FileTooLarge(10, 5)) == "is 10 bytes, over the 5-byte limit"
-    assert RateLimited("slow down", 2.5).retry_after == 2.5
+    assert errors.RateLimited("slow down", 2.5).retry_after == 2.5
 
 
 def test_the_server_maps_the_tree_once() -> None:

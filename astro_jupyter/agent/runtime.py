@@ -97,7 +97,7 @@ class AgentRuntime:
         if not coordinator:
             return self._registry
         if self._coordinator_registry is None:
-            from .tools import COORDINATOR_FAMILY, ToolRegistry, family_tools
+            from .tools import COORDINATOR_FAMILY, family_tools
 
             merged = self._registry.subset(self._registry.names())  # keeps the unavailable reasons
             for tool in family_tools(COORDINATOR_FAMILY, self.config):

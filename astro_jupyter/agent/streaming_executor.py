@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .calls import CallSlot, ExecutedCall, ToolCallRequest, elapsed_ms
 from .tools.base import ToolOutput

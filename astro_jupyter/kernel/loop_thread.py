@@ -14,12 +14,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import itertools
-import json
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 
 from ..errors import RunInterrupted
@@ -28,6 +25,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..agent.run import RunHandle
+    from ..app import AstroApp
+    from ..app.follow import Question
+    from ..app.tools import ToolRun
     from ..config import AstroConfig
     from ..events import Event
 
@@ -53,17 +53,24 @@ class _Work:
 _WAKE = object()
 
 
-@dataclass
-class ToolRun:
-    """One direct tool call's outcome (what ``%astro TOOL`` returns, before display wrapping)."""
+class _Question:
+    """A run's question for the kernel thread, queued in order with the events that precede it."""
 
-    tool: str
-    arguments: dict[str, Any] | None
-    content: str
-    is_error: bool
-    metadata: dict[str, Any]
-    duration_ms: int
-    events: list[Any] = field(default_factory=list)
+    def __init__(self, fn: Callable[[Any], str], event: Any, future: "concurrent.futures.Future[str]") -> None:
+        self.fn, self.event, self.future = fn, event, future
+
+
+class _KernelAnswerer:
+    """The app's ``Answerer`` for the kernel: the question is answered on the kernel thread (input() and
+    the widgets live there) by ``ask``, through ``put`` (the queue the waiting kernel thread serves)."""
+
+    def __init__(self, ask: Callable[[Any], str], put: Callable[[_Question], None]) -> None:
+        self.ask, self.put = ask, put
+
+    async def answer(self, question: "Question") -> str:
+        future: concurrent.futures.Future[str] = concurrent.futures.Future()
+        self.put(_Question(self.ask, question, future))
+        return await asyncio.wrap_future(future)
 
 
 OWN_NOTEBOOK = (
@@ -96,10 +103,8 @@ class KernelLoopThread:
         self.session_id: str | None = None  # the session ``%%astro`` continues by default
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._services: Any = None
-        self._runtime: Any = None
+        self._app: "AstroApp | None" = None
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
         # work for the waiting kernel thread: (fn, arg, future) questions, or (fn, event, None) to show
         self._questions: "queue.Queue[Any]" = queue.Queue()
         self._boxes: set["queue.Queue[Any]"] = set()  # main-thread waits to wake when work arrives
@@ -197,23 +202,30 @@ class KernelLoopThread:
             except BaseException:  # noqa: BLE001 - cancelled or failed: it is over either way
                 return
 
-    # -- services, runtime, executor (built lazily on the loop) ------------------------------------
-    async def services(self) -> Any:
-        if self._services is None:
-            from ..services.container import ServiceContainer
+    # -- the application layer (built lazily on the loop) ---------------------------------------------
+    async def app(self) -> "AstroApp":
+        """This kernel's ``AstroApp``: the store, and a runtime whose tools include kernel_inspect / kernel_run."""
+        if self._app is None:
+            from ..app import AstroApp
 
-            self._services = await ServiceContainer(self.config).start()
+            app = AstroApp(self.config, runtime_factory=self._make_runtime, source="kernel")
+            await app.start()
             own = own_notebook(self.shell)
             if own is not None:
-                self._services.notebooks.protect(own, OWN_NOTEBOOK)
-        return self._services
+                app.services.notebooks.protect(own, OWN_NOTEBOOK)
+            self._app = app
+        return self._app
+
+    async def services(self) -> Any:
+        return (await self.app()).services
 
     async def runtime(self) -> Any:
-        if self._runtime is None:
-            from ..agent.runtime import AgentRuntime
+        return (await self.app()).runtime
 
-            self._runtime = AgentRuntime(await self.services(), registry=self._registry())
-        return self._runtime
+    def _make_runtime(self, services: Any) -> Any:
+        from ..agent.runtime import AgentRuntime
+
+        return AgentRuntime(services, registry=self._registry())
 
     def _registry(self) -> Any:
         """The standard tools, plus kernel_inspect / kernel_run on this shell's namespace."""
@@ -229,67 +241,38 @@ class KernelLoopThread:
         return registry
 
     async def registry(self) -> Any:
-        return (await self.runtime()).registry
+        return (await self.app()).tool_registry()
 
     def registry_sync(self) -> Any:
         return self.call(self.registry)
 
     # -- one tool, directly ---------------------------------------------------------------------------
-    async def _run_tool(self, name: str, arguments_json: str, cancelled: asyncio.Event,
-                        ask_permission: Callable[[Any], Awaitable[str]] | None,
-                        on_event: Callable[[Any], None] | None = None) -> ToolRun:
-        from ..agent.executor import ToolCallRequest, ToolExecutor
-        from ..agent.tools.base import ToolContext
-        from ..agent.tools.file_state import FileStateCache
-
-        runtime = await self.runtime()
-        # a fresh executor per call: its loop detector is for an agent repeating itself, while a
-        # person re-running a cell means it
-        executor = ToolExecutor(runtime.registry, runtime.permissions, runtime.hooks, self.config)
-        events: list[Any] = []
-
-        async def emit(event: Any) -> None:
-            events.append(event)
-            if on_event is not None:
-                self._questions.put((on_event, event, None))  # shown live by the waiting kernel thread
-
-        ctx = ToolContext(
-            config=self.config, services=runtime.services, session_id=self.session_id or "",
-            cancelled=cancelled, emit=emit, file_state=FileStateCache(), run_id="kernel",
-            scope=runtime.tool_scope(self.session_id or "", "kernel"), ask_permission=ask_permission,
-        )
-        call_id = f"kernel_{next(self._ids)}"
-        try:
-            [done] = await executor.execute([ToolCallRequest(call_id, name, arguments_json)], ctx)
-        finally:
-            await runtime.services.release_run("kernel")  # a kernel notebook_run started lives for this call only
-        return ToolRun(name, done.arguments, done.output.content, done.output.is_error,
-                       dict(done.output.metadata), done.duration_ms, events)
-
     def run_tool(self, name: str, arguments: dict[str, Any] | str,
                  ask_permission: Callable[[Any], str] | None = None,
-                 on_event: Callable[[Any], None] | None = None) -> ToolRun:
-        """Run one tool through the executor (validation, permissions, hooks, audit)."""
-        arguments_json = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+                 on_event: Callable[[Any], None] | None = None) -> "ToolRun":
+        """Run one tool through the app (validation, permissions, hooks, audit); ``ask_permission`` and
+        ``on_event`` run on the kernel thread."""
         cancelled_box: list[asyncio.Event] = []
 
-        async def start() -> ToolRun:
+        async def start() -> "ToolRun":
             cancelled = asyncio.Event()
             cancelled_box.append(cancelled)
-            asker = None
+            app = await self.app()
+            answerer = None
             if ask_permission is not None:
-                async def asker(request: Any) -> str:  # answered on the kernel thread
-                    return await asyncio.wrap_future(self._ask_on_kernel(ask_permission, request))
-            return await self._run_tool(name, arguments_json, cancelled, asker, on_event)
+                answerer = _KernelAnswerer(ask_permission, self._put_question)
+            shown = None
+            if on_event is not None:
+                def shown(event: Any) -> None:
+                    self._questions.put((on_event, event, None))  # shown live by the waiting kernel thread
+            return await app.run_tool(name, arguments, answerer=answerer, on_event=shown, cancelled=cancelled,
+                                      session_id=self.session_id or "", run_id="kernel")
 
         return self.call(start, on_interrupt=lambda: cancelled_box and cancelled_box[0].set())
 
-    def _ask_on_kernel(self, fn: Callable[[Any], Any], request: Any) -> "concurrent.futures.Future[str]":
-        """Questions raised on the loop are answered by the waiting kernel thread (input() lives there)."""
-        future: concurrent.futures.Future[str] = concurrent.futures.Future()
-        self._questions.put((fn, request, future))
+    def _put_question(self, question: _Question) -> None:
+        self._questions.put(question)
         self._wake()
-        return future
 
     def serve_questions(self) -> None:
         """Answer pending questions from the loop (permission prompts) on this thread."""
@@ -300,17 +283,24 @@ class KernelLoopThread:
                 return
             if isinstance(item, _Work):
                 self._serve_work(item)
-                continue
-            fn, request, future = item
-            if future is None:  # an event to show, not a question
-                fn(request)
-                continue
-            try:
-                future.set_result(fn(request))
-            except BaseException as exc:  # noqa: BLE001 - includes KeyboardInterrupt at the prompt
-                future.set_result("deny")
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
+            elif isinstance(item, _Question):
+                self._serve_question(item)
+            else:
+                fn, event, _ = item
+                fn(event)  # an event to show
+
+    @staticmethod
+    def _serve_question(question: _Question, *, reraise: bool = False) -> None:
+        """Ask on this thread; a prompt that fails (or is interrupted) refuses. An interrupt always goes
+        on; other errors too when ``reraise`` (a run's question: the cell stops the run and shows it)."""
+        from ..app.follow import NO_ANSWER
+
+        try:
+            question.future.set_result(question.fn(question.event))
+        except BaseException as exc:  # noqa: BLE001 - includes KeyboardInterrupt at the prompt
+            question.future.set_result("deny" if question.event.type == "permission_request" else NO_ANSWER)
+            if reraise or isinstance(exc, KeyboardInterrupt):
+                raise
 
     @staticmethod
     def _serve_work(work: _Work) -> None:
@@ -324,20 +314,27 @@ class KernelLoopThread:
                 raise
 
     # -- agent runs --------------------------------------------------------------------------------
-    def start_run(self, prompt: str, **kwargs: Any) -> "RunHandle":
+    def start_run(self, prompt: str, *, session_id: str | None = None, model: str | None = None,
+                  max_steps: int | None = None, coordinator: bool = False) -> "RunHandle":
+        """Start a run through the app (prompt rules, session's coordinator mode unless ``coordinator``)."""
         async def start() -> Any:
-            runtime = await self.runtime()
-            return await runtime.start_run(prompt, **kwargs)
+            app = await self.app()
+            return await app.start_run_handle(None, prompt, session_id=session_id, model=model, max_steps=max_steps,
+                                              coordinator=True if coordinator else None)
 
         return self.call(start)
 
-    def stream_events(self, handle: "RunHandle") -> Iterator["Event"]:
-        """Yield the run's events on the calling (kernel) thread as they happen."""
+    def stream_events(self, handle: "RunHandle", ask: Callable[[Any], str] | None = None) -> Iterator["Event"]:
+        """Yield the run's events on the calling (kernel) thread as they happen (``app.follow``); each
+        question is answered by ``ask`` on this thread, after the event that shows it."""
+        from ..app.follow import follow
+
         box: "queue.Queue[Any]" = queue.Queue()
+        answerer = _KernelAnswerer(ask, box.put) if ask is not None else None
 
         async def pump() -> None:
             try:
-                async for _, event in handle.events():
+                async for event in follow(handle, answerer):
                     box.put(event)
             except BaseException as exc:  # noqa: BLE001 - handed to the kernel thread, raised there
                 box.put(_Failed(exc))
@@ -358,13 +355,13 @@ class KernelLoopThread:
                     return
                 if isinstance(item, _Failed):
                     raise item.error
+                if isinstance(item, _Question):
+                    self._serve_question(item, reraise=True)
+                    continue
                 yield item
 
     def cancel_run(self, handle: "RunHandle") -> None:
         self._ensure_loop().call_soon_threadsafe(handle.cancel)
-
-    def answer(self, handle: "RunHandle", request_id: str, answer: str) -> None:
-        self._ensure_loop().call_soon_threadsafe(handle.answer, request_id, answer)
 
     def wait_run(self, handle: "RunHandle") -> Any:
         async def wait() -> Any:
@@ -378,10 +375,8 @@ class KernelLoopThread:
             return
 
         async def shutdown() -> None:
-            if self._runtime is not None:
-                await self._runtime.close()
-            if self._services is not None:
-                await self._services.close()
+            if self._app is not None:
+                await self._app.close()
 
         try:
             self.submit(shutdown()).result(timeout=30)
@@ -391,4 +386,4 @@ class KernelLoopThread:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._loop = self._thread = None
-        self._services = self._runtime = None
+        self._app = None

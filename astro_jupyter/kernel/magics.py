@@ -122,8 +122,7 @@ class AstroMagics(Magics):
 
     def _sessions(self, rest: str) -> TableResult:
         async def load() -> list[dict[str, Any]]:
-            services = await self.rt.services()
-            return [s.to_dict() for s in await services.sessions.list()]
+            return await (await self.rt.app()).list_sessions(None, detail=False)
 
         rows = self.rt.call(load)
         return records_table(f"{len(rows)} sessions", rows, ["id", "title", "model", "source", "updated_at"],
@@ -138,8 +137,8 @@ class AstroMagics(Magics):
         query = " ".join(ns.query)
 
         async def search() -> list[dict[str, Any]]:
-            services = await self.rt.services()
-            return await services.history.search(query, session_id=ns.session, limit=ns.limit)
+            page = await (await self.rt.app()).search_history(None, query, session_id=ns.session, limit=ns.limit)
+            return page["results"]
 
         hits = self.rt.call(search)
         return records_table(f"history: {query}", hits, ["session_id", "session_title", "role", "snippet", "created_at"],
@@ -158,12 +157,12 @@ class AstroMagics(Magics):
         already: list[bool] = []
 
         async def run() -> list[dict[str, Any]]:
-            services = await self.rt.services()
+            app = await self.rt.app()
             if ns.action == "add":
-                outcome = await services.library.add_checked(ns.source, fetch=not ns.no_fetch)
-                already.append(outcome.already)
-                return [outcome.record.to_dict()]
-            return [r.to_dict() for r in await services.library.list(state=ns.state)]
+                added = await app.add_local(ns.source, fetch=not ns.no_fetch)
+                already.append(added.already)
+                return [added.record.to_dict()]
+            return await app.list_papers(state=ns.state)
 
         try:
             rows = self.rt.call(run)
@@ -194,12 +193,10 @@ class AstroMagics(Magics):
         session_id = ns.session or self.rt.session_id
         if not session_id:
             raise UsageError("%astro export: no session yet in this kernel; give a session id (see %astro sessions)")
-        from ..export import write_notebook
-
         path = Path(ns.output or f"astro-{session_id}.ipynb")
 
         async def export() -> Path:
-            return await write_notebook(await self.rt.services(), session_id, path)
+            return await (await self.rt.app()).write_session_notebook(None, session_id, path)
 
         try:
             written = self.rt.call(export)
@@ -257,7 +254,7 @@ class AstroMagics(Magics):
         try:
             handle = self.rt.start_run(
                 prompt, session_id=session_id, model=ns.model or self.rt.model, max_steps=ns.max_steps,
-                coordinator=ns.coordinator, source="kernel",
+                coordinator=ns.coordinator,
             )
         except RunInterrupted:  # an AstroError too: it must be caught first
             print("Interrupted before the run started.")
@@ -281,14 +278,13 @@ class AstroMagics(Magics):
         calls: list[dict[str, Any]] = []
         errors: list[str] = []
         try:
-            for event in self.rt.stream_events(handle):
+            # the app follows the run; its questions come back here, after the event that shows them
+            for event in self.rt.stream_events(handle, ask=lambda q: timeline.ask(q, timeout=self._question_timeout(q))):
                 timeline.show(event)
                 if event.type == "tool_result":
                     calls.append({"name": event.name, "is_error": event.is_error, "subagent": event.subagent_id})
                 elif event.type == "error" and event.reason != "notice":
                     errors.append(event.message)
-                elif event.type in ("ask_user", "permission_request") and not event.subagent_id:
-                    self.rt.answer(handle, event.request_id, timeline.ask(event, timeout=self._question_timeout(event)))
             done = self.rt.wait_run(handle)
         except (KeyboardInterrupt, RunInterrupted):
             self.rt.cancel_run(handle)

@@ -24,6 +24,7 @@ from typing import Any, Callable, TextIO
 
 from IPython.core.error import StdinNotImplementedError
 
+from ..app.follow import permission_answer
 from ..prompt_text import permission_lines, visible
 from ..timeline_text import LinePrinter, short
 
@@ -66,12 +67,6 @@ def comm_router(shell: Any) -> Router | None:
             comm._reply_subshell_for = lambda data, default: sid
 
     return route
-
-
-def permission_answer(reply: str) -> str:
-    return {"y": "allow", "yes": "allow", "allow": "allow", "a": "always", "always": "always"}.get(
-        reply.strip().lower(), "deny"
-    )
 
 
 def _input(prompt: str) -> str:

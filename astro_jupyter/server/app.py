@@ -1,4 +1,4 @@
-"""The jupyter_server extension ``astro_jupyter``: one ``AstroService`` and the astro routes.
+"""The jupyter_server extension ``astro_jupyter``: one ``AstroApp`` (the application layer, ``astro_jupyter.app``) and the astro routes.
 
 Lifecycle (jupyter_server's ``ExtensionApp``): ``initialize_settings`` builds the service
 from ``AstroConfig(parent=self)`` (so ``c.AstroConfig.max_steps = 8`` in
@@ -16,7 +16,7 @@ from jupyter_server.extension.application import ExtensionApp
 from ..config import AstroConfig
 from . import auth, bookmarklet, llm_models, notes, openapi, papers, runs, search, sessions, sse
 from .base import SERVICE_KEY
-from .service import AstroService
+from ..app import AstroApp
 
 ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, llm_models, auth, openapi, bookmarklet)
 
@@ -32,7 +32,7 @@ class AstroExtensionApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.astro_config = AstroConfig(parent=self)
-        self.service = AstroService(self.astro_config)
+        self.service = AstroApp(self.astro_config, serve=True, source="sidebar")
         from ..services.notebooks import NotebookService
         from .notebooks import ServerNotebookBackend
 

@@ -44,7 +44,7 @@ from ..errors import (
     StoreReadOnlyError,
     ToolInputError,
 )
-from .service import AstroService
+from ..app import AstroApp
 
 AUTH_RESOURCE = "astro"
 SERVICE_KEY = "astro_service"
@@ -105,7 +105,7 @@ class AstroHandler(ExtensionHandlerMixin, APIHandler):
     auth_resource = AUTH_RESOURCE
 
     @property
-    def service(self) -> AstroService:
+    def service(self) -> AstroApp:
         return self.settings[SERVICE_KEY]
 
     @property

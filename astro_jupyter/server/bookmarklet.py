@@ -23,7 +23,7 @@ from tornado import web
 
 from .base import AUTH_RESOURCE, SERVICE_KEY, AstroHandler, owner_of
 from ..errors import InvalidRequest
-from .service import AstroService
+from ..app import AstroApp
 
 INTAKE_PATH = "astro/api/bookmarklet/intake"
 TOKEN_PATH = "astro/api/bookmarklet/token"
@@ -69,7 +69,7 @@ class BookmarkletPageHandler(ExtensionHandlerMixin, JupyterHandler):
     auth_resource = AUTH_RESOURCE
 
     @property
-    def service(self) -> AstroService:
+    def service(self) -> AstroApp:
         return self.settings[SERVICE_KEY]
 
     @web.authenticated

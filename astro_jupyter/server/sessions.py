@@ -81,13 +81,9 @@ class SessionExportHandler(AstroHandler):
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
-        session = await self.service.session(self.owner, session_id)
         import nbformat
 
-        from ..export import export_session
-
-        await self.service.settle_session(session_id)
-        notebook = await export_session(self.service.services, session_id)
+        session, notebook = await self.service.export_session(self.owner, session_id)
         name = _filename(session.title or session_id)
         self.set_header("Content-Disposition", f'attachment; filename="{name}.ipynb"')
         self.finish(nbformat.writes(notebook), set_content_type="application/x-ipynb+json")

@@ -80,6 +80,8 @@ def test_bad_cell_arguments(load, llm_env) -> None:
         ip.run_cell_magic("astro", "", "   ")
     with pytest.raises(UsageError, match="no session"):
         ip.run_cell_magic("astro", "--session sess_does_not_exist", "hi")
+    with pytest.raises(UsageError, match="the limit is 100000"):  # the app's prompt rule, as in the sidebar
+        ip.run_cell_magic("astro", "", "x" * 100_001)
 
 
 def test_ask_user_is_answered_with_input(load, llm_env, monkeypatch, capsys) -> None:

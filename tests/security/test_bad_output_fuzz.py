@@ -26,7 +26,7 @@ import pytest
 from astro_jupyter.agent.tools.filesystem.glob import GlobFilesTool
 from astro_jupyter.agent.tools.filesystem.grep import GrepFilesTool
 from astro_jupyter.agent.tools.filesystem.read import ReadFileTool
-from astro_jupyter.server.service import encode_wire
+from astro_jupyter.app import encode_wire
 from astro_jupyter.server.sse import format_event
 from tests.agent.runtime_helpers import collect, make_config, make_runtime, wires
 from tests.fakes.openai_server import ScriptedCall, Turn, raw_delta

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from jupyter_server.auth.identity import IdentityProvider, User
 
-from astro_jupyter.server.service import AstroService
+from astro_jupyter.app import AstroApp
 from tests.fakes.openai_server import ScriptedCall, Turn
 from tests.server.conftest import Api, api, astro_service, jp_server_config  # noqa: F401 - the server fixtures
 
@@ -45,7 +45,7 @@ def astro_overrides(openai_server: Any) -> dict[str, Any]:
             "max_output_chars": 1500, "persisted_preview_chars": 100}
 
 
-async def _run(api: Api, who: dict[str, str], prompt: str, service: AstroService) -> list[dict[str, Any]]:
+async def _run(api: Api, who: dict[str, str], prompt: str, service: AstroApp) -> list[dict[str, Any]]:
     """Start a run as ``who``, read its stream to ``done``, return its stored events."""
     status, started = await api("POST", "astro/api/runs", body={"prompt": prompt}, headers=who)
     assert status == 201, started
@@ -59,7 +59,7 @@ def _results(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {e["tool_call_id"]: e for e in events if e["type"] == "tool_result"}
 
 
-async def test_search_history_tool_sees_only_the_runs_owner(api: Api, openai_server: Any, astro_service: AstroService) -> None:
+async def test_search_history_tool_sees_only_the_runs_owner(api: Api, openai_server: Any, astro_service: AstroApp) -> None:
     openai_server.script(Turn.say(f"Noted: the {SECRET} cluster is Alice's."))
     await _run(api, ALICE, f"remember the {SECRET} cluster", astro_service)
     shared = await astro_service.services.sessions.create(title=f"kernel notes on {SECRET}")  # ownerless
@@ -77,7 +77,7 @@ async def test_search_history_tool_sees_only_the_runs_owner(api: Api, openai_ser
     assert "Alice's" in alice["output"] and len({h["session_id"] for h in alice["metadata"]["hits"]}) == 2
 
 
-async def test_search_history_route_is_filtered_before_the_limit(api: Api, astro_service: AstroService) -> None:
+async def test_search_history_route_is_filtered_before_the_limit(api: Api, astro_service: AstroApp) -> None:
     """250 of Alice's hits used to fill the 200-row window filtered after the query: Bob saw nothing."""
     services = (await astro_service.start()).services
     for i in range(250):
@@ -92,7 +92,7 @@ async def test_search_history_route_is_filtered_before_the_limit(api: Api, astro
 
 
 async def test_file_tools_do_not_reach_another_owners_tool_results(
-    api: Api, openai_server: Any, astro_service: AstroService, tmp_path: Path
+    api: Api, openai_server: Any, astro_service: AstroApp, tmp_path: Path
 ) -> None:
     config = astro_service.config
     (tmp_path / "alice_draft.txt").write_text(f"{SECRET} " * 200)
@@ -135,7 +135,7 @@ async def test_file_tools_do_not_reach_another_owners_tool_results(
     assert not mine["is_error"] and SECRET in mine["output"]
 
 
-async def test_bg_task_check_and_notes_stay_with_their_owner(api: Api, openai_server: Any, astro_service: AstroService) -> None:
+async def test_bg_task_check_and_notes_stay_with_their_owner(api: Api, openai_server: Any, astro_service: AstroApp) -> None:
     from astro_jupyter.store.papers import PaperRecord
 
     services = (await astro_service.start()).services
@@ -158,7 +158,7 @@ async def test_bg_task_check_and_notes_stay_with_their_owner(api: Api, openai_se
     assert status == 200 and SECRET in json.dumps(alices)
 
 
-async def test_the_current_model_is_per_owner(api: Api, openai_server: Any, astro_service: AstroService) -> None:
+async def test_the_current_model_is_per_owner(api: Api, openai_server: Any, astro_service: AstroApp) -> None:
     status, switched = await api("PUT", "astro/api/models/current", body={"model": "alice-model"}, headers=ALICE)
     assert status == 200 and switched == {"current": "alice-model", "previous": "shared-default"}
     status, bob_models = await api("GET", "astro/api/models", headers=BOB)

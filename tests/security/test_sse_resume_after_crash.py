@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import httpx2
 import pytest
 
-from astro_jupyter.server.service import AstroService
+from astro_jupyter.app import AstroApp
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import (  # noqa: F401 - the server fixtures
     Api, api, astro_overrides, astro_service, extra_server_config, jp_server_config, live_url,
@@ -146,7 +146,7 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path, openai_server: Any, server
     assert run["status"] == "error"
 
 
-async def test_restart_closes_a_dead_run_after_its_reserved_ids(api: Api, astro_service: AstroService, sse_reader: Any) -> None:
+async def test_restart_closes_a_dead_run_after_its_reserved_ids(api: Api, astro_service: AstroApp, sse_reader: Any) -> None:
     """The store as a SIGKILL leaves it: ids reserved to 50, events stored to 10, status 'running',
     no process holding the run. The (re)started service closes it with ids 51 and 52."""
     from astro_jupyter.services.container import ServiceContainer
@@ -169,7 +169,7 @@ async def test_restart_closes_a_dead_run_after_its_reserved_ids(api: Api, astro_
     assert done["reason"] == "error" and await sse_reader("run_killed", 60) == [(61, done)]
 
 
-async def test_a_finished_run_without_a_stored_done(api: Api, astro_service: AstroService, sse_reader: Any) -> None:
+async def test_a_finished_run_without_a_stored_done(api: Api, astro_service: AstroApp, sse_reader: Any) -> None:
     """Finished (e.g. closed by an older version), events stored to 5 but ids reserved to 20:
     the unstored done it gets is 21 for everyone, and a client past it gets one after its id."""
     services = (await astro_service.start()).services

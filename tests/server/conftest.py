@@ -19,7 +19,7 @@ import pytest
 from traitlets.config import Config
 
 from astro_jupyter.server.base import SERVICE_KEY
-from astro_jupyter.server.service import AstroService
+from astro_jupyter.app import AstroApp
 
 Api = Callable[..., Awaitable[tuple[int, Any]]]
 
@@ -51,7 +51,7 @@ def jp_server_config(astro_home: Path, tmp_path: Path, astro_overrides: dict[str
 
 
 @pytest.fixture
-def astro_service(jp_serverapp: Any) -> AstroService:
+def astro_service(jp_serverapp: Any) -> AstroApp:
     return jp_serverapp.web_app.settings[SERVICE_KEY]
 
 

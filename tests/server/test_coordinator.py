@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from astro_jupyter.server.service import AstroService
+from astro_jupyter.app import AstroApp
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -24,7 +24,7 @@ def _tool_names(body: dict[str, Any]) -> set[str]:
     return {t["function"]["name"] for t in body.get("tools") or []}
 
 
-async def _run(api: Api, astro_service: AstroService, openai_server: Any, body: dict[str, Any]) -> dict[str, Any]:
+async def _run(api: Api, astro_service: AstroApp, openai_server: Any, body: dict[str, Any]) -> dict[str, Any]:
     """Start a run over HTTP, wait for it to finish, return the chat request the LLM received."""
     openai_server.script(Turn.say("Done."))
     before = len(openai_server.chat_requests)
@@ -71,7 +71,7 @@ async def test_bad_patch_bodies_are_json_errors_and_change_nothing(api: Api) -> 
     assert status == 404 and err["reason"] == "session_not_found"
 
 
-async def test_run_without_flag_uses_the_sessions_mode(api: Api, astro_service: AstroService, openai_server: Any) -> None:
+async def test_run_without_flag_uses_the_sessions_mode(api: Api, astro_service: AstroApp, openai_server: Any) -> None:
     status, created = await api("POST", "astro/api/sessions", body={"title": "Delegation"})
     sid = created["id"]
 

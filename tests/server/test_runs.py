@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 from astro_jupyter.server.base import SERVICE_KEY
-from astro_jupyter.server.service import AstroService
+from astro_jupyter.app import AstroApp
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -73,7 +73,7 @@ def _types(events: list[Event]) -> list[str]:
     return [e["type"] for _, e in events]
 
 
-async def test_run_streams_to_done_and_resumes(api: Api, sse: Any, openai_server: Any, astro_service: AstroService,
+async def test_run_streams_to_done_and_resumes(api: Api, sse: Any, openai_server: Any, astro_service: AstroApp,
                                                jp_serverapp: Any) -> None:
     _script_tool_run(openai_server)
     status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
@@ -106,7 +106,7 @@ async def test_run_streams_to_done_and_resumes(api: Api, sse: Any, openai_server
 
     # restart the extension's service: the run now exists only in the store, and still replays
     await astro_service.close()
-    fresh = AstroService(astro_service.config)
+    fresh = AstroApp(astro_service.config, serve=True)
     jp_serverapp.web_app.settings[SERVICE_KEY] = fresh
     try:
         assert fresh.live_run(run_id) is None
@@ -117,7 +117,7 @@ async def test_run_streams_to_done_and_resumes(api: Api, sse: Any, openai_server
 
 
 async def test_resume_mid_run_two_clients_and_disconnect(api: Api, sse: Any, openai_server: Any,
-                                                         sesame_server: Any, astro_service: AstroService) -> None:
+                                                         sesame_server: Any, astro_service: AstroApp) -> None:
     sesame_server.state["delay"] = 1.0  # the tool takes a second: the run is mid-tool when we drop
     _script_tool_run(openai_server)
     status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
@@ -155,7 +155,7 @@ async def test_keepalive_comments_while_a_tool_runs(api: Api, live_url: Any, jp_
     assert body.rstrip().endswith('"reason":"finished"}')
 
 
-async def test_cancel_mid_tool(api: Api, sse: Any, openai_server: Any, sesame_server: Any, astro_service: AstroService) -> None:
+async def test_cancel_mid_tool(api: Api, sse: Any, openai_server: Any, sesame_server: Any, astro_service: AstroApp) -> None:
     sesame_server.state["delay"] = 5.0
     _script_tool_run(openai_server)
     status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
@@ -234,7 +234,7 @@ async def test_ask_user_answered_over_http(api: Api, sse: Any, openai_server: An
     assert events[-1][1]["reason"] == "finished"
 
 
-async def test_stored_run_without_done_gets_one(api: Api, sse: Any, astro_service: AstroService) -> None:
+async def test_stored_run_without_done_gets_one(api: Api, sse: Any, astro_service: AstroApp) -> None:
     """A run a dead process left behind (events stored, no done) replays and ends with an unstored done."""
     await astro_service.start()
     services = astro_service.services
@@ -255,7 +255,7 @@ async def test_stored_run_without_done_gets_one(api: Api, sse: Any, astro_servic
     assert await sse("run_crashed", last_event_id=99) == [(100, events[-1][1])]
 
 
-async def test_follows_a_run_of_another_process_through_the_store(api: Api, sse: Any, astro_service: AstroService) -> None:
+async def test_follows_a_run_of_another_process_through_the_store(api: Api, sse: Any, astro_service: AstroApp) -> None:
     """A kernel's run (same SQLite file, other process) streams to the sidebar as its events land."""
     await astro_service.start()
     services = astro_service.services
@@ -274,7 +274,7 @@ async def test_follows_a_run_of_another_process_through_the_store(api: Api, sse:
 
 
 async def test_stopping_the_extension_cancels_runs_and_closes_the_store(
-    api: Api, sse: Any, openai_server: Any, sesame_server: Any, astro_service: AstroService, jp_serverapp: Any
+    api: Api, sse: Any, openai_server: Any, sesame_server: Any, astro_service: AstroApp, jp_serverapp: Any
 ) -> None:
     from astro_jupyter.services.container import ServiceContainer
 

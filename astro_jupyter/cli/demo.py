@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .cli import EXIT_OK, command, open_services
+from .registry import EXIT_OK, command, open_app
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
@@ -14,17 +14,12 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 @command("demo", "seed the offline demo library: sample papers, a Sesame cache, a recorded session", _demo_args)
 async def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import seed_demo
-
-    services = await open_services()
-    try:
-        summary = await seed_demo(services)
-    finally:
-        await services.close()
+    async with open_app() as app:
+        summary = await app.seed_demo()
     if args.json:
         print(json.dumps(summary.__dict__))
     else:
-        print(f"library: {services.config.home}")
+        print(f"library: {app.config.home}")
         for paper_id in summary.paper_ids:
             print(f"  paper   {paper_id}")
         for target in summary.targets:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .cli import EXIT_ERROR, EXIT_OK, command, err, open_services
+from .registry import EXIT_ERROR, EXIT_OK, command, err, open_app
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
@@ -14,19 +14,16 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 
 @command("export", "export a session as a Jupyter notebook research log", _export_args)
 async def cmd_export(args: argparse.Namespace) -> int:
-    from .errors import AstroError
-    from .export import write_notebook
+    from ..errors import AstroError
 
-    services = await open_services()
-    try:
-        path = await write_notebook(services, args.session, args.output or f"astro-{args.session}.ipynb")
-    except AstroError as exc:
-        err(str(exc))
-        return EXIT_ERROR
-    except OSError as exc:
-        err(f"cannot write the notebook: {exc}")
-        return EXIT_ERROR
-    finally:
-        await services.close()
+    async with open_app() as app:
+        try:
+            path = await app.write_session_notebook(None, args.session, args.output or f"astro-{args.session}.ipynb")
+        except AstroError as exc:
+            err(str(exc))
+            return EXIT_ERROR
+        except OSError as exc:
+            err(f"cannot write the notebook: {exc}")
+            return EXIT_ERROR
     print(path)
     return EXIT_OK

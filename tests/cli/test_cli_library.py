@@ -17,7 +17,7 @@ from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route, make_pdf
 from tests.fakes.library_env import ads_fake, arxiv_fake, file_fake  # noqa: F401 - fixtures
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

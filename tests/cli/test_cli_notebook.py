@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.test_cli import cli_env, run_cli
+from tests.cli.test_cli import cli_env, run_cli
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 from tests.fakes.openai_server import Turn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli_env(home: Path, llm_url: str = "", sesame_url: str = "http://127.0.0.1:9") -> dict[str, str]:
@@ -286,3 +286,17 @@ def test_doctor_without_llm_says_what_to_set(tmp_path):
     assert "set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL" in proc.stdout
     report = json.loads(run_cli(cli_env(tmp_path / "home"), "doctor", "--json").stdout)
     assert report["llm"]["configured"] is False and "OPENAI_API_KEY" in report["llm"]["error"]
+
+
+def test_ask_applies_the_apps_prompt_rules(tmp_path, openai_server):
+    """The CLI checks a prompt as the sidebar does (astro_jupyter.app): blank or over the limit → exit 2, no run."""
+    env = cli_env(tmp_path / "home", openai_server.url)
+    too_long = subprocess.run(
+        [sys.executable, "-m", "astro_jupyter.cli", "ask", "-"], env=env, input="x" * 100_001,
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )
+    assert too_long.returncode == 2 and "100001 characters; the limit is 100000" in too_long.stderr
+    blank = run_cli(env, "ask", "   ")
+    assert blank.returncode == 2 and "non-empty" in blank.stderr
+    assert openai_server.chat_requests == []
+    assert json.loads(run_cli(env, "sessions", "--json").stdout) == []

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .cli import EXIT_ERROR, EXIT_OK, _json_flag, command, err, open_services
+from .registry import EXIT_ERROR, EXIT_OK, command, err, json_flag, open_app
 
 if TYPE_CHECKING:
-    from .store.papers import PaperRecord
+    from ..app import AstroApp
+    from ..store.papers import PaperRecord
 
 
 def _library_args(p: argparse.ArgumentParser) -> None:
@@ -28,14 +29,14 @@ def _library_args(p: argparse.ArgumentParser) -> None:
     add.add_argument("source", help="path to a PDF, or an arXiv id, DOI, ADS bibcode or arxiv.org/ADS/doi.org URL")
     add.add_argument("--download", action="store_true", help="also download the PDF (identifiers only)")
     add.add_argument("--no-fetch", action="store_true", help="do not ask arXiv/ADS for metadata (local PDFs)")
-    _json_flag(add)
+    json_flag(add)
     lst = sub.add_parser("list", help="list the papers in the library, newest first")
     lst.add_argument("--state", choices=["metadata", "downloaded", "parsed"], help="only papers in this state")
     lst.add_argument("--limit", type=int, default=1000)
-    _json_flag(lst)
+    json_flag(lst)
     show = sub.add_parser("show", help="show one paper's full record")
     show.add_argument("paper_id", help="library id or any identifier of a stored paper")
-    _json_flag(show)
+    json_flag(show)
 
 
 def _line(paper: "PaperRecord") -> str:
@@ -45,20 +46,19 @@ def _line(paper: "PaperRecord") -> str:
 
 @command("library", "add papers to the local library and list them", _library_args)
 async def cmd_library(args: argparse.Namespace) -> int:
-    services = await open_services()
-    try:
+    async with open_app() as app:
         if args.library_command == "add":
-            return await _add(services, args)
+            return await _add(app, args)
         if args.library_command == "show":
-            paper = await services.library.get(args.paper_id)
+            paper = await app.paper_record(args.paper_id)
             if args.json:
                 print(json.dumps(paper.to_dict(), ensure_ascii=False))
             else:
-                from .agent.tools.astro.metadata import describe_record
+                from ..agent.tools.astro.metadata import describe_record
 
                 print(describe_record(paper))
             return EXIT_OK
-        papers = await services.library.list(state=args.state, limit=args.limit)
+        papers = await app.list_paper_records(state=args.state, limit=args.limit)
         if args.json:
             print(json.dumps([p.to_dict() for p in papers], ensure_ascii=False))
             return EXIT_OK
@@ -67,28 +67,21 @@ async def cmd_library(args: argparse.Namespace) -> int:
         for paper in papers:
             print(_line(paper))
         return EXIT_OK
-    finally:
-        await services.close()
 
 
-async def _add(services: Any, args: argparse.Namespace) -> int:
-    outcome = await services.library.add_checked(args.source, fetch=not args.no_fetch)
-    paper = outcome.record
-    notes: list[str] = []
-    if args.download and paper.state == "metadata":
-        from .services.download import DownloadFailed
+async def _add(app: "AstroApp", args: argparse.Namespace) -> int:
+    from ..services.download import DownloadFailed
 
-        try:
-            result = await services.downloads.download(paper.id)
-        except DownloadFailed as exc:
-            err(str(exc))
-            return EXIT_ERROR
-        paper = result.paper
-        notes.append(f"downloaded via {result.channel} from {result.url}")
+    try:
+        added = await app.add_local(args.source, fetch=not args.no_fetch, download=args.download)
+    except DownloadFailed as exc:
+        err(str(exc))
+        return EXIT_ERROR
+    paper = added.record
     if args.json:
         print(json.dumps(paper.to_dict(), ensure_ascii=False))
         return EXIT_OK
-    if outcome.already:
+    if added.already:
         print(f"already in the library ({paper.id}): {_line(paper).split(None, 1)[1]}")
     else:
         print(f"added {_line(paper)}")
@@ -96,7 +89,7 @@ async def _add(services: Any, args: argparse.Namespace) -> int:
         print(f"  PDF: {paper.pdf_path}")
     if paper.source == "local" and paper.metadata.get("fetch_error"):
         print(f"  metadata: kept the PDF's own ({paper.metadata['fetch_error']})")
-    for note in notes:
+    for note in added.notes:
         print(f"  {note}")
     if paper.state == "metadata":
         print(f"  metadata only; fetch the PDF with: astro-jupyter library add {paper.id} --download")

@@ -1,0 +1,95 @@
+"""Installation checks (``doctor``) and the offline demo library (``demo``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..errors import AstroError
+from .common import AppBase
+
+TO_CONFIGURE = (
+    "set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL (and OPENAI_API_KEY if it needs one) for any "
+    "OpenAI-compatible endpoint; or c.AstroConfig.openai_base_url / openai_api_key in jupyter_server_config.py "
+    "or ipython_config.py"
+)
+
+
+class AdminMixin(AppBase):
+    async def seed_demo(self) -> Any:
+        """Sample papers, a Sesame cache and a recorded session (``demo.seed_demo``)."""
+        from ..demo import seed_demo
+
+        await self.start()  # type: ignore[attr-defined]
+        return await seed_demo(self.services)
+
+    async def diagnose(self) -> dict[str, Any]:
+        """What this installation can do, checked for real: SQLite driver, FTS5, vec0, paths, the LLM
+        endpoint and the embedding backend. Never raises: a failing part is reported in its section
+        (``sqlite.error``, ``llm.reachable`` false)."""
+        from ..agent.tools.filesystem.protected import root_warning
+
+        config = self.config
+        report: dict[str, Any] = {"astro_home": str(config.home_path), "db_path": str(config.db_path),
+                                  "project_root": config.project_root, "project_root_warning": root_warning(config)}
+        opened = False
+        try:
+            await self.services.start()
+            opened = True
+            info = self.services.db.info
+            report["sqlite"] = {
+                "driver": info.module,
+                "version": info.sqlite_version,
+                "fts5": info.fts5,
+                "vec0": info.vec_available,
+                "vec_version": info.vec_version,
+                "vec_error": info.vec_error,
+            }
+        except AstroError as exc:
+            report["sqlite"] = {"error": str(exc)}
+        llm: dict[str, Any] = {"configured": config.llm_configured, "model": config.llm_model,
+                               "base_url": config.openai_base_url or ("(OpenAI default)" if config.llm_configured else "")}
+        if not config.llm_configured:
+            llm.update(reachable=False, error=TO_CONFIGURE)
+        else:
+            from ..llm.client import LlmClient
+
+            client = self.services.llm if opened else LlmClient(config)
+            start = time.perf_counter()
+            try:
+                models = await client.list_models()
+                llm.update(reachable=True, latency_ms=round((time.perf_counter() - start) * 1000, 1), models=len(models))
+                llm["model_listed"] = config.llm_model in models
+                if config.llm_fallback_model:
+                    llm["fallback_model_listed"] = config.llm_fallback_model in models
+            except AstroError as exc:  # LlmUnavailableError included
+                llm.update(reachable=False, error=str(exc))
+        report["llm"] = llm
+        report["embeddings"] = await self._embeddings(opened)
+        return report
+
+    async def _embeddings(self, opened: bool) -> dict[str, Any]:
+        """The backend ``auto`` picks (asking the endpoint), why, how to get a better one, and how much
+        of the library has vectors in its space."""
+        from ..services.embed import choose_backend, static_choice
+
+        config, services = self.config, self.services
+        try:
+            llm = services.llm if opened else None
+            choice = await choose_backend(config, llm) if llm is not None else static_choice(config)
+        except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
+            return {"active": "unavailable", "reason": f"{type(exc).__name__}: {exc}", "hint": ""}
+        out: dict[str, Any] = {"active": choice.name, "reason": choice.reason, "hint": choice.hint}
+        if opened:
+            try:
+                spaces = {s.backend: s for s in await services.chunks.spaces()}
+                space = spaces.get(choice.name)
+                embedded = await services.chunks.vector_count(space) if space is not None else 0
+                missing = len(await services.chunks.missing_vectors(space)) if space is not None else None
+                if missing is None:  # no space yet for this backend: every searchable chunk is missing
+                    missing = await services.chunks.searchable_count()
+                out["chunks"] = embedded + int(missing)
+                out["embedded"] = embedded
+            except Exception as exc:  # noqa: BLE001
+                out["coverage_error"] = str(exc)
+        return out

@@ -1,0 +1,143 @@
+"""``AstroApp``: the one application layer the server, the kernel and the CLI call.
+
+Front ends only parse their input, call this layer and render what it returns; the
+decisions (who owns a session, where a run's events come from, what a prompt may be) live
+here, split by resource (``sessions.py``, ``runs.py``, ``papers.py``, ``notes.py``,
+``search.py``, ``models.py``), so they are tested once and behave the same everywhere.
+Direct tool calls are in ``tools.py``, following a run and answering its questions in
+``follow.py``. This package imports no front end (nor Jupyter or tornado).
+
+Ownership: sessions and runs carry the ``owner`` that created them. An owner sees its own
+rows and ownerless ones (made by the kernel magics or the CLI, which have no web identity);
+anything else answers "not found", never "forbidden", so ids do not leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from ..config import AstroConfig
+from ..errors import AstroError, ConfigError
+from ..services.container import ServiceContainer
+from .admin import AdminMixin
+from .bookmarklet import BookmarkletMixin
+from .models import ModelsMixin
+from .notes import NotesMixin
+from .papers import PapersMixin
+from .runs import RunsMixin
+from .search import SearchMixin
+from .sessions import SessionsMixin
+from .tools import ToolsMixin
+
+log = logging.getLogger(__name__)
+
+
+class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, ModelsMixin, BookmarkletMixin,
+               ToolsMixin, AdminMixin):
+    """One per process (server, kernel, CLI command): owns the ``ServiceContainer``, the
+    ``AgentRuntime`` and, on the server, the bookmarklet intake worker."""
+
+    def __init__(
+        self,
+        config: AstroConfig,
+        *,
+        runtime_factory: Callable[[ServiceContainer], Any] | None = None,
+        serve: bool = False,
+        source: str = "sidebar",
+        services: ServiceContainer | None = None,
+    ) -> None:
+        self.config = config
+        self.services = services if services is not None else ServiceContainer(config)
+        self.source = source  # what new sessions and runs record as their origin
+        self._runtime_factory = runtime_factory
+        self._runtime: Any = None
+        # the long-lived server: checks the agent config at start, closes runs a dead process
+        # left 'running', runs the bookmarklet intake worker; a CLI command or a kernel does not
+        self._serve = serve
+        self._started = False
+        self._start_lock = asyncio.Lock()
+        self._closed = False
+        self._services_closed = False
+        self.intake: Any = None  # IntakeWorker, built in start() when ``serve``
+        self._warm: asyncio.Task[None] | None = None
+        # models/current: each owner's choice for its next runs (the endpoint's client is shared)
+        self._owner_models: dict[str, str] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> "AstroApp":
+        """Open the store (idempotent; every handler awaits it, the first one does the work)."""
+        if self._started:
+            return self
+        async with self._start_lock:
+            if self._started:
+                return self
+            if self._closed:
+                raise AstroError("the astro service has been stopped")
+            await self.services.start()
+            if self._serve:
+                from .intake import IntakeWorker
+
+                await self.runtime.start()  # runs a dead server left 'running' become 'error'
+                self.intake = IntakeWorker(self.services)
+                await self.intake.start()
+                if self.config.llm_configured:  # import openai off the loop: the first run need not stall
+                    self._warm = asyncio.create_task(asyncio.to_thread(_import_llm_client))
+            self._started = True
+        return self
+
+    @property
+    def runtime(self) -> Any:
+        """The agent runtime, built on first use so a server without an LLM still serves history."""
+        if self._runtime is None:
+            try:
+                if self._runtime_factory is not None:
+                    self._runtime = self._runtime_factory(self.services)
+                else:
+                    from ..agent.runtime import AgentRuntime
+
+                    self._runtime = AgentRuntime(self.services)
+            except (ValueError, TypeError) as exc:  # e.g. a malformed permission rule or hook
+                raise ConfigError(f"the astro configuration is invalid: {exc}") from exc
+        return self._runtime
+
+    async def close(self) -> None:
+        """Cancel live runs, stop the intake worker, close the store."""
+        self._closed = True
+        if self.intake is not None:
+            await self.intake.stop()
+        if self._runtime is not None:
+            try:
+                await self._runtime.close()
+                # runtime.close() waits for active runs; a run that just sent ``done`` may still be
+                # writing its last events, and those must land before the store closes
+                tasks = [h.task for h in list(getattr(self._runtime, "_runs", {}).values()) if h.task is not None]
+                if tasks:
+                    await asyncio.wait(tasks, timeout=30)
+            except Exception:  # noqa: BLE001 - shutdown must reach the database
+                log.exception("closing the agent runtime failed")
+            self._runtime = None
+        if not self._services_closed:  # also after a failed start: the store may be open
+            self._services_closed = True
+            await self.services.close()
+        self._started = False
+
+    async def __aenter__(self) -> "AstroApp":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _import_llm_client() -> None:
+    """Imports a first run would otherwise do on the event loop (the openai SDK, every tool family
+    with its services: PDF parsing, HTML, ...: ~1 s that stalled every request of a fresh server)."""
+    import importlib
+
+    import openai  # noqa: F401
+
+    from ..agent import tools
+
+    for module in (*tools.FAMILIES, tools.COORDINATOR_FAMILY):
+        importlib.import_module(module, tools.__name__)

@@ -1,0 +1,63 @@
+"""LLM models: the endpoint's list and each owner's run-time choice (not persisted)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..errors import AstroError, InvalidRequest
+from .common import AppBase, unique
+
+MODEL_NAME_MAX = 200
+
+
+class ModelsMixin(AppBase):
+    _warm: "asyncio.Task[None] | None"
+
+    def _llm(self) -> Any:
+        runtime_llm = getattr(self._runtime, "llm", None) if self._runtime is not None else None
+        return runtime_llm or self.services.llm
+
+    async def models(self, owner: str = "") -> dict[str, Any]:
+        """The owner's current model and the endpoint's list; an unreachable endpoint gives the configured ones + a warning."""
+        if self._warm is not None:
+            try:
+                await self._warm
+            except Exception:  # noqa: BLE001 - list_models reports the real problem below
+                pass
+        llm = self._llm()
+        cfg = self.config
+        configured = unique([cfg.llm_model, cfg.llm_fallback_model, *cfg.llm_fallback_chain])
+        warning: str | None = None
+        available: list[str] = []
+        try:
+            available = list(await asyncio.wait_for(llm.list_models(), timeout=cfg.http_timeout_secs))
+        except asyncio.TimeoutError:
+            warning = f"the LLM endpoint did not list its models within {cfg.http_timeout_secs:g} s"
+        except AstroError as exc:
+            warning = f"could not list the endpoint's models: {exc}"
+        current = self.current_model(owner)
+        models = unique([current, *available]) if available else unique([current, *configured])
+        return {
+            "current": current,
+            "models": models,
+            "configured": configured,
+            "source": "endpoint" if available else "config",
+            "warning": warning,
+        }
+
+    def current_model(self, owner: str) -> str:
+        """The model ``owner``'s next run uses: its own choice, else the server's current model."""
+        return self._owner_models.get(owner) or str(self._llm().model)
+
+    def chosen_model(self, owner: str) -> str | None:
+        """``owner``'s own choice (``switch_model``), None when it runs on the configured default."""
+        return self._owner_models.get(owner)
+
+    async def switch_model(self, owner: str, model: Any) -> dict[str, Any]:
+        """Switch ``owner``'s model only (another user's runs keep theirs); not persisted."""
+        if not isinstance(model, str) or not model.strip() or len(model) > MODEL_NAME_MAX:
+            raise InvalidRequest("'model' must be a non-empty model name", reason="invalid_model")
+        previous = self.current_model(owner)
+        self._owner_models[owner] = model.strip()
+        return {"current": self._owner_models[owner], "previous": previous}

@@ -1,0 +1,207 @@
+"""Runs: prompt validation, start (with the session's coordinator mode), events (live or
+stored, resumable), cancel, answers — with ownership."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from ..errors import InvalidRequest, RunConflict, RunNotFound
+from ..events import to_wire
+from .common import AppBase, Owner, encode_wire, visible_to
+
+if TYPE_CHECKING:
+    from ..agent.run import RunHandle
+    from ..store.runs import RunRecord
+
+STORE_PAGE = 500
+STORE_POLL_SECS = 0.25
+
+
+class RunsMixin(AppBase):
+    def check_prompt(self, prompt: Any) -> str:
+        """A non-empty string within ``AstroConfig.max_prompt_chars`` (every front end, one rule)."""
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise InvalidRequest("'prompt' must be a non-empty string", reason="invalid_prompt")
+        if len(prompt) > self.config.max_prompt_chars:
+            raise InvalidRequest(
+                f"the prompt has {len(prompt)} characters; the limit is {self.config.max_prompt_chars}"
+                " (AstroConfig.max_prompt_chars)",
+                reason="prompt_too_long",
+                status=413,
+            )
+        return prompt
+
+    async def start_run(
+        self,
+        owner: Owner,
+        prompt: Any,
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        coordinator: bool | None = None,
+        max_steps: int | None = None,
+        notebook: Any = None,
+    ) -> dict[str, str]:
+        """Start a run; ``{"run_id", "session_id"}`` (the handle: ``start_run_handle``)."""
+        handle = await self.start_run_handle(
+            owner, prompt, session_id=session_id, model=model, coordinator=coordinator,
+            max_steps=max_steps, notebook=notebook,
+        )
+        return {"run_id": str(handle.run_id), "session_id": str(handle.session_id)}
+
+    async def start_run_handle(
+        self,
+        owner: Owner,
+        prompt: Any,
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        coordinator: bool | None = None,
+        max_steps: int | None = None,
+        notebook: Any = None,
+    ) -> "RunHandle":
+        """Start a run and return its live handle (for ``follow``). ``coordinator=None`` means
+        "the session's stored mode"; an explicit value wins and becomes the session's mode
+        (restored if the run cannot start). ``notebook`` is the sidebar's active notebook
+        (``notebook_context.py``)."""
+        prompt = self.check_prompt(prompt)
+        from .notebook_context import parse_notebook_context
+
+        client, context_note = parse_notebook_context(notebook, self.services)
+        previous: bool | None = None
+        if session_id:
+            record = await self.session(owner, session_id)  # type: ignore[attr-defined]
+            if coordinator is None:
+                coordinator = record.coordinator
+            elif coordinator != record.coordinator:
+                # stored first: the runtime ORs the argument with the stored flag
+                previous = record.coordinator
+                await self.services.sessions.update(session_id, coordinator=coordinator)
+        key = owner or ""
+        try:
+            handle = await self.runtime.start_run(
+                prompt,
+                session_id=session_id,
+                owner=key,
+                model=model or self._owner_models.get(key) or None,
+                coordinator=bool(coordinator),
+                max_steps=max_steps,
+                source=self.source,
+                client=client,
+                prompt_context=context_note if client is not None else "",
+            )
+        except BaseException:
+            if previous is not None and session_id:
+                await self.services.sessions.update(session_id, coordinator=previous)
+            raise
+        return handle
+
+    def live_run(self, run_id: str) -> Any:
+        if self._runtime is None:
+            return None
+        return self._runtime.get_run(run_id)
+
+    async def _run_owner_check(self, owner: Owner, run_id: str) -> tuple[Any, "RunRecord | None"]:
+        """(live handle or None, stored record or None); RunNotFound if neither or not visible."""
+        handle = self.live_run(run_id)
+        record: RunRecord | None = None
+        try:
+            record = await self.services.runs.get(run_id)
+        except RunNotFound:
+            record = None
+        if handle is None and record is None:
+            raise RunNotFound(f"no run {run_id!r}")
+        run_owner = record.owner if record is not None else handle.state.owner
+        if not visible_to(run_owner, owner):
+            raise RunNotFound(f"no run {run_id!r}")
+        return handle, record
+
+    async def run_events(self, owner: Owner, run_id: str, after_seq: int = 0) -> AsyncIterator[tuple[int, str]] | None:
+        """Check access now (so a 404 precedes any stream), then return ``(seq, json)`` pairs:
+        live from the runtime when the run is here, else from the store. ``None`` when the
+        client already has everything up to ``done`` (an SSE client must then stop reconnecting).
+
+        A client resuming past every stored event of a finished run (ids a dead process sent
+        but never stored) still gets the terminal ``done``, numbered after its own id."""
+        handle, record = await self._run_owner_check(owner, run_id)
+        if handle is not None:
+            if handle.finished and after_seq >= handle.bus.last_seq:
+                return None
+            return _live_events(handle, after_seq)
+        if record is not None and record.status != "running" and after_seq > 0:
+            if not await self.services.runs.events_after(run_id, after_seq, limit=1):
+                done_seq = await self.services.runs.done_seq(run_id)
+                if done_seq is None:  # the done a finished run without a stored one gets (below)
+                    done_seq = await self.services.runs.last_event_id(run_id) + 1
+                if after_seq == done_seq:
+                    return None  # exactly at the done: the client has everything
+        return self._stored_events(run_id, after_seq)
+
+    async def _stored_events(self, run_id: str, after_seq: int) -> AsyncIterator[tuple[int, str]]:
+        """Replay from the store; while the row says 'running' (another process, e.g. a kernel,
+        owns the run) keep polling; a finished run whose events lack ``done`` (or a client past
+        them all) gets one, unstored, numbered after every reserved id and the client's own."""
+        last = after_seq
+        while True:
+            batch = await self.services.runs.events_after(run_id, last, limit=STORE_PAGE)
+            for seq, data in batch:
+                last = seq
+                yield seq, encode_wire(data)
+                if data.get("type") == "done":
+                    return
+            if len(batch) == STORE_PAGE:
+                continue
+            handle = self.live_run(run_id)
+            if handle is not None:  # started here meanwhile (or resumed): follow it live
+                async for item in _live_events(handle, last):
+                    yield item
+                return
+            record = await self.services.runs.get(run_id)
+            if record.status != "running":
+                if not batch:
+                    reason = record.status if record.status in ("finished", "cancelled", "max_steps") else "error"
+                    done = {"type": "done", "session_id": record.session_id, "run_id": run_id, "reason": reason}
+                    yield max(last, await self.services.runs.last_event_id(run_id)) + 1, encode_wire(done)
+                    return
+                continue
+            await asyncio.sleep(STORE_POLL_SECS)
+
+    async def cancel_run(self, owner: Owner, run_id: str) -> dict[str, Any]:
+        handle, record = await self._run_owner_check(owner, run_id)
+        if handle is not None and not handle.finished:
+            handle.cancel()
+            return {"run_id": run_id, "status": "cancelling"}
+        status = record.status if record is not None else "finished"
+        return {"run_id": run_id, "status": status}
+
+    async def answer(self, owner: Owner, run_id: str, request_id: str, answer: Any) -> dict[str, Any]:
+        """Answer an open ``ask_user`` / ``permission_request`` of a live run."""
+        handle, _record = await self._run_owner_check(owner, run_id)
+        if handle is None or handle.finished:
+            raise RunConflict(f"run {run_id!r} is not running; nothing is waiting for an answer")
+        accepted = handle.answer(request_id, answer)
+        if asyncio.iscoroutine(accepted):
+            accepted = await accepted
+        if not accepted:
+            raise InvalidRequest(
+                f"run {run_id!r} has no open question {request_id!r} (already answered or timed out)",
+                reason="request_not_found",
+                status=404,
+            )
+        return {"run_id": run_id, "request_id": request_id, "accepted": True}
+
+
+_ENCODED: "weakref.WeakKeyDictionary[Any, dict[int, str]]" = weakref.WeakKeyDictionary()
+
+
+async def _live_events(handle: Any, after_seq: int) -> AsyncIterator[tuple[int, str]]:
+    """A live run's events as JSON, encoded once per event however many clients watch it."""
+    cache = _ENCODED.setdefault(handle, {})
+    async for seq, event in handle.events(after_seq=after_seq):
+        seq = int(seq)
+        data = cache.get(seq)
+        if data is None:
+            data = cache[seq] = encode_wire(to_wire(event) if not isinstance(event, dict) else event)
+        yield seq, data

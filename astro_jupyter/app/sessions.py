@@ -1,0 +1,137 @@
+"""Sessions: list, create, rename, coordinator mode, delete, history, export — with ownership."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidRequest, RunConflict, SessionNotFound
+from .common import AppBase, Owner, visible_to
+
+if TYPE_CHECKING:
+    from ..store.sessions import SessionRecord
+
+TITLE_MAX = 200
+
+
+class SessionsMixin(AppBase):
+    async def session(self, owner: Owner, session_id: str) -> "SessionRecord":
+        """The session if ``owner`` may see it; else SessionNotFound (never "forbidden": ids do not leak)."""
+        record = await self.services.sessions.find(session_id)
+        if record is None or not visible_to(record.owner, owner):
+            raise SessionNotFound(f"no session {session_id!r}")
+        return record
+
+    async def list_sessions(
+        self, owner: Owner, *, limit: int = 200, offset: int = 0, detail: bool = True
+    ) -> list[dict[str, Any]]:
+        """Newest first; ``detail`` adds turns, last model and the live run (what the sidebar lists)."""
+        rows = await self.services.sessions.list(owner=owner, limit=limit, offset=offset)
+        if not detail:
+            return [r.to_dict() for r in rows]
+        ids = [r.id for r in rows]
+        turns = await self.services.messages.turn_counts(ids)
+        models = await self.services.runs.last_models(ids)
+        return [
+            {**self._session_dict(r), "turns": turns.get(r.id, 0), "last_model": models.get(r.id, "")} for r in rows
+        ]
+
+    async def create_session(self, owner: str, *, title: str = "") -> dict[str, Any]:
+        record = await self.services.sessions.create(title=_title(title), owner=owner, source=self.source)
+        return self._session_dict(record)
+
+    async def get_session(self, owner: Owner, session_id: str) -> dict[str, Any]:
+        record = await self.session(owner, session_id)
+        out = self._session_dict(record)
+        runs = await self.services.runs.list_for_session(session_id)
+        out["runs"] = [r.to_dict() for r in runs]
+        return out
+
+    async def rename_session(self, owner: Owner, session_id: str, title: str) -> dict[str, Any]:
+        return await self.update_session(owner, session_id, title=title)
+
+    async def update_session(
+        self, owner: Owner, session_id: str, *, title: Any = None, coordinator: Any = None
+    ) -> dict[str, Any]:
+        """Rename and/or set coordinator mode; the flag lives on the session so every tab,
+        the kernel and the next run see the same mode (not a per-browser setting)."""
+        fields: dict[str, Any] = {}
+        if title is not None:
+            fields["title"] = _title(title)
+        if coordinator is not None:
+            fields["coordinator"] = _coordinator(coordinator)
+        if not fields:
+            raise InvalidRequest('PATCH takes {"title": "...", "coordinator": true|false} (at least one)')
+        await self.session(owner, session_id)
+        return self._session_dict(await self.services.sessions.update(session_id, **fields))
+
+    async def delete_session(self, owner: Owner, session_id: str) -> None:
+        await self.session(owner, session_id)
+        active = self.active_run_id(session_id)
+        if active:
+            raise RunConflict(f"session {session_id!r} has a running run ({active}); cancel it first")
+        await self.services.sessions.delete(session_id)
+
+    async def session_messages(self, owner: Owner, session_id: str) -> list[dict[str, Any]]:
+        await self.session(owner, session_id)
+        return [m.to_dict() for m in await self.services.messages.list(session_id)]
+
+    async def settle_session(self, session_id: str) -> None:
+        """Wait until the events of this session's finished runs are all in the store.
+
+        A run's ``done`` reaches watchers before the event bus has written its last batch, so
+        a client that exports right after ``done`` could otherwise read a store without them.
+        """
+        if self._runtime is None:
+            return
+        for record in await self.services.runs.list_for_session(session_id):
+            handle = self._runtime.get_run(record.id)
+            if handle is not None and handle.finished:
+                await handle.bus.aclose()
+
+    # -- export ------------------------------------------------------------------------------
+    async def export_session(self, owner: Owner, session_id: str) -> tuple["SessionRecord", Any]:
+        """The session and its research-log notebook (an ``nbformat`` node), all events settled."""
+        from ..export import export_session
+
+        record = await self.session(owner, session_id)
+        await self.settle_session(session_id)
+        return record, await export_session(self.services, session_id)
+
+    async def write_session_notebook(self, owner: Owner, session_id: str, path: str | Path) -> Path:
+        """Write the research log to ``path`` (SessionNotFound for an unknown id, OSError on I/O)."""
+        from ..export import write_notebook
+
+        if owner is not None:
+            await self.session(owner, session_id)
+        await self.settle_session(session_id)
+        return await write_notebook(self.services, session_id, path)
+
+    def _session_dict(self, record: "SessionRecord") -> dict[str, Any]:
+        out = record.to_dict()
+        out["active_run_id"] = self.active_run_id(record.id)
+        return out
+
+    def active_run_id(self, session_id: str) -> str | None:
+        """The live run of a session in this process, if any (a second tab reattaches to it)."""
+        if self._runtime is None:
+            return None
+        handle = self._runtime.active_run_for(session_id)
+        return None if handle is None else str(handle.run_id)
+
+
+def _title(title: Any) -> str:
+    if title is None:
+        return ""
+    if not isinstance(title, str):
+        raise InvalidRequest("'title' must be a string", reason="invalid_title")
+    title = " ".join(title.split())
+    if len(title) > TITLE_MAX:
+        raise InvalidRequest(f"'title' is longer than {TITLE_MAX} characters", reason="invalid_title")
+    return title
+
+
+def _coordinator(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest("'coordinator' must be true or false", reason="invalid_coordinator")
+    return value

@@ -1,0 +1,70 @@
+"""``astro-jupyter doctor``: what this installation can do, checked for real.
+
+Reports the SQLite driver and version, whether FTS5 and sqlite-vec (vec0) work (as probed
+by the store when it picked the driver), ASTRO_HOME, the project root the file tools work
+in (with a warning when it is the home directory), the LLM endpoint and whether the
+configured model is listed there, and the embedding backend. Exit 2 when no LLM endpoint
+is configured or reachable (the agent cannot run), 1 when the store cannot open, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .registry import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, command, json_flag, make_app
+
+
+async def diagnose() -> tuple[dict[str, Any], int]:
+    """The app's report and the exit code it means: 1 when the store cannot open, 2 when the agent cannot run."""
+    app = make_app()
+    try:
+        report = await app.diagnose()
+    finally:
+        await app.close()
+    code = EXIT_ERROR if "error" in report["sqlite"] else EXIT_OK
+    if not report["llm"].get("reachable"):
+        code = max(code, EXIT_UNAVAILABLE)
+    return report, code
+
+
+def _yes(flag: Any) -> str:
+    return "yes" if flag else "NO"
+
+
+@command("doctor", "check the SQLite driver, FTS5, vec0, ASTRO_HOME, the LLM endpoint and embeddings", json_flag)
+async def cmd_doctor(args: argparse.Namespace) -> int:
+    report, code = await diagnose()
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=1))
+        return code
+    print(f"ASTRO_HOME     {report['astro_home']}")
+    print(f"Project root   {report['project_root']}")
+    if report["project_root_warning"]:
+        print(f"WARNING        {report['project_root_warning']}")
+    sq = report["sqlite"]
+    if "error" in sq:
+        print(f"SQLite         ERROR: {sq['error']}")
+    else:
+        print(f"SQLite         {sq['driver']} (SQLite {sq['version']})")
+        print(f"FTS5           {_yes(sq['fts5'])}")
+        vec = f"yes (sqlite-vec {sq['vec_version']})" if sq["vec0"] else f"NO ({sq['vec_error'] or 'extension not loadable'})"
+        print(f"vec0           {vec}")
+    llm = report["llm"]
+    print(f"LLM endpoint   {llm['base_url']}" if llm.get("configured", True) else
+          "LLM endpoint   not configured: the agent (ask, %%astro, the sidebar) needs one; tools, library and demo do not")
+    if llm.get("reachable"):
+        listed = "listed" if llm.get("model_listed") else "NOT listed by the endpoint"
+        print(f"LLM reachable  yes ({llm['latency_ms']} ms, {llm['models']} models)")
+        print(f"LLM model      {llm['model']} ({listed})")
+    else:
+        print(f"LLM reachable  NO: {llm.get('error', '')}")
+    emb = report["embeddings"]
+    print(f"Embeddings     {emb['active']} ({emb['reason']})")
+    if "chunks" in emb and emb["chunks"]:
+        print(f"               {emb['embedded']} of the library's chunks have vectors in this space"
+              + ("" if emb["embedded"] >= emb["chunks"] else " (the rest are embedded by the next rag_search, in the background)"))
+    if emb.get("hint"):
+        print(f"               better: {emb['hint']}")
+    return code

@@ -1,0 +1,77 @@
+"""``follow(run, answerer)``: a run's events, its questions handed to the front end's answerer and
+the answers posted back (the scripted OpenAI server drives a real run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from astro_jupyter.app import AstroApp, Refuser, follow, permission_answer
+from astro_jupyter.errors import InvalidRequest
+from tests.app.test_tools import Scripted
+from tests.fakes.openai_server import Turn
+
+
+def _script(openai_server: Any) -> None:
+    openai_server.script(
+        Turn.call("ask_user", {"question": "Which band?", "options": ["V", "K"]}, id="q1"),
+        Turn.call("file_write", {"path": "band.txt", "content": "band K"}, id="w1"),
+        Turn.say("Wrote band.txt."),
+    )
+
+
+@pytest.mark.asyncio
+async def test_follow_hands_both_questions_to_the_answerer_and_the_run_finishes(local_app: AstroApp,
+                                                                               openai_server: Any) -> None:
+    _script(openai_server)
+    handle = await local_app.start_run_handle(None, "write down the band I choose")
+    answerer = Scripted("K", "allow")
+    events = [e async for e in follow(handle, answerer)]
+    done = await handle.wait()
+
+    assert done.reason == "finished"
+    assert [q.type for q in answerer.asked] == ["ask_user", "permission_request"]
+    assert answerer.asked[0].question == "Which band?" and answerer.asked[0].options == ["V", "K"]
+    assert answerer.asked[1].name == "file_write"
+    # each question was yielded (so a front end shows it) before its answer let the run go on
+    types = [e.type for e in events]
+    assert types.index("ask_user") < types.index("permission_request") < types.index("done")
+    results = {e.tool_call_id: e for e in events if e.type == "tool_result"}
+    assert "K" in results["q1"].output and not results["w1"].is_error
+    assert (Path(local_app.config.project_root) / "band.txt").read_text() == "band K"
+    assert handle.final_text == "Wrote band.txt."
+    # the model saw the user's answer as the ask_user result
+    assert "K" in str(openai_server.chat_requests[1]["messages"][-1]["content"])
+
+
+@pytest.mark.asyncio
+async def test_with_a_refuser_the_write_is_denied_and_the_run_still_finishes(local_app: AstroApp,
+                                                                            openai_server: Any) -> None:
+    _script(openai_server)
+    handle = await local_app.start_run_handle(None, "write down the band I choose")
+    events = [e async for e in follow(handle, Refuser())]
+    assert (await handle.wait()).reason == "finished"
+    results = {e.tool_call_id: e for e in events if e.type == "tool_result"}
+    assert results["w1"].is_error and "denied" in results["w1"].output.lower()
+    assert not (Path(local_app.config.project_root) / "band.txt").exists()
+
+
+@pytest.mark.asyncio
+async def test_the_local_user_sees_every_session_and_prompts_are_checked(local_app: AstroApp) -> None:
+    alice = await local_app.create_session("alice", title="  Alice's   notes ")
+    assert alice["title"] == "Alice's notes" and alice["source"] == "cli"
+    assert (await local_app.session(None, alice["id"])).owner == "alice"  # the CLI / kernel user
+    assert [s["id"] for s in await local_app.list_sessions(None, detail=False)] == [alice["id"]]
+    with pytest.raises(Exception, match="no session"):
+        await local_app.session("bob", alice["id"])
+    with pytest.raises(InvalidRequest, match="non-empty"):
+        await local_app.start_run_handle(None, "   ")
+    with pytest.raises(InvalidRequest, match="max_prompt_chars"):
+        local_app.check_prompt("x" * (local_app.config.max_prompt_chars + 1))
+
+
+def test_permission_answer_maps_typed_replies() -> None:
+    assert [permission_answer(r) for r in ("y", " YES ", "allow", "a", "always", "", "n", "sure")] == [
+        "allow", "allow", "allow", "always", "always", "deny", "deny", "deny"]
