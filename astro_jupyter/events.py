@@ -11,9 +11,27 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict
 
 DoneReason = Literal["finished", "cancelled", "max_steps", "error"]
+TodoStatus = Literal["pending", "in_progress", "completed"]
+
+
+class ProgressInfo(TypedDict):
+    """What a running tool reported (the executor's progress callback): done of total, and a line of text."""
+
+    done: int | None
+    total: int | None
+    message: str
+
+
+class Todo(TypedDict):
+    """One task of the model's plan, as ``todo_write`` validated it."""
+
+    id: str
+    content: str
+    status: TodoStatus
+    blocked_by: list[str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +79,7 @@ class ToolCall(Event):
 class ToolProgress(Event):
     type: ClassVar[str] = "tool_progress"
     id: str
-    progress: dict[str, Any]
+    progress: ProgressInfo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,7 +161,7 @@ class Subagent(Event):
 @dataclass(frozen=True, kw_only=True)
 class TodoUpdate(Event):
     type: ClassVar[str] = "todo_update"
-    todos: list[dict[str, Any]]
+    todos: list[Todo]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,6 +203,11 @@ EVENT_TYPES: dict[str, type[Event]] = {
 
 _RENAMES_OUT = {"from_model": "from", "to_model": "to"}
 _RENAMES_IN = {v: k for k, v in _RENAMES_OUT.items()}
+
+
+def wire_field_name(name: str) -> str:
+    """The JSON key of a dataclass field (``from_model`` travels as ``from``)."""
+    return _RENAMES_OUT.get(name, name)
 
 
 def to_wire(event: Event) -> dict[str, Any]:

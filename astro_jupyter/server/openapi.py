@@ -1,8 +1,9 @@
 """``GET astro/api/openapi.json``: the OpenAPI 3 document of every astro route.
 
-Written by hand as data (the contract the sidebar and scripts code against); a test
-checks it against the handlers the server actually registered, path by path and verb
-by verb, so the two cannot drift apart silently.
+The routes are written by hand as data (the contract the sidebar and scripts code against);
+a test checks them against the handlers the server actually registered, path by path and
+verb by verb. The event schemas are not written here: ``wire_contract`` derives them from
+the dataclasses of ``events.py`` each time the document is built, so they cannot drift.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .._version import __version__
+from ..wire_contract import openapi_event_schemas
 from .base import AUTH_RESOURCE, AstroHandler
 
 
@@ -72,8 +74,9 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         },
         "/astro/api/runs/{run_id}/events": {
             "get": _op(
-                "The run's events as Server-Sent Events (id: seq, data: wire JSON); Last-Event-ID resumes",
-                {"200": {"description": "text/event-stream", "content": {"text/event-stream": {"schema": _STR}}},
+                "The run's events as Server-Sent Events (id: seq, data: one AgentEvent as JSON); Last-Event-ID resumes",
+                {"200": {"description": "text/event-stream; each `data:` line is one AgentEvent (components/schemas/AgentEvent)",
+                         "content": {"text/event-stream": {"schema": _STR}}},
                  "204": {"description": "the run is over and Last-Event-ID is its last event: nothing to send"}},
                 params=[*rid, {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"}},
                         _query("last_event_id", {"type": "integer"})],
@@ -110,7 +113,7 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         "/astro/api/search/history": {
             "get": _op("Full-text search over the caller's sessions and messages; snippets mark matches with «». "
                        "The newest `window` matches are ranked first; pass `next_cursor` back as `cursor` for more results",
-                       {"200": _json(_obj({"query": _STR, "results": {"type": "array", "items": _ref("SearchHit")},
+                       {"200": _json(_obj({"query": _STR, "session_id": {"type": "string", "nullable": True}, "results": {"type": "array", "items": _ref("SearchHit")},
                                            "next_cursor": {"type": "string", "nullable": True}, "window": {"type": "integer"}}))},
                        params=[_query("q", required=True), _query("session_id"), _query("limit", {"type": "integer"}), _query("cursor")]),
         },
@@ -195,6 +198,7 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                                    "role": _STR, "snippet": _STR, "snippet_html": _STR, "rank": {"type": "number"}, "created_at": _STR}),
                 "Paper": _obj({"id": _STR, "arxiv_id": _STR, "doi": _STR, "bibcode": _STR, "title": _STR, "state": _STR,
                                "intake_id": {"type": "integer", "nullable": True}}),
+                **openapi_event_schemas(),
                 "Models": _obj({"current": _STR, "models": {"type": "array", "items": _STR}, "configured": {"type": "array", "items": _STR},
                                 "source": {"type": "string", "enum": ["endpoint", "config"]}, "warning": {"type": "string", "nullable": True}}),
             },

@@ -12,6 +12,7 @@ import {
   IMessagesReply,
   IModelsReply,
   ISearchHit,
+  ISearchReply,
   ISession,
   ISessionPatch,
   ISessionsReply,
@@ -108,8 +109,7 @@ export class AstroAPI {
   }
 
   async listSessions(): Promise<ISession[]> {
-    const reply = await this.call<ISessionsReply | ISession[]>('api/sessions');
-    return Array.isArray(reply) ? reply : reply.sessions ?? [];
+    return (await this.call<ISessionsReply>('api/sessions')).sessions;
   }
 
   createSession(title = ''): Promise<ISession> {
@@ -147,11 +147,7 @@ export class AstroAPI {
     if (sessionId) {
       params.set('session_id', sessionId);
     }
-    const reply = await this.call<any>(`api/search/history?${params.toString()}`);
-    if (Array.isArray(reply)) {
-      return reply;
-    }
-    return reply?.hits ?? reply?.results ?? [];
+    return (await this.call<ISearchReply>(`api/search/history?${params.toString()}`)).results;
   }
 
   models(): Promise<IModelsReply> {

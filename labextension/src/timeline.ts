@@ -11,7 +11,7 @@ import {
   AgentEvent,
   IStoredMessage,
   ITodo,
-  IToolProgress,
+  IProgressInfo,
   IToolResultEvent
 } from './tokens';
 
@@ -64,7 +64,7 @@ export interface IToolItem extends IItemBase {
   step: number;
   /** False while only a progress/result for this id has arrived (out of order). */
   callSeen: boolean;
-  progress: IToolProgress | null;
+  progress: IProgressInfo | null;
   result: IToolResult | null;
   status: ToolStatus;
   startedAt: number;
@@ -373,7 +373,7 @@ export class TimelineModel {
         this.addNotice('error', event.message || 'error', parent);
         break;
       case 'done':
-        this.finish(runId, event.reason);
+        this.finish(runId, event.reason ?? 'finished');
         break;
       default:
         break;

@@ -33,6 +33,7 @@ import {
   renderVisible,
   visibleText
 } from './dom';
+import { IProgressInfo } from '../tokens';
 import { iconEl, infoIcon, STATUS_ICON, TODO_ICON, toolIcon, usersIcon, warnIcon } from './icons';
 
 /** Outputs longer than this are cut, with a "Show more" button. */
@@ -525,7 +526,7 @@ class ToolView extends ItemView<IToolItem> {
   }
 }
 
-function progressLabel(p: { done?: number; total?: number; message?: string }): string {
+function progressLabel(p: IProgressInfo): string {
   const count = typeof p.total === 'number' && typeof p.done === 'number' ? `${p.done}/${p.total}` : '';
   return [count, p.message ? visibleText(p.message) : ''].filter(Boolean).join(' ');
 }
@@ -619,11 +620,11 @@ class TodoView extends ItemView<ITodoItem> {
     this.list.textContent = '';
     let done = 0;
     for (const todo of this.item.todos) {
-      const status = String(todo.status ?? 'pending');
-      if (status === 'completed' || status === 'done') {
+      const status: string = todo.status;
+      if (status === 'completed') {
         done++;
       }
-      const text = visibleText(String(todo.content ?? todo.title ?? todo.subject ?? todo.id ?? ''));
+      const text = visibleText(todo.content || todo.id);
       this.list.appendChild(
         h(
           'li',
