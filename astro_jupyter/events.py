@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import Any, ClassVar, Iterable, Literal, TypedDict
 
 DoneReason = Literal["finished", "cancelled", "max_steps", "error"]
 TodoStatus = Literal["pending", "in_progress", "completed"]
@@ -239,3 +239,41 @@ def from_wire(data: dict[str, Any]) -> Event:
         if name in names:
             kwargs[name] = value
     return cls(**kwargs)
+
+
+
+def fold_deltas(items: Iterable[tuple[str, int, dict[str, Any]]]) -> list[tuple[str, int, dict[str, Any]]]:
+    """Merge consecutive ``text_delta`` / ``thinking_delta`` wire dicts of one run (``(run_id, seq,
+    wire)`` items) with the same type, step and subagent into one, the deltas joined; the merged
+    event carries the seq of the group's last event, so a consumer deduping by seq stays right.
+
+    A reopened session replays thousands of deltas; applied one by one or folded, a consumer
+    builds the same text, and the folded list is much shorter."""
+    out: list[tuple[str, int, dict[str, Any]]] = []
+    parts: list[str] = []
+
+    def close() -> None:
+        if len(parts) > 1:
+            run_id, seq, data = out[-1]
+            out[-1] = (run_id, seq, {**data, "delta": "".join(parts)})
+        parts.clear()
+
+    for run_id, seq, data in items:
+        kind = data.get("type")
+        if kind in ("text_delta", "thinking_delta") and isinstance(data.get("delta"), str):
+            if parts:
+                prev_run, _, prev = out[-1]
+                if (prev_run, prev.get("type"), prev.get("step"), prev.get("subagent_id")) == (
+                    run_id, kind, data.get("step"), data.get("subagent_id")
+                ):
+                    parts.append(data["delta"])
+                    out[-1] = (run_id, seq, prev)
+                    continue
+                close()
+            parts.append(data["delta"])
+            out.append((run_id, seq, data))
+            continue
+        close()
+        out.append((run_id, seq, data))
+    close()
+    return out

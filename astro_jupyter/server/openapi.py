@@ -105,6 +105,15 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         "/astro/api/sessions/{session_id}/messages": {
             "get": _op("The session's messages in order", {"200": _json(_obj({"session_id": _STR, "messages": {"type": "array", "items": {"type": "object"}}}))}, params=sid),
         },
+        "/astro/api/sessions/{session_id}/events": {
+            "get": _op("The stored events of the session's runs (runs in start order, each run's in seq order) for a "
+                       "client to replay; consecutive text/thinking deltas of one step are folded into one event "
+                       "carrying the last seq. Pass `next_cursor` back as `cursor` for the next page (null: no more)",
+                       {"200": _json(_obj({"session_id": _STR, "events": {"type": "array", "items": _ref("StoredEvent")},
+                                           "next_cursor": {"type": "string", "nullable": True}},
+                                          ["session_id", "events", "next_cursor"]))},
+                       params=[*sid, _query("cursor"), _query("limit", {"type": "integer", "minimum": 1, "maximum": 100000})]),
+        },
         "/astro/api/sessions/{session_id}/export": {
             "get": _op("The session as a .ipynb research log (501 until the export module is installed)",
                        {"200": {"description": "notebook", "content": {"application/x-ipynb+json": {"schema": {"type": "object"}}}},
@@ -199,6 +208,8 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                 "Paper": _obj({"id": _STR, "arxiv_id": _STR, "doi": _STR, "bibcode": _STR, "title": _STR, "state": _STR,
                                "intake_id": {"type": "integer", "nullable": True}}),
                 **openapi_event_schemas(),
+                "StoredEvent": _obj({"run_id": _STR, "seq": {"type": "integer"}, "time": _STR, "event": _ref("AgentEvent")},
+                                    ["run_id", "seq", "time", "event"]),
                 "Models": _obj({"current": _STR, "models": {"type": "array", "items": _STR}, "configured": {"type": "array", "items": _STR},
                                 "source": {"type": "string", "enum": ["endpoint", "config"]}, "warning": {"type": "string", "nullable": True}}),
             },
