@@ -14,10 +14,12 @@ import {
   ISearchHit,
   ISearchReply,
   ISession,
+  ISessionEventsReply,
   ISessionPatch,
   ISessionsReply,
   IStartRunReply,
   IStartRunRequest,
+  IStoredEvent,
   PermissionAnswer
 } from './tokens';
 
@@ -135,6 +137,22 @@ export class AstroAPI {
 
   async messages(id: string): Promise<IMessagesReply> {
     return this.call(`api/sessions/${enc(id)}/messages`);
+  }
+
+  /** Every stored event of the session's runs (all pages; text deltas come folded by the server). */
+  async sessionEvents(id: string): Promise<IStoredEvent[]> {
+    const events: IStoredEvent[] = [];
+    let cursor: string | null = null;
+    do {
+      const params = new URLSearchParams(cursor ? { cursor } : {});
+      const query = cursor ? `?${params.toString()}` : '';
+      const reply: ISessionEventsReply = await this.call(`api/sessions/${enc(id)}/events${query}`);
+      for (const e of reply.events) {
+        events.push(e);
+      }
+      cursor = reply.next_cursor;
+    } while (cursor);
+    return events;
   }
 
   /** The session as notebook JSON (the export route answers an .ipynb document). */

@@ -10,6 +10,8 @@
  * The event types are generated from astro_jupyter/events.py (scripts/gen_event_types.py):
  * never declare an event shape here, change the dataclass and regenerate.
  */
+import { AgentEvent } from './events.generated';
+
 export * from './events.generated';
 
 /* ---------------------------------------------------------------- REST payloads */
@@ -95,6 +97,22 @@ export interface IStoredMessage {
   metadata?: Record<string, unknown>;
   compacted?: boolean;
   created_at?: string;
+}
+
+/** One stored event of a session's run (`GET astro/api/sessions/{id}/events`); text deltas folded. */
+export interface IStoredEvent {
+  run_id: string;
+  seq: number;
+  /** When it was stored (ISO 8601, UTC). */
+  time: string;
+  event: AgentEvent;
+}
+
+export interface ISessionEventsReply {
+  session_id: string;
+  events: IStoredEvent[];
+  /** Pass back as `cursor` for the next page; null when there is no more. */
+  next_cursor: string | null;
 }
 
 export interface IMessagesReply {

@@ -137,7 +137,7 @@ class TextView extends ItemView<ITextItem> {
       this.renderedText = this.item.text;
       return;
     }
-    if (!this.item.streaming && !this.renderer && this.ctx.lazy && this.ctx.rendermime && this.item.messageId !== undefined) {
+    if (!this.item.streaming && !this.renderer && this.ctx.lazy && this.ctx.rendermime && (this.item.messageId !== undefined || this.item.replayed)) {
       // History: plain text now (cheap), Markdown when it scrolls near.
       if (!this.deferred) {
         this.deferred = true;

@@ -253,8 +253,13 @@ export class AstroPanel extends Panel {
     }
     let session: ISession;
     let messages;
+    let events;
     try {
-      [session, messages] = await Promise.all([this.api.getSession(id), this.api.messages(id)]);
+      [session, messages, events] = await Promise.all([
+        this.api.getSession(id),
+        this.api.messages(id),
+        this.api.sessionEvents(id)
+      ]);
     } catch (error) {
       this.showError('Could not open the session', error);
       return;
@@ -265,7 +270,8 @@ export class AstroPanel extends Panel {
     const active = session.active_run_id ?? null;
     const ends = new Map((session.runs ?? []).map(r => [r.id, r.status] as [string, string]));
     const loaded = await this.timeline.loadMessagesAsync(messages.messages, active, ends, {
-      stale: () => ticket !== this.opening
+      stale: () => ticket !== this.opening,
+      events
     });
     if (!loaded) {
       return;
