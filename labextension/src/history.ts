@@ -63,6 +63,41 @@ export function* historySteps(
   }
 }
 
+/**
+ * Run `steps` in slices of `sliceMs`, yielding to the browser between them (a history of
+ * thousands of messages would otherwise be one long main-thread task); `bulk(true)` while a
+ * slice runs. False, stopped early, as soon as `stale()` says the result is no longer wanted.
+ */
+export async function runInSlices(
+  steps: Generator<void>,
+  sliceMs: number,
+  stale: (() => boolean) | undefined,
+  bulk: (on: boolean) => void
+): Promise<boolean> {
+  let done = false;
+  while (!done) {
+    if (stale?.()) {
+      return false;
+    }
+    bulk(true);
+    const start = Date.now();
+    try {
+      let n = 0;
+      while (!(done = !!steps.next().done)) {
+        if ((++n & 63) === 0 && Date.now() - start >= sliceMs) {
+          break;
+        }
+      }
+    } finally {
+      bulk(false);
+    }
+    if (!done) {
+      await new Promise(resolve => setTimeout(resolve, 0));
+    }
+  }
+  return true;
+}
+
 function* replayRun(
   model: TimelineModel,
   run: IRunHistory,

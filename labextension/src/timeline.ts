@@ -8,7 +8,7 @@
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { historySteps } from './history';
+import { historySteps, runInSlices } from './history';
 import {
   callSignature,
   EndReason,
@@ -242,9 +242,8 @@ export class TimelineModel {
   }
 
   /**
-   * `loadMessages` (events in `opts.events`) in slices of `sliceMs`, yielding to the browser between them (a history of
-   * thousands of messages would otherwise be one long main-thread task). Stops, and returns
-   * false, as soon as `stale()` says another session was opened meanwhile.
+   * `loadMessages` (events in `opts.events`) in slices of `sliceMs`, yielding to the browser
+   * between them; returns false, stopped, when `stale()` says another session was opened.
    */
   async loadMessagesAsync(
     messages: readonly IStoredMessage[],
@@ -252,31 +251,12 @@ export class TimelineModel {
     runEnds: ReadonlyMap<string, string>,
     opts: { sliceMs?: number; stale?: () => boolean; events?: readonly IStoredEvent[] } = {}
   ): Promise<boolean> {
-    const sliceMs = opts.sliceMs ?? 8;
     const steps = historySteps(this, messages, opts.events ?? [], skipRunId, runEnds);
-    let done = false;
-    while (!done) {
-      if (opts.stale?.()) {
-        return false;
-      }
-      this.bulk = true;
-      const start = Date.now();
-      try {
-        let n = 0;
-        while (!(done = !!steps.next().done)) {
-          if ((++n & 63) === 0 && Date.now() - start >= sliceMs) {
-            break;
-          }
-        }
-      } finally {
-        this.bulk = false;
-      }
-      if (!done) {
-        await new Promise(resolve => setTimeout(resolve, 0));
-      }
+    const done = await runInSlices(steps, opts.sliceMs ?? 8, opts.stale, on => (this.bulk = on));
+    if (done) {
+      this._changed.emit({ type: 'reset' });
     }
-    this._changed.emit({ type: 'reset' });
-    return true;
+    return done;
   }
 
   /** Record a question's answer locally (the POST is the caller's business). */
