@@ -476,7 +476,7 @@ class AstroConfig(Configurable):
         help="Stored events read per page when the sidebar reopens a session (consecutive text deltas are "
         "folded before they are sent) (env ASTRO_REPLAY_PAGE_EVENTS)."
     ).tag(config=True)
-    _replay_page_events_default = _env_default("replay_page_events", "ASTRO_REPLAY_PAGE_EVENTS", 20000)
+    _replay_page_events_default = _env_default("replay_page_events", "ASTRO_REPLAY_PAGE_EVENTS", 50000)
 
     intake_rate_per_minute = Int(
         help="Bookmarklet intake requests accepted per token per minute (env ASTRO_INTAKE_RATE)."

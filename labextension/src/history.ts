@@ -130,7 +130,7 @@ function* replayRun(
 
 /** Point items at the stored messages they show (search hits scroll to them). */
 function linkMessages(model: TimelineModel, run: IRunHistory): void {
-  const texts = model.items.filter((i): i is ITextItem => i.kind === 'text' && i.runId === run.runId);
+  const texts = model.itemsOfRun(run.runId).filter((i): i is ITextItem => i.kind === 'text' && i.parent === null);
   let k = 0;
   for (const m of run.messages) {
     if (m.role === 'assistant') {

@@ -41,6 +41,8 @@ export class TimelineModel {
   private subagents = new Map<string, ISubagentItem>();
   private questions = new Map<string, IQuestionItem>();
   private todos = new Map<string, ITodoItem>();
+  /** The items of each run (nested ones too), so ending a run touches only its own. */
+  private byRun = new Map<string, TimelineItem[]>();
   private lastSeq = new Map<string, number>();
   private _duplicates = 0;
   /** While a history loads, item changes are not announced one by one: one 'reset' at the end. */
@@ -95,6 +97,7 @@ export class TimelineModel {
     this.subagents.clear();
     this.questions.clear();
     this.todos.clear();
+    this.byRun.clear();
     this.lastSeq.clear();
     this._duplicates = 0;
     this._changed.emit({ type: 'reset' });
@@ -299,8 +302,21 @@ export class TimelineModel {
 
   // -- building blocks (also used by history.ts) -----------------------------------------------
 
+  /** The items of run `runId` (nested ones too), in the order they were made. */
+  itemsOfRun(runId: string): readonly TimelineItem[] {
+    return this.byRun.get(runId) ?? [];
+  }
+
   add(item: TimelineItem, parent: ISubagentItem | null, at?: number): void {
     item.parent = parent;
+    if (item.runId) {
+      const mine = this.byRun.get(item.runId);
+      if (mine) {
+        mine.push(item);
+      } else {
+        this.byRun.set(item.runId, [item]);
+      }
+    }
     if (this.replayAt !== null) {
       item.replayed = true;
     }
@@ -556,10 +572,7 @@ export class TimelineModel {
   }
 
   finish(runId: string, reason: string): void {
-    for (const item of Array.from(this.walk())) {
-      if (item.runId !== runId) {
-        continue;
-      }
+    for (const item of this.itemsOfRun(runId)) {
       if ((item.kind === 'text' || item.kind === 'thinking') && item.streaming) {
         item.streaming = false;
         this.touch(item);
