@@ -21,6 +21,7 @@ import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from . import events
+from .errors import AstroError
 from .events import EVENT_TYPES, Event, wire_field_name
 
 GENERATOR = "scripts/gen_event_types.py"
@@ -36,7 +37,7 @@ class WireField:
     required: bool
 
 
-class UnsupportedAnnotation(TypeError):
+class UnsupportedAnnotation(AstroError, TypeError):
     """An event field uses a type the wire contract cannot express (fix the annotation, not the generator)."""
 
 
