@@ -472,6 +472,12 @@ class AstroConfig(Configurable):
     sse_keepalive_secs = Float(help="Seconds between SSE keep-alive comments (env ASTRO_SSE_KEEPALIVE).").tag(config=True)
     _sse_keepalive_default = _env_default("sse_keepalive_secs", "ASTRO_SSE_KEEPALIVE", 15.0)
 
+    replay_page_events = Int(
+        help="Stored events read per page when the sidebar reopens a session (consecutive text deltas are "
+        "folded before they are sent) (env ASTRO_REPLAY_PAGE_EVENTS)."
+    ).tag(config=True)
+    _replay_page_events_default = _env_default("replay_page_events", "ASTRO_REPLAY_PAGE_EVENTS", 50000)
+
     intake_rate_per_minute = Int(
         help="Bookmarklet intake requests accepted per token per minute (env ASTRO_INTAKE_RATE)."
     ).tag(config=True)

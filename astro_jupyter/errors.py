@@ -14,6 +14,7 @@
     │   ├── NotebookError      a notebook that cannot be read, changed or run as asked
     │   └── services.download._ChannelError     one download channel failed (the next is tried)
     ├── ToolInputError         arguments that do not fit a tool's schema
+    ├── wire_contract.UnsupportedAnnotation (also a TypeError)  an event field type the wire contract cannot express
     ├── InvalidInput (also a ValueError)   text from a user or the model that cannot be used;
     │   │                                   the message is written for whoever sent it
     │   ├── services.identifiers.IdentifierError     not an arXiv id, DOI, bibcode, URL

@@ -9,11 +9,28 @@ Events emitted inside a subagent carry ``subagent_id`` so a consumer can nest th
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Iterable, Literal, TypedDict
 
 DoneReason = Literal["finished", "cancelled", "max_steps", "error"]
+TodoStatus = Literal["pending", "in_progress", "completed"]
+
+
+class ProgressInfo(TypedDict):
+    """What a running tool reported (the executor's progress callback): done of total, and a line of text."""
+
+    done: int | None
+    total: int | None
+    message: str
+
+
+class Todo(TypedDict):
+    """One task of the model's plan, as ``todo_write`` validated it."""
+
+    id: str
+    content: str
+    status: TodoStatus
+    blocked_by: list[str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +78,7 @@ class ToolCall(Event):
 class ToolProgress(Event):
     type: ClassVar[str] = "tool_progress"
     id: str
-    progress: dict[str, Any]
+    progress: ProgressInfo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,7 +160,7 @@ class Subagent(Event):
 @dataclass(frozen=True, kw_only=True)
 class TodoUpdate(Event):
     type: ClassVar[str] = "todo_update"
-    todos: list[dict[str, Any]]
+    todos: list[Todo]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +204,11 @@ _RENAMES_OUT = {"from_model": "from", "to_model": "to"}
 _RENAMES_IN = {v: k for k, v in _RENAMES_OUT.items()}
 
 
+def wire_field_name(name: str) -> str:
+    """The JSON key of a dataclass field (``from_model`` travels as ``from``)."""
+    return _RENAMES_OUT.get(name, name)
+
+
 def to_wire(event: Event) -> dict[str, Any]:
     """The JSON-ready dict of an event: ``type`` first, ``subagent_id`` only when set."""
     out: dict[str, Any] = {"type": event.type}
@@ -216,3 +238,41 @@ def from_wire(data: dict[str, Any]) -> Event:
         if name in names:
             kwargs[name] = value
     return cls(**kwargs)
+
+
+
+def fold_deltas(items: Iterable[tuple[str, int, dict[str, Any]]]) -> list[tuple[str, int, dict[str, Any]]]:
+    """Merge consecutive ``text_delta`` / ``thinking_delta`` wire dicts of one run (``(run_id, seq,
+    wire)`` items) with the same type, step and subagent into one, the deltas joined; the merged
+    event carries the seq of the group's last event, so a consumer deduping by seq stays right.
+
+    A reopened session replays thousands of deltas; applied one by one or folded, a consumer
+    builds the same text, and the folded list is much shorter."""
+    out: list[tuple[str, int, dict[str, Any]]] = []
+    parts: list[str] = []
+
+    def close() -> None:
+        if len(parts) > 1:
+            run_id, seq, data = out[-1]
+            out[-1] = (run_id, seq, {**data, "delta": "".join(parts)})
+        parts.clear()
+
+    for run_id, seq, data in items:
+        kind = data.get("type")
+        if kind in ("text_delta", "thinking_delta") and isinstance(data.get("delta"), str):
+            if parts:
+                prev_run, _, prev = out[-1]
+                if (prev_run, prev.get("type"), prev.get("step"), prev.get("subagent_id")) == (
+                    run_id, kind, data.get("step"), data.get("subagent_id")
+                ):
+                    parts.append(data["delta"])
+                    out[-1] = (run_id, seq, prev)
+                    continue
+                close()
+            parts.append(data["delta"])
+            out.append((run_id, seq, data))
+            continue
+        close()
+        out.append((run_id, seq, data))
+    close()
+    return out

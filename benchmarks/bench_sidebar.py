@@ -5,8 +5,9 @@ library holding one session of 5,000 stored messages (runs of: a prompt, an assi
 calling three tools, their three results, a Markdown answer: 6 messages, 3 tool lines). Headless Chromium (Python
 Playwright) opens the Astro panel and:
 
-1. reopens that session from the Sessions view, timing from the click to the moment every
-   item is mounted (two frames after), with the longest main-thread task seen meanwhile
+1. reopens that session from the Sessions view (its runs' stored events are replayed; with
+   ``--no-events`` the session has messages only, as before events were kept), timing from the
+   click to the moment every item is mounted (two frames after), with the longest main-thread task seen meanwhile
    (PerformanceObserver "longtask": only tasks over 50 ms are reported at all);
 2. starts a run that streams a long answer from the scripted fake LLM (tests/fakes) and types
    into the composer meanwhile, measuring per keystroke the delay from the key event to the
@@ -52,8 +53,29 @@ ANSWER = (
 )
 
 
-async def _fill(home: Path, n_messages: int) -> tuple[str, int, int]:
-    """One session of `n_messages` stored messages; returns its id and how many tool calls."""
+def _events(session_id: str, run_id: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events the sidebar would have streamed for these messages: answers as 4-character
+    text deltas (what the fake LLM and most providers send), tool calls and results, done."""
+    out: list[dict[str, Any]] = [{"type": "session", "session_id": session_id, "run_id": run_id}]
+    step = 0
+    for m in messages:
+        if m["role"] == "assistant":
+            step += 1
+            text = m["content"]
+            out += [{"type": "text_delta", "delta": text[k:k + 4], "step": step} for k in range(0, len(text), 4)]
+            for c in m.get("tool_calls") or []:
+                out.append({"type": "tool_call", "id": c["id"], "name": c["function"]["name"],
+                            "arguments": json.loads(c["function"]["arguments"]), "step": step})
+        elif m["role"] == "tool":
+            out.append({"type": "tool_result", "tool_call_id": m["tool_call_id"], "name": m["name"], "output": m["content"],
+                        "is_error": False, "metadata": {}, "step": step, "duration_ms": 120})
+    out.append({"type": "done", "session_id": session_id, "run_id": run_id, "reason": "finished"})
+    return out
+
+
+async def _fill(home: Path, n_messages: int, with_events: bool = True) -> tuple[str, int, int]:
+    """One session of `n_messages` stored messages (and, unless `with_events` is false, the events
+    of its runs, as a sidebar run stores them); returns its id and how many tool calls."""
     services = await ServiceContainer(AstroConfig(home=str(home))).start()
     try:
         session = await services.sessions.create(title="A long survey session", source="sidebar")
@@ -79,6 +101,8 @@ async def _fill(home: Path, n_messages: int) -> tuple[str, int, int]:
             ]
             messages = messages[: n_messages - count]
             await services.messages.append_many(session.id, messages, run_id=run_id)
+            if with_events:
+                await services.runs.append_events(run_id, list(enumerate(_events(session.id, run_id, messages), 1)))
             await services.runs.finish(run_id, "finished")
             count += len(messages)
             calls += sum(len(m.get("tool_calls") or []) for m in messages)
@@ -170,8 +194,8 @@ REOPEN_JS = """async ([sid, lastText]) => {
     const t1 = performance.now();
     await new Promise(r => setTimeout(r, 500));  // late long tasks (lazy Markdown) are counted too
     obs.disconnect();
-    const fetch = performance.getEntriesByType('resource').filter(e => e.name.includes('/messages'));
-    const fetched = fetch.length ? fetch[fetch.length - 1].responseEnd - t0 : null;
+    const fetch = performance.getEntriesByType('resource').filter(e => e.name.includes('/messages') || e.name.includes('/events'));
+    const fetched = fetch.length ? Math.max(...fetch.map(e => e.responseEnd)) - t0 : null;
     return { total: t1 - t0, fetched, longest: tasks.length ? Math.max(...tasks) : 0, longTasks: tasks.length,
              items: panel.querySelectorAll('.jp-Astro-item').length };
 }"""
@@ -220,6 +244,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keys", type=int, default=60)
+    ap.add_argument("--no-events", action="store_true", help="store messages only (a session from before events were kept)")
     args = ap.parse_args()
     if not Path(CHROMIUM).exists() or shutil.which("jupyter") is None and not Path(sys.executable).with_name("jupyter").exists():
         raise SystemExit("needs /usr/bin/chromium and jupyter lab")
@@ -230,9 +255,10 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="astro-bench-sidebar-"))
     home = base / "home"
     t = time.perf_counter()
-    sid, calls, last_run = asyncio.run(_fill(home, args.messages))
+    sid, calls, last_run = asyncio.run(_fill(home, args.messages, with_events=not args.no_events))
     last_text = f"Run {last_run}:"
-    print(f"stored session: {args.messages} messages, {calls} tool calls ({time.perf_counter() - t:.1f} s to write)")
+    print(f"stored session: {args.messages} messages, {calls} tool calls, "
+          f"{'no events' if args.no_events else 'and their runs' + chr(39) + ' events'} ({time.perf_counter() - t:.1f} s to write)")
     llm = FakeOpenAIServer().start()
     proc, port, token = _start_lab(base, home, llm.url)
     try:
@@ -253,7 +279,7 @@ def main() -> None:
                 rows.append(page.evaluate(REOPEN_JS, [sid, last_text]))
                 if "error" in rows[-1]:
                     raise SystemExit(rows[-1]["error"])
-                print(f"  reopen {r + 1}: rendered {rows[-1]['total']:.0f} ms (messages fetched at "
+                print(f"  reopen {r + 1}: rendered {rows[-1]['total']:.0f} ms (messages and events fetched at "
                       f"{rows[-1]['fetched'] or 0:.0f} ms), longest task {rows[-1]['longest']:.0f} ms, "
                       f"{rows[-1]['longTasks']} tasks > 50 ms, {rows[-1]['items']} items mounted")
             print(f"reopen {args.messages} messages: rendered median {statistics.median(r['total'] for r in rows):.0f} ms, "

@@ -4,6 +4,9 @@ export default defineConfig({
   test: {
     environment: 'node',
     include: ['test/**/*.test.ts'],
-    testTimeout: 10000
+    testTimeout: 10000,
+    // DOM tests (happy-dom) import the widgets, whose JupyterLab dependencies ship ESM with
+    // extensionless imports: let Vite resolve them instead of Node.
+    server: { deps: { inline: [/@jupyter\/web-components/, /@jupyterlab\/ui-components/] } }
   }
 });

@@ -135,7 +135,7 @@ def _import_llm_client() -> None:
     with its services: PDF parsing, HTML, ...: ~1 s that stalled every request of a fresh server)."""
     import importlib
 
-    import openai  # noqa: F401
+    import openai  # noqa: F401  # pyflakes: warm import, unused on purpose
 
     from ..agent import tools
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidRequest, RunConflict, SessionNotFound
+from ..errors import InvalidRequest, RunConflict, RunNotFound, SessionNotFound
+from ..events import fold_deltas
 from .common import AppBase, Owner, visible_to
 
 if TYPE_CHECKING:
@@ -75,6 +76,34 @@ class SessionsMixin(AppBase):
     async def session_messages(self, owner: Owner, session_id: str) -> list[dict[str, Any]]:
         await self.session(owner, session_id)
         return [m.to_dict() for m in await self.services.messages.list(session_id)]
+
+    async def session_events(
+        self, owner: Owner, session_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        """A page of the stored events of the session's runs (runs in start order), consecutive
+        text deltas folded, so the sidebar can replay a reopened session through its live path.
+        ``next_cursor`` (``run_id/seq`` of the page's last raw event) continues; None at the end."""
+        await self.session(owner, session_id)
+        after_run, after_seq = None, 0
+        if cursor:
+            after_run, _, raw_seq = cursor.rpartition("/")
+            record = None
+            if after_run and raw_seq.isdigit():
+                try:
+                    record = await self.services.runs.get(after_run)
+                except RunNotFound:
+                    record = None
+            if record is None or record.session_id != session_id:
+                raise InvalidRequest("'cursor' must be the next_cursor of an earlier page of this session", reason="invalid_cursor")
+            after_seq = int(raw_seq)
+        await self.settle_session(session_id)
+        page = max(1, int(limit or self.config.replay_page_events))
+        rows = await self.services.runs.session_events(session_id, after_run=after_run, after_seq=after_seq, limit=page)
+        times = {(run_id, seq): created for run_id, seq, created, _ in rows}
+        folded = fold_deltas((run_id, seq, data) for run_id, seq, _, data in rows)
+        events = [{"run_id": run_id, "seq": seq, "time": times[(run_id, seq)], "event": data} for run_id, seq, data in folded]
+        next_cursor = f"{rows[-1][0]}/{rows[-1][1]}" if len(rows) == page else None
+        return {"session_id": session_id, "events": events, "next_cursor": next_cursor}
 
     async def settle_session(self, session_id: str) -> None:
         """Wait until the events of this session's finished runs are all in the store.

@@ -261,11 +261,9 @@ class KernelLoopThread:
             answerer = None
             if ask_permission is not None:
                 answerer = _KernelAnswerer(ask_permission, self._put_question)
-            shown = None
-            if on_event is not None:
-                def shown(event: Any) -> None:
-                    self._questions.put((on_event, event, None))  # shown live by the waiting kernel thread
-            return await app.run_tool(name, arguments, answerer=answerer, on_event=shown, cancelled=cancelled,
+            def shown(event: Any) -> None:
+                self._questions.put((on_event, event, None))  # shown live by the waiting kernel thread
+            return await app.run_tool(name, arguments, answerer=answerer, on_event=shown if on_event is not None else None, cancelled=cancelled,
                                       session_id=self.session_id or "", run_id="kernel")
 
         return self.call(start, on_interrupt=lambda: cancelled_box and cancelled_box[0].set())

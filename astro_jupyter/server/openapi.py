@@ -1,8 +1,9 @@
 """``GET astro/api/openapi.json``: the OpenAPI 3 document of every astro route.
 
-Written by hand as data (the contract the sidebar and scripts code against); a test
-checks it against the handlers the server actually registered, path by path and verb
-by verb, so the two cannot drift apart silently.
+The routes are written by hand as data (the contract the sidebar and scripts code against);
+a test checks them against the handlers the server actually registered, path by path and
+verb by verb. The event schemas are not written here: ``wire_contract`` derives them from
+the dataclasses of ``events.py`` each time the document is built, so they cannot drift.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .._version import __version__
+from ..wire_contract import openapi_event_schemas
 from .base import AUTH_RESOURCE, AstroHandler
 
 
@@ -72,8 +74,9 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         },
         "/astro/api/runs/{run_id}/events": {
             "get": _op(
-                "The run's events as Server-Sent Events (id: seq, data: wire JSON); Last-Event-ID resumes",
-                {"200": {"description": "text/event-stream", "content": {"text/event-stream": {"schema": _STR}}},
+                "The run's events as Server-Sent Events (id: seq, data: one AgentEvent as JSON); Last-Event-ID resumes",
+                {"200": {"description": "text/event-stream; each `data:` line is one AgentEvent (components/schemas/AgentEvent)",
+                         "content": {"text/event-stream": {"schema": _STR}}},
                  "204": {"description": "the run is over and Last-Event-ID is its last event: nothing to send"}},
                 params=[*rid, {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"}},
                         _query("last_event_id", {"type": "integer"})],
@@ -102,6 +105,15 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         "/astro/api/sessions/{session_id}/messages": {
             "get": _op("The session's messages in order", {"200": _json(_obj({"session_id": _STR, "messages": {"type": "array", "items": {"type": "object"}}}))}, params=sid),
         },
+        "/astro/api/sessions/{session_id}/events": {
+            "get": _op("The stored events of the session's runs (runs in start order, each run's in seq order) for a "
+                       "client to replay; consecutive text/thinking deltas of one step are folded into one event "
+                       "carrying the last seq. Pass `next_cursor` back as `cursor` for the next page (null: no more)",
+                       {"200": _json(_obj({"session_id": _STR, "events": {"type": "array", "items": _ref("StoredEvent")},
+                                           "next_cursor": {"type": "string", "nullable": True}},
+                                          ["session_id", "events", "next_cursor"]))},
+                       params=[*sid, _query("cursor"), _query("limit", {"type": "integer", "minimum": 1, "maximum": 100000})]),
+        },
         "/astro/api/sessions/{session_id}/export": {
             "get": _op("The session as a .ipynb research log (501 until the export module is installed)",
                        {"200": {"description": "notebook", "content": {"application/x-ipynb+json": {"schema": {"type": "object"}}}},
@@ -110,7 +122,7 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         "/astro/api/search/history": {
             "get": _op("Full-text search over the caller's sessions and messages; snippets mark matches with «». "
                        "The newest `window` matches are ranked first; pass `next_cursor` back as `cursor` for more results",
-                       {"200": _json(_obj({"query": _STR, "results": {"type": "array", "items": _ref("SearchHit")},
+                       {"200": _json(_obj({"query": _STR, "session_id": {"type": "string", "nullable": True}, "results": {"type": "array", "items": _ref("SearchHit")},
                                            "next_cursor": {"type": "string", "nullable": True}, "window": {"type": "integer"}}))},
                        params=[_query("q", required=True), _query("session_id"), _query("limit", {"type": "integer"}), _query("cursor")]),
         },
@@ -195,6 +207,9 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                                    "role": _STR, "snippet": _STR, "snippet_html": _STR, "rank": {"type": "number"}, "created_at": _STR}),
                 "Paper": _obj({"id": _STR, "arxiv_id": _STR, "doi": _STR, "bibcode": _STR, "title": _STR, "state": _STR,
                                "intake_id": {"type": "integer", "nullable": True}}),
+                **openapi_event_schemas(),
+                "StoredEvent": _obj({"run_id": _STR, "seq": {"type": "integer"}, "time": _STR, "event": _ref("AgentEvent")},
+                                    ["run_id", "seq", "time", "event"]),
                 "Models": _obj({"current": _STR, "models": {"type": "array", "items": _STR}, "configured": {"type": "array", "items": _STR},
                                 "source": {"type": "string", "enum": ["endpoint", "config"]}, "warning": {"type": "string", "nullable": True}}),
             },

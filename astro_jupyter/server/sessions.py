@@ -1,4 +1,4 @@
-"""Sessions: list, create, rename, delete, and their messages (``astro/api/sessions``)."""
+"""Sessions: list, create, rename, delete, their messages and stored events (``astro/api/sessions``)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,19 @@ class SessionMessagesHandler(AstroHandler):
         self.write_json({"session_id": session_id, "messages": messages})
 
 
+class SessionEventsHandler(AstroHandler):
+    """The stored events of the session's runs, paged, for the sidebar to replay on reopen."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        limit = self.int_arg("limit", self.service.config.replay_page_events, 1, 100_000)
+        cursor = self.get_argument("cursor", None) or None
+        self.write_json(await self.service.session_events(self.owner, session_id, cursor=cursor, limit=limit))
+
+
 class SessionExportHandler(AstroHandler):
     """The session as an ``.ipynb`` research log (``astro_jupyter/export.py``, from the magics issue)."""
 
@@ -97,5 +110,6 @@ handlers = [
     (r"astro/api/sessions", SessionsHandler),
     (rf"astro/api/sessions/{ID}", SessionHandler),
     (rf"astro/api/sessions/{ID}/messages", SessionMessagesHandler),
+    (rf"astro/api/sessions/{ID}/events", SessionEventsHandler),
     (rf"astro/api/sessions/{ID}/export", SessionExportHandler),
 ]

@@ -143,6 +143,24 @@ class RunRepository:
         rows = [(run_id, seq, clean_text(str(data.get("type", ""))), safe_json(data)) for seq, data in events]
         await self.db.write_many("INSERT OR IGNORE INTO agent_events (run_id, seq, type, data) VALUES (?, ?, ?, ?)", rows)
 
+    async def session_events(
+        self, session_id: str, *, after_run: str | None = None, after_seq: int = 0, limit: int = 10_000
+    ) -> list[tuple[str, int, str, dict[str, Any]]]:
+        """The stored events of every run of a session, runs in start order, as ``(run_id, seq,
+        created_at, wire-dict)``; ``after_run``/``after_seq`` continue after a page's last event."""
+        if after_run is None:
+            where, params = "", ()
+        else:
+            where = (" AND (r.started_at, r.rowid, e.seq) >"
+                     " ((SELECT started_at FROM agent_runs WHERE id = ?), (SELECT rowid FROM agent_runs WHERE id = ?), ?)")
+            params = (after_run, after_run, after_seq)
+        rows = await self.db.fetchall(
+            "SELECT e.run_id, e.seq, e.created_at, e.data FROM agent_events e JOIN agent_runs r ON r.id = e.run_id"
+            f" WHERE r.session_id = ?{where} ORDER BY r.started_at, r.rowid, e.seq LIMIT ?",
+            (session_id, *params, limit),
+        )
+        return [(r["run_id"], r["seq"], r["created_at"], json.loads(r["data"])) for r in rows]
+
     async def events_after(self, run_id: str, after_seq: int = 0, limit: int = 10_000) -> list[tuple[int, dict[str, Any]]]:
         rows = await self.db.fetchall(
             "SELECT seq, data FROM agent_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",

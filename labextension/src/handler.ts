@@ -12,11 +12,14 @@ import {
   IMessagesReply,
   IModelsReply,
   ISearchHit,
+  ISearchReply,
   ISession,
+  ISessionEventsReply,
   ISessionPatch,
   ISessionsReply,
   IStartRunReply,
   IStartRunRequest,
+  IStoredEvent,
   PermissionAnswer
 } from './tokens';
 
@@ -108,8 +111,7 @@ export class AstroAPI {
   }
 
   async listSessions(): Promise<ISession[]> {
-    const reply = await this.call<ISessionsReply | ISession[]>('api/sessions');
-    return Array.isArray(reply) ? reply : reply.sessions ?? [];
+    return (await this.call<ISessionsReply>('api/sessions')).sessions;
   }
 
   createSession(title = ''): Promise<ISession> {
@@ -137,6 +139,22 @@ export class AstroAPI {
     return this.call(`api/sessions/${enc(id)}/messages`);
   }
 
+  /** Every stored event of the session's runs (all pages; text deltas come folded by the server). */
+  async sessionEvents(id: string): Promise<IStoredEvent[]> {
+    const events: IStoredEvent[] = [];
+    let cursor: string | null = null;
+    do {
+      const params = new URLSearchParams(cursor ? { cursor } : {});
+      const query = cursor ? `?${params.toString()}` : '';
+      const reply: ISessionEventsReply = await this.call(`api/sessions/${enc(id)}/events${query}`);
+      for (const e of reply.events) {
+        events.push(e);
+      }
+      cursor = reply.next_cursor;
+    } while (cursor);
+    return events;
+  }
+
   /** The session as notebook JSON (the export route answers an .ipynb document). */
   exportSession(id: string): Promise<any> {
     return this.call(`api/sessions/${enc(id)}/export`);
@@ -147,11 +165,7 @@ export class AstroAPI {
     if (sessionId) {
       params.set('session_id', sessionId);
     }
-    const reply = await this.call<any>(`api/search/history?${params.toString()}`);
-    if (Array.isArray(reply)) {
-      return reply;
-    }
-    return reply?.hits ?? reply?.results ?? [];
+    return (await this.call<ISearchReply>(`api/search/history?${params.toString()}`)).results;
   }
 
   models(): Promise<IModelsReply> {

@@ -4,199 +4,33 @@
  * Why a model apart from the widgets: matching `tool_result` to `tool_call` by id, nesting the
  * events of subagents, tolerating out-of-order delivery and dropping replayed duplicates (by
  * `(run_id, seq)`) are logic, tested without a DOM. The view only renders `changed` items.
+ * A reopened session goes through the same `apply` (history.ts replays its stored events).
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { historySteps, runInSlices } from './history';
 import {
-  AgentEvent,
-  IStoredMessage,
-  ITodo,
-  IToolProgress,
-  IToolResultEvent
-} from './tokens';
+  callSignature,
+  EndReason,
+  END_TEXT,
+  IEndItem,
+  INoticeItem,
+  IQuestionItem,
+  IRunInfo,
+  ISubagentItem,
+  ITextItem,
+  ITodoItem,
+  IToolItem,
+  IUserItem,
+  nextKey,
+  NoticeVariant,
+  resultStatus,
+  TimelineChange,
+  TimelineItem
+} from './timelineItems';
+import { AgentEvent, IStoredEvent, IStoredMessage, ITodo, IToolResultEvent } from './tokens';
 
-export type ItemKind = 'user' | 'text' | 'thinking' | 'tool' | 'subagent' | 'todo' | 'notice' | 'question' | 'end';
-
-interface IItemBase {
-  /** Unique and stable: the DOM node of an item is keyed by it. */
-  readonly key: string;
-  readonly kind: ItemKind;
-  /** Incremented on every change (the view re-renders an item whose version moved). */
-  version: number;
-  parent: ISubagentItem | null;
-  /** The stored message this item shows (history), so a search hit can scroll to it. */
-  messageId?: number;
-  runId?: string;
-  /** When it was said (ms since the epoch): live items now, history from `created_at`. */
-  time?: number;
-}
-
-export interface IUserItem extends IItemBase {
-  kind: 'user';
-  text: string;
-}
-
-export interface ITextItem extends IItemBase {
-  kind: 'text' | 'thinking';
-  text: string;
-  step: number;
-  streaming: boolean;
-}
-
-/**
- * `waiting`: a permission question for this call is open; `cancelled`: stopped by the user;
- * `interrupted`: the run ended (step limit, error) before its result came.
- */
-export type ToolStatus = 'running' | 'waiting' | 'done' | 'error' | 'cancelled' | 'interrupted';
-
-export interface IToolResult {
-  output: string;
-  isError: boolean;
-  metadata: Record<string, unknown>;
-  durationMs: number | null;
-}
-
-export interface IToolItem extends IItemBase {
-  kind: 'tool';
-  id: string;
-  name: string;
-  arguments: unknown;
-  step: number;
-  /** False while only a progress/result for this id has arrived (out of order). */
-  callSeen: boolean;
-  progress: IToolProgress | null;
-  result: IToolResult | null;
-  status: ToolStatus;
-  startedAt: number;
-  /** The stored `tool` message holding the result (history), for search hits on it. */
-  resultMessageId?: number;
-  /**
-   * Consecutive identical calls (same name and arguments) or identical errors are shown as one
-   * line: the first is the head and lists the others in `repeats`; each other points at it.
-   */
-  repeatOf: IToolItem | null;
-  repeats: IToolItem[];
-}
-
-export interface ISubagentItem extends IItemBase {
-  kind: 'subagent';
-  id: string;
-  task: string;
-  parentToolCallId: string;
-  phase: 'running' | 'stopped';
-  summary: string;
-  isError: boolean;
-  children: TimelineItem[];
-}
-
-export interface ITodoItem extends IItemBase {
-  kind: 'todo';
-  todos: ITodo[];
-  /** True while its run goes on: the list is pinned at the top of the view. */
-  active: boolean;
-}
-
-export type EndReason = 'cancelled' | 'max_steps' | 'error';
-
-/** How a run ended when it did not simply finish: a banner with an action. */
-export interface IEndItem extends IItemBase {
-  kind: 'end';
-  reason: EndReason;
-  text: string;
-}
-
-export type NoticeVariant = 'compaction' | 'model_switch' | 'error' | 'done' | 'info';
-
-export interface INoticeItem extends IItemBase {
-  kind: 'notice';
-  variant: NoticeVariant;
-  text: string;
-}
-
-export interface IQuestionItem extends IItemBase {
-  kind: 'question';
-  variant: 'ask_user' | 'permission';
-  requestId: string;
-  question: string;
-  options: string[];
-  toolName: string;
-  toolCallId: string;
-  arguments: unknown;
-  /** The answer given (or 'expired' when the run ended first). */
-  answer: string | null;
-  pending: boolean;
-  error: string | null;
-}
-
-export type TimelineItem =
-  | IUserItem
-  | ITextItem
-  | IToolItem
-  | ISubagentItem
-  | ITodoItem
-  | INoticeItem
-  | IQuestionItem
-  | IEndItem;
-
-export type TimelineChange =
-  | { type: 'added'; item: TimelineItem; parent: ISubagentItem | null; before?: TimelineItem | null }
-  | { type: 'updated'; item: TimelineItem }
-  | { type: 'reset' };
-
-export interface IRunInfo {
-  runId: string;
-  sessionId: string;
-  title?: string;
-  model?: string;
-}
-
-let keyCounter = 0;
-const nextKey = (prefix: string) => `${prefix}-${++keyCounter}`;
-
-const END_TEXT: Record<EndReason, string> = {
-  cancelled: 'Run stopped.',
-  max_steps: 'Run stopped: the step limit was reached.',
-  error: 'Run ended with an error.'
-};
-
-/** A stored timestamp as ms since the epoch (SQLite's `YYYY-MM-DD HH:MM:SS` is UTC). */
-export function parseTime(value: string | undefined | null): number | undefined {
-  if (!value) {
-    return undefined;
-  }
-  let v = value.trim();
-  if (/^\d{4}-\d{2}-\d{2} \d/.test(v)) {
-    v = v.replace(' ', 'T');
-  }
-  if (/T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(v)) {
-    v += 'Z';
-  }
-  const t = Date.parse(v);
-  return Number.isFinite(t) ? t : undefined;
-}
-
-/** The identity of a call for "identical consecutive calls": name and arguments. */
-export function callSignature(tool: IToolItem): string {
-  let args: string;
-  try {
-    args = JSON.stringify(tool.arguments) ?? '';
-  } catch {
-    args = String(tool.arguments);
-  }
-  return `${tool.name}\u0000${args}`;
-}
-
-/** Parse tool-call arguments stored as a JSON string; keep the text when it is not JSON. */
-export function parseArguments(raw: unknown): unknown {
-  if (typeof raw !== 'string') {
-    return raw;
-  }
-  try {
-    return JSON.parse(raw);
-  } catch {
-    return raw;
-  }
-}
+export * from './timelineItems';
 
 export class TimelineModel {
   private _items: TimelineItem[] = [];
@@ -207,10 +41,14 @@ export class TimelineModel {
   private subagents = new Map<string, ISubagentItem>();
   private questions = new Map<string, IQuestionItem>();
   private todos = new Map<string, ITodoItem>();
+  /** The items of each run (nested ones too), so ending a run touches only its own. */
+  private byRun = new Map<string, TimelineItem[]>();
   private lastSeq = new Map<string, number>();
   private _duplicates = 0;
   /** While a history loads, item changes are not announced one by one: one 'reset' at the end. */
   private bulk = false;
+  /** While stored events replay: when the event being applied happened (else items are "now"). */
+  private replayAt: number | null = null;
 
   /** Top-level items in display order. */
   get items(): readonly TimelineItem[] {
@@ -259,13 +97,14 @@ export class TimelineModel {
     this.subagents.clear();
     this.questions.clear();
     this.todos.clear();
+    this.byRun.clear();
     this.lastSeq.clear();
     this._duplicates = 0;
     this._changed.emit({ type: 'reset' });
   }
 
   addUser(text: string, extra: { messageId?: number; runId?: string; time?: number } = {}): IUserItem {
-    const item: IUserItem = { key: nextKey('user'), kind: 'user', version: 0, parent: null, text, time: Date.now(), ...extra };
+    const item: IUserItem = { key: nextKey('user'), kind: 'user', version: 0, parent: null, text, time: this.now(), ...extra };
     this.add(item, null);
     return item;
   }
@@ -373,7 +212,7 @@ export class TimelineModel {
         this.addNotice('error', event.message || 'error', parent);
         break;
       case 'done':
-        this.finish(runId, event.reason);
+        this.finish(runId, event.reason ?? 'finished');
         break;
       default:
         break;
@@ -382,18 +221,21 @@ export class TimelineModel {
   }
 
   /**
-   * Rebuild items from stored messages (history); messages of `skipRunId` except its user prompt
-   * are skipped (they will be replayed from the run's events). `runEnds` (run id → how it ended)
-   * puts the banner of a stopped run after its last message.
+   * Rebuild a session from its history (history.ts): runs with stored `events` are replayed
+   * through `apply`, exactly as they were shown live; runs without are rebuilt from their
+   * messages (messages of `skipRunId`, the run still going, except its prompt are skipped: its
+   * events come from its stream). `runEnds` (run id → how it ended) puts the banner of a stopped
+   * run rebuilt from messages after its last message.
    */
   loadMessages(
     messages: readonly IStoredMessage[],
     skipRunId?: string | null,
-    runEnds: ReadonlyMap<string, string> = new Map()
+    runEnds: ReadonlyMap<string, string> = new Map(),
+    events: readonly IStoredEvent[] = []
   ): void {
     this.bulk = true;
     try {
-      for (const _ of this.load(messages, skipRunId, runEnds)) {
+      for (const _ of historySteps(this, messages, events, skipRunId, runEnds)) {
         // all at once
       }
     } finally {
@@ -403,113 +245,21 @@ export class TimelineModel {
   }
 
   /**
-   * `loadMessages` in slices of `sliceMs`, yielding to the browser between them (a history of
-   * thousands of messages would otherwise be one long main-thread task). Stops, and returns
-   * false, as soon as `stale()` says another session was opened meanwhile.
+   * `loadMessages` (events in `opts.events`) in slices of `sliceMs`, yielding to the browser
+   * between them; returns false, stopped, when `stale()` says another session was opened.
    */
   async loadMessagesAsync(
     messages: readonly IStoredMessage[],
     skipRunId: string | null | undefined,
     runEnds: ReadonlyMap<string, string>,
-    opts: { sliceMs?: number; stale?: () => boolean } = {}
+    opts: { sliceMs?: number; stale?: () => boolean; events?: readonly IStoredEvent[] } = {}
   ): Promise<boolean> {
-    const sliceMs = opts.sliceMs ?? 8;
-    const steps = this.load(messages, skipRunId, runEnds);
-    let done = false;
-    while (!done) {
-      if (opts.stale?.()) {
-        return false;
-      }
-      this.bulk = true;
-      const start = Date.now();
-      try {
-        let n = 0;
-        while (!(done = !!steps.next().done)) {
-          if ((++n & 63) === 0 && Date.now() - start >= sliceMs) {
-            break;
-          }
-        }
-      } finally {
-        this.bulk = false;
-      }
-      if (!done) {
-        await new Promise(resolve => setTimeout(resolve, 0));
-      }
+    const steps = historySteps(this, messages, opts.events ?? [], skipRunId, runEnds);
+    const done = await runInSlices(steps, opts.sliceMs ?? 8, opts.stale, on => (this.bulk = on));
+    if (done) {
+      this._changed.emit({ type: 'reset' });
     }
-    this._changed.emit({ type: 'reset' });
-    return true;
-  }
-
-  private *load(
-    messages: readonly IStoredMessage[],
-    skipRunId: string | null | undefined,
-    runEnds: ReadonlyMap<string, string>
-  ): Generator<void> {
-    let lastRun: string | null = null;
-    const endRun = (next: string | null) => {
-      if (lastRun !== null && lastRun !== next && lastRun !== skipRunId) {
-        const reason = runEnds.get(lastRun);
-        if (reason === 'cancelled' || reason === 'max_steps' || reason === 'error') {
-          this.addEnd(reason, lastRun);
-        }
-      }
-      lastRun = next;
-    };
-    for (const m of messages) {
-      yield;
-      const replayed = !!skipRunId && m.run_id === skipRunId;
-      const time = parseTime(m.created_at);
-      if (m.role !== 'system') {
-        endRun(m.run_id);
-      }
-      if (m.role === 'user') {
-        this.addUser(m.content, { messageId: m.id, runId: m.run_id, time });
-      } else if (replayed || m.role === 'system') {
-        continue;
-      } else if (m.role === 'assistant') {
-        if (m.content) {
-          const item: ITextItem = {
-            key: nextKey('text'),
-            kind: 'text',
-            version: 0,
-            parent: null,
-            text: m.content,
-            step: 0,
-            streaming: false,
-            messageId: m.id,
-            runId: m.run_id,
-            time
-          };
-          this.add(item, null);
-        }
-        for (const call of m.tool_calls ?? []) {
-          const tool = this.ensureTool(call.id, null, m.run_id);
-          tool.name = call.function?.name ?? tool.name;
-          tool.arguments = parseArguments(call.function?.arguments);
-          tool.callSeen = true;
-          tool.messageId = tool.messageId ?? m.id;
-          this.touch(tool);
-          this.group(tool);
-        }
-      } else if (m.role === 'tool') {
-        const tool = this.ensureTool(m.tool_call_id || `orphan-${m.id}`, null, m.run_id);
-        const meta = (m.metadata ?? {}) as Record<string, unknown>;
-        tool.name = tool.name || m.name || 'tool';
-        tool.result = {
-          output: m.content,
-          isError: meta.is_error === true,
-          metadata: meta,
-          durationMs: typeof meta.duration_ms === 'number' ? meta.duration_ms : null
-        };
-        tool.status = resultStatus(tool.result);
-        tool.resultMessageId = m.id;
-        this.touch(tool);
-        if (tool.status === 'error') {
-          this.group(tool);
-        }
-      }
-    }
-    endRun(null);
+    return done;
   }
 
   /** Record a question's answer locally (the POST is the caller's business). */
@@ -532,10 +282,44 @@ export class TimelineModel {
     return tool.repeatOf ?? tool;
   }
 
-  // -- internals -----------------------------------------------------------------------------
+  /**
+   * Apply a stored event (history.ts) through the live path, stamped with when it happened
+   * (`time`, ms) and marked `replayed` so the view may render it lazily.
+   */
+  replay(runId: string, seq: number, event: AgentEvent, time: number | undefined): boolean {
+    this.replayAt = time ?? Date.now();
+    try {
+      return this.apply(runId, seq, event);
+    } finally {
+      this.replayAt = null;
+    }
+  }
 
-  private add(item: TimelineItem, parent: ISubagentItem | null, at?: number): void {
+  /** When an item being made happened: the replayed event's time, else now. */
+  now(): number {
+    return this.replayAt ?? Date.now();
+  }
+
+  // -- building blocks (also used by history.ts) -----------------------------------------------
+
+  /** The items of run `runId` (nested ones too), in the order they were made. */
+  itemsOfRun(runId: string): readonly TimelineItem[] {
+    return this.byRun.get(runId) ?? [];
+  }
+
+  add(item: TimelineItem, parent: ISubagentItem | null, at?: number): void {
     item.parent = parent;
+    if (item.runId) {
+      const mine = this.byRun.get(item.runId);
+      if (mine) {
+        mine.push(item);
+      } else {
+        this.byRun.set(item.runId, [item]);
+      }
+    }
+    if (this.replayAt !== null) {
+      item.replayed = true;
+    }
     const list = parent ? parent.children : this._items;
     if (this.bulk) {
       list.splice(at ?? list.length, 0, item);
@@ -549,7 +333,7 @@ export class TimelineModel {
     }
   }
 
-  private touch(item: TimelineItem): void {
+  touch(item: TimelineItem): void {
     item.version++;
     if (this.bulk) {
       return;
@@ -566,7 +350,7 @@ export class TimelineModel {
    * (name and arguments), or the same error (name and error text) — a looping run reads as
    * one line "×18", not a wall of identical cards.
    */
-  private group(tool: IToolItem): void {
+  group(tool: IToolItem): void {
     if (tool.repeatOf || tool.repeats.length || !tool.callSeen) {
       return;
     }
@@ -632,7 +416,7 @@ export class TimelineModel {
     this.add(item, parent, at);
   }
 
-  private addEnd(reason: EndReason, runId: string): IEndItem {
+  addEnd(reason: EndReason, runId: string): IEndItem {
     const item: IEndItem = { key: nextKey('end'), kind: 'end', version: 0, parent: null, reason, text: END_TEXT[reason], runId };
     this.add(item, null);
     return item;
@@ -650,11 +434,11 @@ export class TimelineModel {
       this.touch(last);
       return;
     }
-    const item: ITextItem = { key: nextKey(kind), kind, version: 0, parent, text: delta, step, streaming: true, runId, time: Date.now() };
+    const item: ITextItem = { key: nextKey(kind), kind, version: 0, parent, text: delta, step, streaming: true, runId, time: this.now() };
     this.add(item, parent);
   }
 
-  private ensureTool(id: string, parent: ISubagentItem | null, runId: string): IToolItem {
+  ensureTool(id: string, parent: ISubagentItem | null, runId: string): IToolItem {
     let tool = this.tools.get(id);
     if (!tool) {
       tool = {
@@ -670,7 +454,7 @@ export class TimelineModel {
         progress: null,
         result: null,
         status: 'running',
-        startedAt: Date.now(),
+        startedAt: this.now(),
         runId,
         repeatOf: null,
         repeats: []
@@ -787,11 +571,8 @@ export class TimelineModel {
     }
   }
 
-  private finish(runId: string, reason: string): void {
-    for (const item of Array.from(this.walk())) {
-      if (item.runId !== runId) {
-        continue;
-      }
+  finish(runId: string, reason: string): void {
+    for (const item of this.itemsOfRun(runId)) {
       if ((item.kind === 'text' || item.kind === 'thinking') && item.streaming) {
         item.streaming = false;
         this.touch(item);
@@ -816,10 +597,3 @@ export class TimelineModel {
   }
 }
 
-/** A result's status: a cancelled call (metadata.cancelled) reads "cancelled", not "error". */
-function resultStatus(result: IToolResult): ToolStatus {
-  if (result.metadata?.cancelled === true) {
-    return 'cancelled';
-  }
-  return result.isError ? 'error' : 'done';
-}

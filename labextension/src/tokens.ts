@@ -1,146 +1,18 @@
 /**
  * The REST + SSE contract of the astro server extension, as TypeScript types.
  *
- * Wire shapes follow ARCHITECTURE.md ("One run, as data") and astro_jupyter/events.py:
- * every SSE message carries `id: <seq>` and `data: <json of one event>`.
+ * Event shapes come from events.generated.ts (derived from astro_jupyter/events.py); every SSE
+ * message carries `id: <seq>` and `data: <json of one event>`. The REST payloads below follow
+ * the OpenAPI document served at `astro/api/openapi.json`.
  */
 
-/** Fields every event may carry: events emitted inside a subagent are tagged with its id. */
-export interface IEventBase {
-  type: string;
-  subagent_id?: string | null;
-}
+/*
+ * The event types are generated from astro_jupyter/events.py (scripts/gen_event_types.py):
+ * never declare an event shape here, change the dataclass and regenerate.
+ */
+import { AgentEvent } from './events.generated';
 
-export interface ISessionEvent extends IEventBase {
-  type: 'session';
-  session_id: string;
-  run_id: string;
-  title?: string;
-  model?: string;
-}
-
-export interface ITextDeltaEvent extends IEventBase {
-  type: 'text_delta' | 'thinking_delta';
-  delta: string;
-  step: number;
-}
-
-export interface IToolCallEvent extends IEventBase {
-  type: 'tool_call';
-  id: string;
-  name: string;
-  arguments: unknown;
-  step: number;
-}
-
-export interface IToolProgress {
-  done?: number;
-  total?: number;
-  message?: string;
-}
-
-export interface IToolProgressEvent extends IEventBase {
-  type: 'tool_progress';
-  id: string;
-  progress: IToolProgress;
-}
-
-export interface IToolResultEvent extends IEventBase {
-  type: 'tool_result';
-  tool_call_id: string;
-  name: string;
-  output: string;
-  is_error?: boolean;
-  metadata?: { persisted_path?: string; [key: string]: unknown };
-  step?: number;
-  duration_ms?: number;
-}
-
-export interface IAskUserEvent extends IEventBase {
-  type: 'ask_user';
-  request_id: string;
-  question: string;
-  options?: string[];
-  timeout_secs?: number;
-}
-
-export interface IPermissionRequestEvent extends IEventBase {
-  type: 'permission_request';
-  request_id: string;
-  tool_call_id: string;
-  name: string;
-  arguments: unknown;
-  message?: string;
-}
-
-export interface ICompactionEvent extends IEventBase {
-  type: 'compaction';
-  layer: 'micro' | 'auto' | 'manual';
-  tokens_before?: number;
-  tokens_after?: number;
-  message?: string;
-}
-
-export interface IModelSwitchEvent extends IEventBase {
-  type: 'model_switch';
-  from: string;
-  to: string;
-  reason?: string;
-}
-
-export interface ISubagentEvent extends IEventBase {
-  type: 'subagent';
-  id: string;
-  phase: 'start' | 'stop';
-  task?: string;
-  parent_tool_call_id?: string;
-  summary?: string;
-  is_error?: boolean;
-}
-
-export interface ITodo {
-  id?: string | number;
-  content?: string;
-  title?: string;
-  status?: string;
-  [key: string]: unknown;
-}
-
-export interface ITodoUpdateEvent extends IEventBase {
-  type: 'todo_update';
-  todos: ITodo[];
-}
-
-export interface IErrorEvent extends IEventBase {
-  type: 'error';
-  message: string;
-  reason?: string;
-  step?: number | null;
-}
-
-export type DoneReason = 'finished' | 'cancelled' | 'max_steps' | 'error';
-
-export interface IDoneEvent extends IEventBase {
-  type: 'done';
-  session_id: string;
-  run_id: string;
-  reason: DoneReason;
-}
-
-export type AgentEvent =
-  | ISessionEvent
-  | ITextDeltaEvent
-  | IToolCallEvent
-  | IToolProgressEvent
-  | IToolResultEvent
-  | IAskUserEvent
-  | IPermissionRequestEvent
-  | ICompactionEvent
-  | IModelSwitchEvent
-  | ISubagentEvent
-  | ITodoUpdateEvent
-  | IErrorEvent
-  | IDoneEvent;
+export * from './events.generated';
 
 /* ---------------------------------------------------------------- REST payloads */
 
@@ -227,20 +99,46 @@ export interface IStoredMessage {
   created_at?: string;
 }
 
+/** One stored event of a session's run (`GET astro/api/sessions/{id}/events`); text deltas folded. */
+export interface IStoredEvent {
+  run_id: string;
+  seq: number;
+  /** When it was stored (ISO 8601, UTC). */
+  time: string;
+  event: AgentEvent;
+}
+
+export interface ISessionEventsReply {
+  session_id: string;
+  events: IStoredEvent[];
+  /** Pass back as `cursor` for the next page; null when there is no more. */
+  next_cursor: string | null;
+}
+
 export interface IMessagesReply {
   session_id: string;
   messages: IStoredMessage[];
 }
 
-/** A history-search hit; `snippet` marks matched terms with « and ». */
+/** A history-search hit; `snippet` marks matched terms with « and », `snippet_html` with `<mark>`. */
 export interface ISearchHit {
   session_id: string;
   session_title: string;
   message_id: number | null;
   role: string;
   snippet: string;
+  snippet_html: string;
   rank?: number;
   created_at?: string;
+}
+
+/** The reply of `GET astro/api/search/history`; `next_cursor` passed back as `cursor` pages on. */
+export interface ISearchReply {
+  query: string;
+  session_id: string | null;
+  results: ISearchHit[];
+  next_cursor: string | null;
+  window: number;
 }
 
 export interface IModelsReply {

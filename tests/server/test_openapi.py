@@ -74,3 +74,25 @@ async def test_document_is_valid_openapi(api: Api) -> None:
     validator = pytest.importorskip("openapi_spec_validator")
     status, doc = await api("GET", "astro/api/openapi.json")
     validator.validate(doc)  # raises with the offending path if the document is not OpenAPI 3
+
+
+async def test_document_carries_every_event_type_and_field(api: Api) -> None:
+    """The served document's event schemas come from events.py: every type, every wire field."""
+    from astro_jupyter.events import EVENT_TYPES
+    from astro_jupyter.wire_contract import openapi_schema_name, wire_fields
+
+    status, doc = await api("GET", "astro/api/openapi.json")
+    assert status == 200
+    schemas = doc["components"]["schemas"]
+    mapping = schemas["AgentEvent"]["discriminator"]["mapping"]
+    assert set(mapping) == set(EVENT_TYPES)
+    for event_type, cls in EVENT_TYPES.items():
+        name = openapi_schema_name(cls)
+        assert mapping[event_type] == f"#/components/schemas/{name}"
+        props = schemas[name]["properties"]
+        assert props["type"]["enum"] == [event_type]
+        for f in wire_fields(cls):
+            assert f.name in props, (event_type, f.name)
+    assert schemas["ModelSwitchEvent"]["properties"]["from"] == {"type": "string"}
+    assert schemas["NotebookRequestEvent"]["properties"]["action"]["enum"] == ["read", "edit", "run"]
+    assert schemas["SearchHit"]["properties"]["snippet_html"] == {"type": "string"}

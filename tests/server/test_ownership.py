@@ -47,6 +47,7 @@ async def test_another_identity_gets_404(api: Api, astro_service) -> None:
         ("PATCH", f"astro/api/sessions/{sid}", {"title": "mine now"}),
         ("DELETE", f"astro/api/sessions/{sid}", None),
         ("GET", f"astro/api/sessions/{sid}/messages", None),
+        ("GET", f"astro/api/sessions/{sid}/events", None),
         ("GET", "astro/api/runs/run_alice/events", None),
         ("POST", "astro/api/runs/run_alice/cancel", {}),
         ("POST", "astro/api/runs/run_alice/answers", {"request_id": "r", "answer": "allow"}),

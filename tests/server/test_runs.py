@@ -361,3 +361,66 @@ class TestPermissionAnswers:
         result = next(e for _, e in events if e["type"] == "tool_result")
         assert result["is_error"]
         assert events[-1][1]["reason"] == "finished"
+
+
+async def test_session_events_replay_the_stored_runs_folded_and_paged(api: Api, sse: Any, openai_server: Any,
+                                                                      astro_service: AstroApp) -> None:
+    """``GET sessions/{id}/events``: what a reopened sidebar replays — every stored event of every
+    run, text deltas of one step folded into one event carrying the last seq, paged by cursor."""
+    _script_tool_run(openai_server)
+    status, first = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    live_one = await sse(first["run_id"])
+    sid = first["session_id"]
+    openai_server.script(Turn.say("Second answer, streamed in small pieces.", chunk_size=3))
+    status, second = await api("POST", "astro/api/runs", body={"prompt": "And again?", "session_id": sid})
+    live_two = await sse(second["run_id"])
+
+    status, page = await api("GET", f"astro/api/sessions/{sid}/events")
+    assert status == 200 and page["session_id"] == sid and page["next_cursor"] is None
+    got = [(e["run_id"], e["seq"], e["event"]) for e in page["events"]]
+    assert all(e["time"] for e in page["events"])
+    # the same events, runs in order, deltas folded: the joined text is the streamed text
+    for run_id, live in ((first["run_id"], live_one), (second["run_id"], live_two)):
+        mine = [(seq, ev) for r, seq, ev in got if r == run_id]
+        assert [ev["type"] for _, ev in mine if ev["type"] != "text_delta"] == \
+            [ev["type"] for _, ev in live if ev["type"] != "text_delta"]
+        assert "".join(ev["delta"] for _, ev in mine if ev["type"] == "text_delta") == \
+            "".join(ev["delta"] for _, ev in live if ev["type"] == "text_delta")
+        assert mine[-1] == live[-1]  # the done, with its own seq
+        seqs = [seq for seq, _ in mine]
+        assert seqs == sorted(seqs)
+    assert [r for r, _, _ in got] == sorted((r for r, _, _ in got), key=lambda r: r != first["run_id"])
+    deltas_two = [ev for _, ev in live_two if ev["type"] == "text_delta"]
+    assert len(deltas_two) > 5
+    folded_two = [ev for r, _, ev in got if r == second["run_id"] and ev["type"] == "text_delta"]
+    assert len(folded_two) == 1 and folded_two[0]["delta"] == "Second answer, streamed in small pieces."
+    text_seq = next(seq for r, seq, ev in got if r == second["run_id"] and ev["type"] == "text_delta")
+    assert text_seq == max(seq for seq, ev in live_two if ev["type"] == "text_delta")
+
+    # small pages: every raw event comes exactly once, across the run boundary too
+    raw_total = len(live_one) + len(live_two)
+    pages, cursor, seen = 0, None, []
+    while True:
+        params = {"limit": "4", **({"cursor": cursor} if cursor else {})}
+        status, page = await api("GET", f"astro/api/sessions/{sid}/events", params=params)
+        assert status == 200
+        seen.extend((e["run_id"], e["seq"]) for e in page["events"])
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages >= raw_total // 4
+    assert len(seen) == len(set(seen))
+    assert {(first["run_id"], s) for s, _ in live_one} | {(second["run_id"], s) for s, _ in live_two} >= set(seen)
+    assert (second["run_id"], live_two[-1][0]) in seen
+
+    # bad cursors and limits: a clear 400, nothing else
+    for params, reason in (({"cursor": "run_nope/3"}, "invalid_cursor"), ({"cursor": "garbage"}, "invalid_cursor"),
+                           ({"cursor": f"{first['run_id']}/x"}, "invalid_cursor"), ({"limit": "0"}, "invalid_argument")):
+        status, err = await api("GET", f"astro/api/sessions/{sid}/events", params=params)
+        assert status == 400 and err["reason"] == reason, (params, err)
+    other = await astro_service.services.sessions.create(title="other")
+    status, err = await api("GET", f"astro/api/sessions/{other.id}/events", params={"cursor": f"{first['run_id']}/1"})
+    assert status == 400 and err["reason"] == "invalid_cursor"  # a cursor of another session
+    status, err = await api("GET", "astro/api/sessions/ses_missing/events")
+    assert status == 404 and err["reason"] == "session_not_found"

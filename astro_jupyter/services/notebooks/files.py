@@ -35,8 +35,6 @@ def checkpoint_path(path: Path) -> Path:
 
 def read_notebook_file(path: Path) -> "NotebookNode | None":
     """The notebook at ``path`` (v4), None if there is no file; NotebookError if it is not one."""
-    import nbformat
-
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

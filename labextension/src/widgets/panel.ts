@@ -5,76 +5,28 @@
  * views; the decisions (matching, dedupe, cancel-before-id) live in the models.
  */
 import { Clipboard, Dialog, InputDialog, showDialog } from '@jupyterlab/apputils';
-import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ServerConnection } from '@jupyterlab/services';
-import { downloadIcon, ellipsesIcon, historyIcon, LabIcon, stopIcon, Toolbar } from '@jupyterlab/ui-components';
+import { stopIcon } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import { Menu, Panel, Widget } from '@lumino/widgets';
 
 import { AstroAPI, AstroAPIError } from '../handler';
-import type { NotebookIntegration } from '../notebookLab';
 import { RunModel, RunStatus, SessionsModel } from '../model';
 import { IEndItem, TimelineModel } from '../timeline';
 import { ISearchHit, ISession, IStartRunRequest } from '../tokens';
-import { h, visibleText } from './dom';
-import { iconEl, newChatIcon, sendIcon } from './icons';
+import { visibleText } from './dom';
+import { iconEl, sendIcon } from './icons';
 import { IRenderContext } from './items';
+import { ModelChooser } from './modelChooser';
+import { buildComposer, buildHeader, IconToolButton } from './panelChrome';
+import { DEFAULT_SETTINGS, IAstroPanelOptions, IAstroSettings } from './panelOptions';
 import { SessionsView } from './searchView';
 import { TimelineView } from './timelineView';
 
 const CURRENT_KEY = 'astro-jupyter:current-session';
 
-/**
- * A toolbar icon button with a tooltip: a native <button> holding a LabIcon. (JupyterLab's
- * ToolbarButton renders a <jp-button> host that always carries aria-pressed without a role,
- * which axe reports as a critical violation.)
- */
-class IconToolButton extends Widget {
-  constructor(options: { icon: LabIcon; label: string; className: string; onClick: () => void; toggle?: boolean }) {
-    super({ node: document.createElement('button') });
-    const b = this.node as HTMLButtonElement;
-    b.type = 'button';
-    b.title = options.label;
-    b.setAttribute('aria-label', options.label);
-    if (options.toggle) {
-      b.setAttribute('aria-pressed', 'false');
-    }
-    this.addClass('jp-Astro-toolbutton');
-    this.addClass(options.className);
-    b.appendChild(iconEl(options.icon));
-    b.addEventListener('click', () => options.onClick());
-  }
-  set enabled(value: boolean) {
-    (this.node as HTMLButtonElement).disabled = !value;
-  }
-  set pressed(value: boolean) {
-    this.node.setAttribute('aria-pressed', String(value));
-  }
-}
-
-/** The user's settings (schema/plugin.json), applied live. */
-export interface IAstroSettings {
-  expandToolLines: boolean;
-  showThinking: boolean;
-  continueMaxSteps: number;
-}
-
-export const DEFAULT_SETTINGS: IAstroSettings = { expandToolLines: false, showThinking: true, continueMaxSteps: 40 };
-
-export interface IAstroPanelOptions {
-  api: AstroAPI;
-  rendermime: IRenderMimeRegistry | null;
-  /** Open a file (a persisted tool output) in JupyterLab. */
-  openPath(path: string): void;
-  /** Save notebook JSON under a free name near `name` and open it; resolves to its path. */
-  saveNotebook(name: string, content: unknown): Promise<string>;
-  /** Put code in a new cell below the active notebook cell (and run it); false without a notebook. */
-  insertCode?(code: string, run: boolean): Promise<boolean>;
-  /** Open Settings → Settings Editor at this extension. */
-  openSettings?(): void;
-  /** The notebook bridge, the active-notebook chip and notebook tool cards (notebookLab.ts). */
-  notebook?: NotebookIntegration | null;
-}
+export { DEFAULT_SETTINGS } from './panelOptions';
+export type { IAstroPanelOptions, IAstroSettings } from './panelOptions';
 
 const STATUS_TEXT: Record<RunStatus, string> = {
   idle: '',
@@ -101,25 +53,19 @@ export class AstroPanel extends Panel {
   readonly sessionsView: SessionsView;
   private api: AstroAPI;
   private settings: IAstroSettings = { ...DEFAULT_SETTINGS };
-  private toolbar!: Toolbar;
   private titleEl!: HTMLElement;
   private sessionsButton!: IconToolButton;
   private exportButton!: IconToolButton;
-  private moreButton!: IconToolButton;
   private statusChip!: HTMLElement;
-  private modelChip!: HTMLButtonElement;
   private message!: HTMLElement;
   private input!: HTMLTextAreaElement;
   private sendButton!: HTMLButtonElement;
   private composer!: Widget;
   private commands = new CommandRegistry();
   private moreMenu!: Menu;
-  private modelMenu!: Menu;
+  private modelChooser!: ModelChooser;
   private coordinatorOn = false;
   private coordinatorBusy = false;
-  private models: string[] = [];
-  private currentModel = '';
-  private modelWarning = '';
   private opening = 0;
   /** The session being loaded: a prompt sent meanwhile waits for it (no race with the reload). */
   private pendingOpen: Promise<void> | null = null;
@@ -187,7 +133,7 @@ export class AstroPanel extends Panel {
     this.sessions.changed.connect(this.renderSessions, this);
     this.timeline.changed.connect((_, change) => {
       if (change.type === 'added' && change.item.kind === 'notice' && change.item.variant === 'model_switch') {
-        void this.loadModels();
+        void this.modelChooser.load();
       }
     }, this);
     this.onRunStatus(this.run, this.run.status);
@@ -196,7 +142,7 @@ export class AstroPanel extends Panel {
 
   /** Load sessions and models; reopen the session shown before a reload (and reattach to its run). */
   async initialize(): Promise<void> {
-    await Promise.all([this.refreshSessions(), this.loadModels()]);
+    await Promise.all([this.refreshSessions(), this.modelChooser.load()]);
     const last = storage()?.getItem(CURRENT_KEY);
     if (last && this.sessions.sessions.some(s => s.id === last)) {
       await this.openSession(last);
@@ -253,8 +199,13 @@ export class AstroPanel extends Panel {
     }
     let session: ISession;
     let messages;
+    let events;
     try {
-      [session, messages] = await Promise.all([this.api.getSession(id), this.api.messages(id)]);
+      [session, messages, events] = await Promise.all([
+        this.api.getSession(id),
+        this.api.messages(id),
+        this.api.sessionEvents(id)
+      ]);
     } catch (error) {
       this.showError('Could not open the session', error);
       return;
@@ -265,7 +216,8 @@ export class AstroPanel extends Panel {
     const active = session.active_run_id ?? null;
     const ends = new Map((session.runs ?? []).map(r => [r.id, r.status] as [string, string]));
     const loaded = await this.timeline.loadMessagesAsync(messages.messages, active, ends, {
-      stale: () => ticket !== this.opening
+      stale: () => ticket !== this.opening,
+      events
     });
     if (!loaded) {
       return;
@@ -506,50 +458,6 @@ export class AstroPanel extends Panel {
     }
   }
 
-  // -- models --------------------------------------------------------------------------------
-
-  private async loadModels(): Promise<void> {
-    try {
-      const reply = await this.api.models();
-      this.models = reply.models.length ? reply.models : [reply.current];
-      this.currentModel = reply.current;
-      this.modelWarning = reply.warning ?? '';
-    } catch (error) {
-      this.models = [];
-      this.currentModel = '';
-      this.modelWarning = error instanceof Error ? error.message : String(error);
-    }
-    this.renderModels();
-  }
-
-  private renderModels(): void {
-    this.modelMenu.clearItems();
-    for (const name of this.models) {
-      this.modelMenu.addItem({ command: 'astro:model', args: { name } });
-    }
-    this.modelChip.textContent = this.currentModel || 'model unavailable';
-    this.modelChip.title = this.currentModel
-      ? `Model: ${this.currentModel}${this.modelWarning ? ` (${this.modelWarning})` : ''} — click to switch`
-      : this.modelWarning;
-    this.modelChip.setAttribute('aria-label', `Model: ${this.currentModel || 'unavailable'}. Switch model`);
-    this.node.dataset.model = this.currentModel;
-  }
-
-  private async switchModel(model: string): Promise<void> {
-    if (!model || model === this.currentModel) {
-      return;
-    }
-    try {
-      const reply = await this.api.switchModel(model);
-      this.currentModel = reply.current;
-      this.renderModels();
-      this.showMessage(`Model: ${reply.current}`, 'info');
-    } catch (error) {
-      this.showError('Could not switch the model', error);
-      void this.loadModels();
-    }
-  }
-
   // -- DOM -----------------------------------------------------------------------------------
 
   private buildCommands(): void {
@@ -560,11 +468,6 @@ export class AstroPanel extends Panel {
       isToggled: () => this.coordinatorOn,
       isEnabled: () => !this.coordinatorBusy,
       execute: () => void this.setCoordinator(!this.coordinatorOn)
-    });
-    c.addCommand('astro:model', {
-      label: args => String(args.name ?? ''),
-      isToggled: args => args.name === this.currentModel,
-      execute: args => void this.switchModel(String(args.name ?? ''))
     });
     c.addCommand('astro:rename', { label: 'Rename chat…', isEnabled: () => !!this.sessions.currentId, execute: () => void this.renameSession() });
     c.addCommand('astro:delete', { label: 'Delete chat…', isEnabled: () => !!this.sessions.currentId, execute: () => void this.deleteSession() });
@@ -578,13 +481,17 @@ export class AstroPanel extends Panel {
       isEnabled: () => !!this.options.openSettings,
       execute: () => this.options.openSettings?.()
     });
-    this.modelMenu = new Menu({ commands: c });
-    this.modelMenu.addClass('jp-Astro-menu');
-    this.modelMenu.title.label = 'Model';
+    this.modelChooser = new ModelChooser({
+      api: this.api,
+      commands: c,
+      host: this.node,
+      info: text => this.showMessage(text, 'info'),
+      error: (prefix, error) => this.showError(prefix, error)
+    });
     this.moreMenu = new Menu({ commands: c });
     this.moreMenu.addClass('jp-Astro-menu');
     this.moreMenu.addItem({ command: 'astro:coordinator' });
-    this.moreMenu.addItem({ type: 'submenu', submenu: this.modelMenu });
+    this.moreMenu.addItem({ type: 'submenu', submenu: this.modelChooser.menu });
     this.moreMenu.addItem({ type: 'separator' });
     this.moreMenu.addItem({ command: 'astro:rename' });
     this.moreMenu.addItem({ command: 'astro:delete' });
@@ -594,87 +501,32 @@ export class AstroPanel extends Panel {
   }
 
   private buildHeader(): Widget {
-    const header = new Panel();
-    header.addClass('jp-Astro-header');
-    this.toolbar = new Toolbar();
-    this.toolbar.addClass('jp-Astro-toolbar');
-    const title = new Widget();
-    title.addClass('jp-Astro-title');
-    this.titleEl = title.node;
-    this.toolbar.addItem('title', title);
-    this.toolbar.addItem(
-      'new',
-      new IconToolButton({ icon: newChatIcon, label: 'New chat', className: 'jp-Astro-new', onClick: () => void this.newSession() })
-    );
-    this.sessionsButton = new IconToolButton({
-      icon: historyIcon,
-      label: 'Sessions and search',
-      className: 'jp-Astro-sessions-button',
-      toggle: true,
-      onClick: () => this.showSessions(!this.sessionsView.isVisible)
-    });
-    this.toolbar.addItem('sessions', this.sessionsButton);
-    this.exportButton = new IconToolButton({
-      icon: downloadIcon,
-      label: 'Export this chat to a notebook',
-      className: 'jp-Astro-export',
-      onClick: () => void this.exportSession()
-    });
-    this.exportButton.enabled = false;
-    this.toolbar.addItem('export', this.exportButton);
-    this.moreButton = new IconToolButton({
-      icon: ellipsesIcon,
-      label: 'More: coordinator mode, model, bookmarklet, settings',
-      className: 'jp-Astro-more-menu',
-      onClick: () => {
-        const r = this.moreButton.node.getBoundingClientRect();
+    const header = buildHeader({
+      newSession: () => void this.newSession(),
+      toggleSessions: () => this.showSessions(!this.sessionsView.isVisible),
+      exportSession: () => void this.exportSession(),
+      openMore: anchor => {
+        const r = anchor.getBoundingClientRect();
         this.moreMenu.open(r.right - 200, r.bottom);
       }
     });
-    this.toolbar.addItem('more', this.moreButton);
-    header.addWidget(this.toolbar);
-    const message = new Widget();
-    this.message = message.node;
-    message.addClass('jp-Astro-message');
-    this.message.setAttribute('role', 'alert');
-    this.message.hidden = true;
-    header.addWidget(message);
-    return header;
+    ({ titleEl: this.titleEl, sessionsButton: this.sessionsButton, exportButton: this.exportButton, message: this.message } = header);
+    return header.widget;
   }
 
   private buildComposer(): Widget {
-    const composer = new Widget();
-    composer.addClass('jp-Astro-composer');
-    this.input = h('textarea', {
-      class: 'jp-Astro-input jp-Astro-prompt',
-      rows: 2,
-      placeholder: 'Ask the research agent…',
-      'aria-label': 'Message to the research agent'
-    });
-    this.input.addEventListener('keydown', ev => {
-      if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
-        ev.preventDefault();
-        void this.send();
+    const composer = buildComposer({
+      send: () => void this.send(),
+      sendOrStop: () => void (this.run.active ? this.run.cancel() : this.send()),
+      openModels: anchor => {
+        const r = anchor.getBoundingClientRect();
+        this.modelChooser.menu.open(r.left, r.top, { forceY: false });
       }
     });
-    this.sendButton = h('button', { type: 'button', class: 'jp-Astro-send', 'aria-label': 'Send' });
-    this.sendButton.addEventListener('click', () => {
-      if (this.run.active) {
-        void this.run.cancel();
-      } else {
-        void this.send();
-      }
-    });
-    this.modelChip = h('button', { type: 'button', class: 'jp-Astro-chip jp-Astro-model-chip', text: '…' });
-    this.modelChip.addEventListener('click', () => {
-      const r = this.modelChip.getBoundingClientRect();
-      this.modelMenu.open(r.left, r.top, { forceY: false });
-    });
-    this.statusChip = h('span', { class: 'jp-Astro-status', role: 'status', 'aria-live': 'polite' });
-    composer.node.append(
-      h('div', { class: 'jp-Astro-composer-box' }, this.input, h('div', { class: 'jp-Astro-composer-actions' }, this.modelChip, this.statusChip, this.sendButton))
-    );
-    return composer;
+    ({ input: this.input, sendButton: this.sendButton, statusChip: this.statusChip } = composer);
+    this.modelChooser.chip = composer.modelChip;
+    this.modelChooser.render();
+    return composer.widget;
   }
 
   private renderSessions(): void {
@@ -721,7 +573,7 @@ export class AstroPanel extends Panel {
     }
     this.run.dispose();
     this.moreMenu.dispose();
-    this.modelMenu.dispose();
+    this.modelChooser.dispose();
     super.dispose();
   }
 }

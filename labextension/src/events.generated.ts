@@ -1,0 +1,198 @@
+/*
+ * GENERATED FILE, DO NOT EDIT.
+ * Derived from astro_jupyter/events.py by scripts/gen_event_types.py; regenerate with
+ *   python scripts/gen_event_types.py
+ * (tests/test_wire_contract.py fails when this file and the dataclasses differ).
+ */
+
+export type DoneReason = 'finished' | 'cancelled' | 'max_steps' | 'error';
+
+export type TodoStatus = 'pending' | 'in_progress' | 'completed';
+
+/** What a running tool reported (the executor's progress callback): done of total, and a line of text. */
+export interface IProgressInfo {
+  done: number | null;
+  total: number | null;
+  message: string;
+}
+
+/** One task of the model's plan, as `todo_write` validated it. */
+export interface ITodo {
+  id: string;
+  content: string;
+  status: TodoStatus;
+  blocked_by: string[];
+}
+
+export interface ISessionEvent {
+  type: 'session';
+  subagent_id?: string | null;
+  session_id: string;
+  run_id: string;
+  title?: string;
+  model?: string;
+}
+
+export interface ITextDeltaEvent {
+  type: 'text_delta';
+  subagent_id?: string | null;
+  delta: string;
+  step: number;
+}
+
+export interface IThinkingDeltaEvent {
+  type: 'thinking_delta';
+  subagent_id?: string | null;
+  delta: string;
+  step: number;
+}
+
+export interface IToolCallEvent {
+  type: 'tool_call';
+  subagent_id?: string | null;
+  id: string;
+  name: string;
+  arguments: unknown;
+  step: number;
+}
+
+export interface IToolProgressEvent {
+  type: 'tool_progress';
+  subagent_id?: string | null;
+  id: string;
+  progress: IProgressInfo;
+}
+
+export interface IToolResultEvent {
+  type: 'tool_result';
+  subagent_id?: string | null;
+  tool_call_id: string;
+  name: string;
+  output: string;
+  is_error?: boolean;
+  metadata?: Record<string, unknown>;
+  step?: number;
+  duration_ms?: number;
+}
+
+export interface IAskUserEvent {
+  type: 'ask_user';
+  subagent_id?: string | null;
+  request_id: string;
+  question: string;
+  options?: string[];
+  timeout_secs?: number;
+}
+
+export interface IPermissionRequestEvent {
+  type: 'permission_request';
+  subagent_id?: string | null;
+  request_id: string;
+  tool_call_id: string;
+  name: string;
+  arguments: unknown;
+  message?: string;
+  scope?: string;
+}
+
+/** Asks the attached sidebar to read/edit/run a notebook through its open document (docs/notebook-bridge.md); answered on the answers route with a JSON object. */
+export interface INotebookRequestEvent {
+  type: 'notebook_request';
+  subagent_id?: string | null;
+  request_id: string;
+  tool_call_id: string;
+  action: 'read' | 'edit' | 'run';
+  path: string;
+  arguments?: Record<string, unknown>;
+  timeout_secs?: number;
+}
+
+export interface ICompactionEvent {
+  type: 'compaction';
+  subagent_id?: string | null;
+  layer: 'micro' | 'auto' | 'manual';
+  tokens_before?: number;
+  tokens_after?: number;
+  message?: string;
+}
+
+/** Wire keys are `from` / `to` (Python keywords), hence the field renames. */
+export interface IModelSwitchEvent {
+  type: 'model_switch';
+  subagent_id?: string | null;
+  from: string;
+  to: string;
+  reason?: string;
+}
+
+export interface ISubagentEvent {
+  type: 'subagent';
+  subagent_id?: string | null;
+  id: string;
+  phase: 'start' | 'stop';
+  task?: string;
+  parent_tool_call_id?: string;
+  summary?: string;
+  is_error?: boolean;
+}
+
+export interface ITodoUpdateEvent {
+  type: 'todo_update';
+  subagent_id?: string | null;
+  todos: ITodo[];
+}
+
+export interface IErrorEvent {
+  type: 'error';
+  subagent_id?: string | null;
+  message: string;
+  reason?: string;
+  step?: number | null;
+}
+
+export interface IDoneEvent {
+  type: 'done';
+  subagent_id?: string | null;
+  session_id: string;
+  run_id: string;
+  reason?: DoneReason;
+}
+
+/** Every event of a run, discriminated by `type`. */
+export type AgentEvent =
+  | ISessionEvent
+  | ITextDeltaEvent
+  | IThinkingDeltaEvent
+  | IToolCallEvent
+  | IToolProgressEvent
+  | IToolResultEvent
+  | IAskUserEvent
+  | IPermissionRequestEvent
+  | INotebookRequestEvent
+  | ICompactionEvent
+  | IModelSwitchEvent
+  | ISubagentEvent
+  | ITodoUpdateEvent
+  | IErrorEvent
+  | IDoneEvent;
+
+export type EventType = AgentEvent['type'];
+
+/** The `type` of every event, in the order events.py declares them. */
+export const EVENT_TYPES: readonly EventType[] = [
+  'session',
+  'text_delta',
+  'thinking_delta',
+  'tool_call',
+  'tool_progress',
+  'tool_result',
+  'ask_user',
+  'permission_request',
+  'notebook_request',
+  'compaction',
+  'model_switch',
+  'subagent',
+  'todo_update',
+  'error',
+  'done'
+];

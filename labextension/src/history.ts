@@ -1,0 +1,226 @@
+/**
+ * Rebuilding a reopened session: the stored events of its runs replayed through the model's
+ * live `apply` path, so subagent groups, pinned plans, progress, tool details and end banners
+ * come back as they were shown live. Runs with no stored events (older rows, runs made before
+ * events were kept) are rebuilt from their chat messages instead.
+ *
+ * Stored messages still matter for runs that replay from events: the prompt is a message (no
+ * event carries it), and each item is linked to the message it shows so a history-search hit
+ * can scroll to it.
+ */
+import type { TimelineModel } from './timeline';
+import { ITextItem, nextKey, parseArguments, parseTime, resultStatus } from './timelineItems';
+import { IStoredEvent, IStoredMessage } from './tokens';
+
+/** The runs of a history in display order, each with its messages and stored events. */
+interface IRunHistory {
+  runId: string;
+  messages: IStoredMessage[];
+  events: IStoredEvent[];
+}
+
+function groupRuns(messages: readonly IStoredMessage[], events: readonly IStoredEvent[]): IRunHistory[] {
+  const runs = new Map<string, IRunHistory>();
+  const order: IRunHistory[] = [];
+  const runOf = (runId: string): IRunHistory => {
+    let run = runs.get(runId);
+    if (!run) {
+      run = { runId, messages: [], events: [] };
+      runs.set(runId, run);
+      order.push(run);
+    }
+    return run;
+  };
+  // Messages without a run id (older rows) each stand alone, in their place.
+  let loose = 0;
+  for (const m of messages) {
+    runOf(m.run_id || `\u0000loose-${loose++}`).messages.push(m);
+  }
+  for (const e of events) {
+    runOf(e.run_id).events.push(e);
+  }
+  return order;
+}
+
+/**
+ * The steps of a history rebuild (one `yield` per message or event, so a caller can slice the
+ * work between frames). `skipRunId`: the run still going on the server, whose stream continues
+ * after the last event replayed here (its messages other than the prompt are not shown).
+ */
+export function* historySteps(
+  model: TimelineModel,
+  messages: readonly IStoredMessage[],
+  events: readonly IStoredEvent[],
+  skipRunId: string | null | undefined,
+  runEnds: ReadonlyMap<string, string>
+): Generator<void> {
+  for (const run of groupRuns(messages, events)) {
+    if (run.events.length) {
+      yield* replayRun(model, run, skipRunId, runEnds);
+    } else {
+      yield* rebuildRun(model, run, skipRunId, runEnds);
+    }
+  }
+}
+
+/**
+ * Run `steps` in slices of `sliceMs`, yielding to the browser between them (a history of
+ * thousands of messages would otherwise be one long main-thread task); `bulk(true)` while a
+ * slice runs. False, stopped early, as soon as `stale()` says the result is no longer wanted.
+ */
+export async function runInSlices(
+  steps: Generator<void>,
+  sliceMs: number,
+  stale: (() => boolean) | undefined,
+  bulk: (on: boolean) => void
+): Promise<boolean> {
+  let done = false;
+  while (!done) {
+    if (stale?.()) {
+      return false;
+    }
+    bulk(true);
+    const start = Date.now();
+    try {
+      let n = 0;
+      while (!(done = !!steps.next().done)) {
+        if ((++n & 63) === 0 && Date.now() - start >= sliceMs) {
+          break;
+        }
+      }
+    } finally {
+      bulk(false);
+    }
+    if (!done) {
+      await new Promise(resolve => setTimeout(resolve, 0));
+    }
+  }
+  return true;
+}
+
+function* replayRun(
+  model: TimelineModel,
+  run: IRunHistory,
+  skipRunId: string | null | undefined,
+  runEnds: ReadonlyMap<string, string>
+): Generator<void> {
+  // the prompt: the user messages before the run's first answer (live, only the prompt is shown)
+  for (const m of run.messages) {
+    if (m.role === 'system') {
+      continue;
+    }
+    if (m.role !== 'user') {
+      break;
+    }
+    model.addUser(m.content, { messageId: m.id, runId: m.run_id, time: parseTime(m.created_at) });
+  }
+  let ended = false;
+  for (const e of run.events) {
+    yield;
+    model.replay(run.runId, e.seq, e.event, parseTime(e.time));
+    ended = ended || e.event.type === 'done';
+  }
+  const status = runEnds.get(run.runId);
+  if (!ended && run.runId !== skipRunId && status !== undefined && status !== 'running') {
+    // a run that ended without a stored done (a process that died): close it as the server did
+    model.finish(run.runId, status === 'finished' ? 'finished' : status);
+  }
+  linkMessages(model, run);
+}
+
+/** Point items at the stored messages they show (search hits scroll to them). */
+function linkMessages(model: TimelineModel, run: IRunHistory): void {
+  const texts = model.itemsOfRun(run.runId).filter((i): i is ITextItem => i.kind === 'text' && i.parent === null);
+  let k = 0;
+  for (const m of run.messages) {
+    if (m.role === 'assistant') {
+      if (m.content && k < texts.length) {
+        texts[k].messageId = m.id;
+        texts[k].time = parseTime(m.created_at) ?? texts[k].time;
+        k++;
+      }
+      for (const call of m.tool_calls ?? []) {
+        const tool = model.tool(call.id);
+        if (tool && tool.messageId === undefined) {
+          tool.messageId = m.id;
+        }
+      }
+    } else if (m.role === 'tool' && m.tool_call_id) {
+      const tool = model.tool(m.tool_call_id);
+      if (tool) {
+        tool.resultMessageId = m.id;
+      }
+    }
+  }
+}
+
+/** A run rebuilt from its chat messages (no stored events): text, tool lines, results, banner. */
+function* rebuildRun(
+  model: TimelineModel,
+  run: IRunHistory,
+  skipRunId: string | null | undefined,
+  runEnds: ReadonlyMap<string, string>
+): Generator<void> {
+  let shown = false;
+  for (const m of run.messages) {
+    yield;
+    const replayed = !!skipRunId && m.run_id === skipRunId;
+    const time = parseTime(m.created_at);
+    if (m.role !== 'system') {
+      shown = true;
+    }
+    if (m.role === 'user') {
+      model.addUser(m.content, { messageId: m.id, runId: m.run_id, time });
+    } else if (replayed || m.role === 'system') {
+      continue;
+    } else if (m.role === 'assistant') {
+      if (m.content) {
+        const item: ITextItem = {
+          key: nextKey('text'),
+          kind: 'text',
+          version: 0,
+          parent: null,
+          text: m.content,
+          step: 0,
+          streaming: false,
+          messageId: m.id,
+          runId: m.run_id,
+          time
+        };
+        model.add(item, null);
+      }
+      for (const call of m.tool_calls ?? []) {
+        const tool = model.ensureTool(call.id, null, m.run_id);
+        tool.name = call.function?.name ?? tool.name;
+        tool.arguments = parseArguments(call.function?.arguments);
+        tool.callSeen = true;
+        tool.messageId = tool.messageId ?? m.id;
+        model.touch(tool);
+        model.group(tool);
+      }
+    } else if (m.role === 'tool') {
+      const tool = model.ensureTool(m.tool_call_id || `orphan-${m.id}`, null, m.run_id);
+      const meta = (m.metadata ?? {}) as Record<string, unknown>;
+      tool.name = tool.name || m.name || 'tool';
+      tool.result = {
+        output: m.content,
+        isError: meta.is_error === true,
+        metadata: meta,
+        durationMs: typeof meta.duration_ms === 'number' ? meta.duration_ms : null
+      };
+      tool.status = resultStatus(tool.result);
+      tool.resultMessageId = m.id;
+      model.touch(tool);
+      if (tool.status === 'error') {
+        model.group(tool);
+      }
+    }
+  }
+  const runId = run.messages[0]?.run_id;
+  if (shown && runId && runId !== skipRunId) {
+    const reason = runEnds.get(runId);
+    if (reason === 'cancelled' || reason === 'max_steps' || reason === 'error') {
+      model.addEnd(reason, runId);
+    }
+  }
+}

@@ -1,0 +1,199 @@
+/**
+ * The display items of the timeline (what TimelineModel folds events into) and the small pure
+ * helpers the model and the history loader share.
+ */
+import { IProgressInfo, ITodo } from './tokens';
+
+export type ItemKind = 'user' | 'text' | 'thinking' | 'tool' | 'subagent' | 'todo' | 'notice' | 'question' | 'end';
+
+interface IItemBase {
+  /** Unique and stable: the DOM node of an item is keyed by it. */
+  readonly key: string;
+  readonly kind: ItemKind;
+  /** Incremented on every change (the view re-renders an item whose version moved). */
+  version: number;
+  parent: ISubagentItem | null;
+  /** The stored message this item shows (history), so a search hit can scroll to it. */
+  messageId?: number;
+  runId?: string;
+  /** When it was said (ms since the epoch): live items now, history from `created_at`. */
+  time?: number;
+  /** Rebuilt from stored events (a reopened session), not streamed now. */
+  replayed?: boolean;
+}
+
+export interface IUserItem extends IItemBase {
+  kind: 'user';
+  text: string;
+}
+
+export interface ITextItem extends IItemBase {
+  kind: 'text' | 'thinking';
+  text: string;
+  step: number;
+  streaming: boolean;
+}
+
+/**
+ * `waiting`: a permission question for this call is open; `cancelled`: stopped by the user;
+ * `interrupted`: the run ended (step limit, error) before its result came.
+ */
+export type ToolStatus = 'running' | 'waiting' | 'done' | 'error' | 'cancelled' | 'interrupted';
+
+export interface IToolResult {
+  output: string;
+  isError: boolean;
+  metadata: Record<string, unknown>;
+  durationMs: number | null;
+}
+
+export interface IToolItem extends IItemBase {
+  kind: 'tool';
+  id: string;
+  name: string;
+  arguments: unknown;
+  step: number;
+  /** False while only a progress/result for this id has arrived (out of order). */
+  callSeen: boolean;
+  progress: IProgressInfo | null;
+  result: IToolResult | null;
+  status: ToolStatus;
+  startedAt: number;
+  /** The stored `tool` message holding the result (history), for search hits on it. */
+  resultMessageId?: number;
+  /**
+   * Consecutive identical calls (same name and arguments) or identical errors are shown as one
+   * line: the first is the head and lists the others in `repeats`; each other points at it.
+   */
+  repeatOf: IToolItem | null;
+  repeats: IToolItem[];
+}
+
+export interface ISubagentItem extends IItemBase {
+  kind: 'subagent';
+  id: string;
+  task: string;
+  parentToolCallId: string;
+  phase: 'running' | 'stopped';
+  summary: string;
+  isError: boolean;
+  children: TimelineItem[];
+}
+
+export interface ITodoItem extends IItemBase {
+  kind: 'todo';
+  todos: ITodo[];
+  /** True while its run goes on: the list is pinned at the top of the view. */
+  active: boolean;
+}
+
+export type EndReason = 'cancelled' | 'max_steps' | 'error';
+
+/** How a run ended when it did not simply finish: a banner with an action. */
+export interface IEndItem extends IItemBase {
+  kind: 'end';
+  reason: EndReason;
+  text: string;
+}
+
+export type NoticeVariant = 'compaction' | 'model_switch' | 'error' | 'done' | 'info';
+
+export interface INoticeItem extends IItemBase {
+  kind: 'notice';
+  variant: NoticeVariant;
+  text: string;
+}
+
+export interface IQuestionItem extends IItemBase {
+  kind: 'question';
+  variant: 'ask_user' | 'permission';
+  requestId: string;
+  question: string;
+  options: string[];
+  toolName: string;
+  toolCallId: string;
+  arguments: unknown;
+  /** The answer given (or 'expired' when the run ended first). */
+  answer: string | null;
+  pending: boolean;
+  error: string | null;
+}
+
+export type TimelineItem =
+  | IUserItem
+  | ITextItem
+  | IToolItem
+  | ISubagentItem
+  | ITodoItem
+  | INoticeItem
+  | IQuestionItem
+  | IEndItem;
+
+export type TimelineChange =
+  | { type: 'added'; item: TimelineItem; parent: ISubagentItem | null; before?: TimelineItem | null }
+  | { type: 'updated'; item: TimelineItem }
+  | { type: 'reset' };
+
+export interface IRunInfo {
+  runId: string;
+  sessionId: string;
+  title?: string;
+  model?: string;
+}
+
+let keyCounter = 0;
+/** A fresh item key (unique for the page's lifetime). */
+export const nextKey = (prefix: string): string => `${prefix}-${++keyCounter}`;
+
+export const END_TEXT: Record<EndReason, string> = {
+  cancelled: 'Run stopped.',
+  max_steps: 'Run stopped: the step limit was reached.',
+  error: 'Run ended with an error.'
+};
+
+/** A stored timestamp as ms since the epoch (SQLite's `YYYY-MM-DD HH:MM:SS` is UTC). */
+export function parseTime(value: string | undefined | null): number | undefined {
+  if (!value) {
+    return undefined;
+  }
+  let v = value.trim();
+  if (/^\d{4}-\d{2}-\d{2} \d/.test(v)) {
+    v = v.replace(' ', 'T');
+  }
+  if (/T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(v)) {
+    v += 'Z';
+  }
+  const t = Date.parse(v);
+  return Number.isFinite(t) ? t : undefined;
+}
+
+/** The identity of a call for "identical consecutive calls": name and arguments. */
+export function callSignature(tool: IToolItem): string {
+  let args: string;
+  try {
+    args = JSON.stringify(tool.arguments) ?? '';
+  } catch {
+    args = String(tool.arguments);
+  }
+  return `${tool.name}\u0000${args}`;
+}
+
+/** Parse tool-call arguments stored as a JSON string; keep the text when it is not JSON. */
+export function parseArguments(raw: unknown): unknown {
+  if (typeof raw !== 'string') {
+    return raw;
+  }
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/** A result's status: a cancelled call (metadata.cancelled) reads "cancelled", not "error". */
+export function resultStatus(result: IToolResult): ToolStatus {
+  if (result.metadata?.cancelled === true) {
+    return 'cancelled';
+  }
+  return result.isError ? 'error' : 'done';
+}
