@@ -472,6 +472,17 @@ class AstroConfig(Configurable):
     sse_keepalive_secs = Float(help="Seconds between SSE keep-alive comments (env ASTRO_SSE_KEEPALIVE).").tag(config=True)
     _sse_keepalive_default = _env_default("sse_keepalive_secs", "ASTRO_SSE_KEEPALIVE", 15.0)
 
+    sse_batch_ms = Float(
+        20.0, help="While events keep coming, an SSE stream sends at most one batch per this many ms (the first "
+        "event after a pause goes at once): fewer writes and wake-ups per event on a busy server. 0: every event at once."
+    ).tag(config=True)
+
+    sse_merge_backlog = Int(
+        64, help="When at least this many events queued up for an SSE reader (a slow client, a long replay), "
+        "consecutive text/thinking deltas go out as one delta event (same type, every character in order, the id "
+        "of the last merged); a reader that keeps up sees each event. 0: never merge."
+    ).tag(config=True)
+
     intake_rate_per_minute = Int(
         help="Bookmarklet intake requests accepted per token per minute (env ASTRO_INTAKE_RATE)."
     ).tag(config=True)
