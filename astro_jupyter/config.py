@@ -472,6 +472,12 @@ class AstroConfig(Configurable):
     sse_keepalive_secs = Float(help="Seconds between SSE keep-alive comments (env ASTRO_SSE_KEEPALIVE).").tag(config=True)
     _sse_keepalive_default = _env_default("sse_keepalive_secs", "ASTRO_SSE_KEEPALIVE", 15.0)
 
+    server_switch_interval_ms = Float(
+        1.0, help="The server process's GIL switch interval (sys.setswitchinterval) in ms. File-tool and database "
+        "threads hold the GIL while they compute; the event loop waits up to this long to get it back after every "
+        "socket call, so Python's 5 ms default stalls requests under load. 0: leave Python's setting."
+    ).tag(config=True)
+
     sse_batch_ms = Float(
         20.0, help="While events keep coming, an SSE stream sends at most one batch per this many ms (the first "
         "event after a pause goes at once): fewer writes and wake-ups per event on a busy server. 0: every event at once."
