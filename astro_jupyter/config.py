@@ -479,7 +479,7 @@ class AstroConfig(Configurable):
     ).tag(config=True)
 
     sse_batch_ms = Float(
-        20.0, help="While events keep coming, an SSE stream sends at most one batch per this many ms (the first "
+        30.0, help="While events keep coming, an SSE stream sends at most one batch per this many ms (the first "
         "event after a pause goes at once): fewer writes and wake-ups per event on a busy server. 0: every event at once."
     ).tag(config=True)
 

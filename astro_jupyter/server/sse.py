@@ -8,8 +8,8 @@ that cannot set headers.
 
 A reader task pulls batches of events (everything ready, deltas merged: ``sse_batches``)
 into a small queue; the writer sends each batch as one write and flush. The first event
-after a pause goes out at once; while events keep coming, a stream flushes at most once per
-``AstroConfig.sse_batch_ms``, so a busy server pays per batch, not per event. A slow client
+after a pause goes out at once; while events keep coming, the reader takes a batch at most
+once per ``AstroConfig.sse_batch_ms``, so a busy server pays per batch, not per event. A slow client
 holds the reader back (the queue is short), so its events gather in the run's bus and come
 out merged. A comment line goes out when nothing happened for
 ``AstroConfig.sse_keepalive_secs`` so proxies keep the connection open. A client that goes
@@ -92,11 +92,11 @@ class RunEventsHandler(AstroHandler):
         pace = max(0.0, float(self.service.config.sse_batch_ms) / 1000)
         queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_SIZE)
         self._queue = queue
-        reader = asyncio.create_task(_pump(stream, queue), name=f"sse-{run_id}")
+        reader = asyncio.create_task(_pump(stream, queue, pace), name=f"sse-{run_id}")
         try:
             self.write(b"retry: 1000\n\n")
             await self.flush()
-            await self._write_loop(queue, keepalive, pace)
+            await self._write_loop(queue, keepalive)
         except StreamClosedError:
             pass
         finally:
@@ -111,17 +111,12 @@ class RunEventsHandler(AstroHandler):
             except StreamClosedError:
                 pass
 
-    async def _write_loop(self, queue: "asyncio.Queue[Any]", keepalive: float, pace: float) -> None:
+    async def _write_loop(self, queue: "asyncio.Queue[Any]", keepalive: float) -> None:
         progress = [0]  # blocks written so far, read by the keep-alive ticker
         ticker = asyncio.create_task(_keepalive(queue, keepalive, progress))
-        loop = asyncio.get_running_loop()
-        last_flush = -pace
         try:
             while not self._closed.is_set():
                 item = await queue.get()
-                wait = last_flush + pace - loop.time()
-                if wait > 0 and isinstance(item, list):  # events in a burst: gather more for one write
-                    await asyncio.sleep(wait)
                 blocks: list[bytes] = []
                 end = False
                 while True:
@@ -143,7 +138,6 @@ class RunEventsHandler(AstroHandler):
                 if blocks:
                     self.write(b"".join(blocks))
                 await self.flush()  # whatever was ready goes out now
-                last_flush = loop.time()
                 if end:
                     return
         finally:
@@ -160,11 +154,16 @@ async def _keepalive(queue: "asyncio.Queue[Any]", interval: float, progress: lis
         seen = progress[0]
 
 
-async def _pump(stream: AsyncIterator[list[tuple[int, str]]], queue: "asyncio.Queue[Any]") -> None:
+async def _pump(stream: AsyncIterator[list[tuple[int, str]]], queue: "asyncio.Queue[Any]", pace: float) -> None:
+    """Move batches from the run to the writer. After each batch it rests ``pace`` seconds before
+    taking the next, so events published meanwhile gather in the bus (no wake-up per event) and
+    leave as one batch; after a quiet spell the next event goes at once."""
     try:
         async for batch in stream:
             if batch:
                 await queue.put(batch)
+                if pace > 0:
+                    await asyncio.sleep(pace)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - reported to the client as an error line

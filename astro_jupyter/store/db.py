@@ -282,6 +282,15 @@ class Database:
         with _mapped():
             return await self._conn._execute(fn, self._conn._conn, *args)  # noqa: SLF001
 
+    async def _write_hop(self, fn: Any, *args: Any) -> Any:
+        """A write outside ``transaction()`` waits for any open transaction of another task to end:
+        run on the shared writer meanwhile, it would land inside that transaction (uncommitted,
+        invisible to the reader, undone by its rollback)."""
+        if _IN_TRANSACTION.get():
+            return await self._hop(fn, *args)
+        async with self._write_lock:
+            return await self._hop(fn, *args)
+
     async def _read_hop(self, fn: Any, sql: str, *args: Any) -> Any:
         """A read: on the reader connection, unless this task is inside a transaction (it must see
         its own uncommitted writes) or it is a PRAGMA (per-connection state such as data_version)."""
@@ -292,13 +301,13 @@ class Database:
 
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one statement; returns lastrowid (inserts) so callers need no cursor."""
-        return int(await self._hop(_sync_execute, sql, params))
+        return int(await self._write_hop(_sync_execute, sql, params))
 
     async def execute_rowcount(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
-        return int(await self._hop(_sync_rowcount, sql, params))
+        return int(await self._write_hop(_sync_rowcount, sql, params))
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        await self._hop(_sync_executemany, sql, list(rows))
+        await self._write_hop(_sync_executemany, sql, list(rows))
 
     async def executescript(self, script: str) -> None:
         with _mapped():
@@ -340,7 +349,7 @@ class Database:
 
     async def run_sync(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(raw_connection, *args)`` on the connection's own thread (bulk vector work)."""
-        return await self._hop(fn, *args)
+        return await self._write_hop(fn, *args)
 
     async def read_sync(self, fn: Any, *args: Any) -> Any:
         """``run_sync`` for work that only reads: on the reader connection (see the module docstring)."""

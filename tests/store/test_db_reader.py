@@ -87,3 +87,33 @@ async def test_an_in_memory_store_still_works_with_one_connection() -> None:
         assert await db.fetchval("SELECT title FROM agent_sessions WHERE id = 'ses_m'") == "memory"
     finally:
         await db.close()
+
+
+@pytest.mark.asyncio
+async def test_a_write_from_another_task_never_lands_inside_an_open_transaction(tmp_path: Path) -> None:
+    """It waits for the transaction to end: it is not undone by that transaction's rollback,
+    and the reader sees it as soon as the write returns."""
+    db = await Database.open(tmp_path / "astro.db")
+    sessions = SessionRepository(db)
+    opened, release = asyncio.Event(), asyncio.Event()
+
+    async def failing_transaction() -> None:
+        async with db.transaction():
+            await db.execute("INSERT INTO agent_sessions (id, title) VALUES ('ses_undone', 'rolled back')")
+            opened.set()
+            await release.wait()
+            raise RuntimeError("the transaction fails")
+
+    try:
+        tx = asyncio.ensure_future(failing_transaction())
+        await opened.wait()
+        other = asyncio.ensure_future(sessions.create(title="from another task"))
+        await asyncio.sleep(0.1)
+        release.set()
+        with pytest.raises(RuntimeError):
+            await tx
+        created = await asyncio.wait_for(other, 5)  # its own read-back found the row
+        assert [s.title for s in await sessions.list()] == ["from another task"]
+        assert created.title == "from another task"
+    finally:
+        await db.close()
