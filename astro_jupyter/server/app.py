@@ -47,6 +47,7 @@ class AstroExtensionApp(ExtensionApp):
     def _set_switch_interval(self) -> None:
         """A shorter GIL switch interval: the loop gets the GIL back sooner from busy worker threads."""
         ms = float(self.astro_config.server_switch_interval_ms)
+        self._previous_switch_interval = sys.getswitchinterval()
         if ms > 0:
             sys.setswitchinterval(ms / 1000)
 
@@ -76,6 +77,9 @@ class AstroExtensionApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         await self.service.close()
+        previous = getattr(self, "_previous_switch_interval", None)
+        if previous is not None:  # a process that goes on (tests, an embedding app) gets its own setting back
+            sys.setswitchinterval(previous)
 
 
 main = launch_new_instance = AstroExtensionApp.launch_instance

@@ -138,13 +138,8 @@ class AstroService:
         return record
 
     async def list_sessions(self, owner: str, *, limit: int = 200, offset: int = 0) -> list[dict[str, Any]]:
-        rows = await self.services.sessions.list(owner=owner, limit=limit, offset=offset)
-        ids = [r.id for r in rows]
-        turns = await self.services.messages.turn_counts(ids)
-        models = await self.services.runs.last_models(ids)
-        return [
-            {**self._session_dict(r), "turns": turns.get(r.id, 0), "last_model": models.get(r.id, "")} for r in rows
-        ]
+        rows = await self.services.sessions.list_summaries(owner=owner, limit=limit, offset=offset)
+        return [{**self._session_dict(r), "turns": turns, "last_model": model} for r, turns, model in rows]
 
     async def create_session(self, owner: str, *, title: str = "") -> dict[str, Any]:
         record = await self.services.sessions.create(title=_title(title), owner=owner, source="sidebar")

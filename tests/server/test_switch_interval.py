@@ -32,3 +32,7 @@ async def test_the_server_runs_with_the_configured_switch_interval(api: Api, jp_
     status, _ = await api("GET", "astro/api/sessions")
     assert status == 200
     assert sys.getswitchinterval() == pytest.approx(0.0005)
+    extension = jp_serverapp.extension_manager.extension_apps["astro_jupyter"]
+    for app in extension:
+        await app.stop_extension()
+    assert sys.getswitchinterval() == pytest.approx(0.005)  # given back when the extension stops

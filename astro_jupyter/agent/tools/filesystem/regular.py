@@ -117,12 +117,15 @@ class FsPool:
             try:
                 result = fn()
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                self._idle()
                 future.set_exception(exc)
             else:
+                self._idle()  # before the result: the awaiting coroutine may look at ``busy`` at once
                 future.set_result(result)
-            finally:
-                with self._lock:
-                    self.busy -= 1
+
+    def _idle(self) -> None:
+        with self._lock:
+            self.busy -= 1
 
 
 _pools: dict[int, FsPool] = {}
