@@ -94,12 +94,14 @@ class GrepFilesTool(AgentTool):
                 skipped_binary += 1
                 continue
             searched += 1
-            shown = display_path(path, ctx.config, shown_base)
+            shown = None  # computed at the first match: most files searched have none
             for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
                 if regex.search(line):
                     if len(matches) >= max_results:
                         more = True
                         break
+                    if shown is None:
+                        shown = display_path(path, ctx.config, shown_base)
                     matches.append({"path": shown, "line": lineno, "text": line[:MAX_LINE_CHARS]})
             if more:
                 break
