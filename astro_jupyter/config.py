@@ -478,6 +478,30 @@ class AstroConfig(Configurable):
     ).tag(config=True)
     _replay_page_events_default = _env_default("replay_page_events", "ASTRO_REPLAY_PAGE_EVENTS", 50000)
 
+    server_switch_interval_ms = Float(
+        help="The server process's GIL switch interval (sys.setswitchinterval) in ms. File-tool and database "
+        "threads hold the GIL while they compute; the event loop waits up to this long to get it back after every "
+        "socket call, so Python's 5 ms default stalls requests under load. 0: leave Python's setting "
+        "(env ASTRO_SERVER_SWITCH_INTERVAL_MS)."
+    ).tag(config=True)
+    _server_switch_interval_ms_default = _env_default(
+        "server_switch_interval_ms", "ASTRO_SERVER_SWITCH_INTERVAL_MS", 1.0
+    )
+
+    sse_batch_ms = Float(
+        help="While events keep coming, an SSE stream sends at most one batch per this many ms (the first event "
+        "after a pause goes at once): fewer writes and wake-ups per event on a busy server. 0: every event at once "
+        "(env ASTRO_SSE_BATCH_MS)."
+    ).tag(config=True)
+    _sse_batch_ms_default = _env_default("sse_batch_ms", "ASTRO_SSE_BATCH_MS", 30.0)
+
+    sse_merge_backlog = Int(
+        help="When at least this many events queued up for an SSE reader (a slow client, a long replay), "
+        "consecutive text/thinking deltas go out as one delta event (same type, every character in order, the id "
+        "of the last merged); a reader that keeps up sees each event. 0: never merge (env ASTRO_SSE_MERGE_BACKLOG)."
+    ).tag(config=True)
+    _sse_merge_backlog_default = _env_default("sse_merge_backlog", "ASTRO_SSE_MERGE_BACKLOG", 64)
+
     intake_rate_per_minute = Int(
         help="Bookmarklet intake requests accepted per token per minute (env ASTRO_INTAKE_RATE)."
     ).tag(config=True)

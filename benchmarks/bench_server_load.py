@@ -15,6 +15,10 @@ loop (what CLI / kernel runs do to the shared file).
 ``--slow-ms`` turns on asyncio debug mode in the server and reports the callbacks that held
 its event loop longer than that (from the server log): what to move off the loop.
 
+``--profile`` samples the server with py-spy (``pip install py-spy``) during the last case,
+counting only the thread that holds the GIL, and prints where that time went by layer (LLM
+stream, SSE, file-tool threads, ...) and the busiest functions: what to make cheaper.
+
 Prints p50 / p95 / max per case, the events/s the SSE readers received, and the server's CPU
 (cores busy, and CPU ms per delivered event: the figure that stays comparable on a loaded machine). Not part of the test suite; figures depend on the machine.
 """
@@ -152,12 +156,17 @@ def start_server(base: Path, llm_url: str, slow_ms: float, extra: list[str]) -> 
 
 # -- one case ------------------------------------------------------------------------------------------
 async def _reader(client: Any, url: str, run_id: str, counts: list[int]) -> None:
+    """Counts the run's events the reader got: by ids, so deltas the server merged for a
+    reader that fell behind count as the events they carry."""
+    last = 0
     async with client.stream("GET", f"{url}/astro/api/runs/{run_id}/events", headers=AUTH) as response:
         async for line in response.aiter_lines():
-            if line.startswith("data: "):
-                counts[0] += 1
-                if '"type":"done"' in line:
-                    return
+            if line.startswith("id: "):
+                seq = int(line[4:])
+                counts[0] += seq - last
+                last = seq
+            elif line.startswith("data: ") and '"type":"done"' in line:
+                return
 
 
 def cpu_secs(pid: int) -> float:
@@ -166,7 +175,7 @@ def cpu_secs(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run_case(url: str, runs: int, window: float, pid: int) -> dict[str, Any]:
+async def run_case(url: str, runs: int, window: float, pid: int, profile_to: Path | None = None) -> dict[str, Any]:
     import httpx2
 
     limits = httpx2.Limits(max_connections=runs + 10, max_keepalive_connections=runs + 10)
@@ -185,6 +194,12 @@ async def run_case(url: str, runs: int, window: float, pid: int) -> dict[str, An
             end = time.perf_counter() + window
             events_before = counts[0]
             cpu_before = cpu_secs(pid)
+            spy = None
+            if profile_to is not None:
+                local = Path(sys.executable).parent / "py-spy"  # installed into this venv, else on PATH
+                spy = subprocess.Popen([str(local) if local.exists() else "py-spy", "record", "-p", str(pid), "-d", str(max(1, int(window))), "-r", "100",
+                                        "--gil", "--nonblocking", "-f", "raw", "-o", str(profile_to)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             while time.perf_counter() < end:
                 t0 = time.perf_counter()
                 resp = await probe.get(f"{url}/astro/api/sessions", headers=AUTH)
@@ -193,6 +208,8 @@ async def run_case(url: str, runs: int, window: float, pid: int) -> dict[str, An
                 await asyncio.sleep(max(0.0, 0.02 - (time.perf_counter() - t0)))
             events = counts[0] - events_before
             cpu = cpu_secs(pid) - cpu_before
+            if spy is not None:
+                await asyncio.get_running_loop().run_in_executor(None, spy.wait)
         for s in started:
             await client.post(f"{url}/astro/api/runs/{s['run_id']}/cancel", headers=AUTH, json={})
         await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), 120)
@@ -234,6 +251,40 @@ async def chunk_cost(llm_url: str, rounds: int = 4) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in cost.items()}
 
 
+LAYERS = (  # (label, frames that put a sample in it), first match wins
+    ("LLM stream (openai/httpx2/httpcore2/anyio)", ("LlmClient.", "open_chat_stream", "AsyncStream", "httpcore2", "httpx2")),
+    ("SSE handler", ("RunEventsHandler", "_pump (", "live_batches", "_stored_events")),
+    ("GET sessions", ("SessionsHandler",)),
+    ("other requests", ("RequestHandler._execute", "HTTP1ServerConnection", "HTTP1Connection")),
+    ("file tools, pool threads", ("FsPool._work",)),
+    ("tools on the loop", ("execute_with_progress", "StreamingToolExecutor", "ToolExecutor")),
+    ("SQLite threads", ("_connection_worker_thread",)),
+    ("event persister", ("_persist_loop", "_flush_now", "EventBus._reserve")),
+    ("turn loop", ("AgentRuntime", "_run_loop", "RunHandle")),
+)
+
+
+def profile_summary(raw: Path, top: int = 15) -> list[str]:
+    """Shares of GIL-holding samples by layer, then the functions with the most own samples."""
+    layers: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        total += int(n)
+        layers[next((label for label, keys in LAYERS if any(k in stack for k in keys)), "other")] += int(n)
+        own[re.sub(r":\d+\)", ")", stack.split(";")[-1])] += int(n)
+    if not total:
+        return ["(no samples: is py-spy installed, and may it attach to the server?)"]
+    out = [f"{total} samples with the GIL held, by layer:"]
+    out += [f"{100 * c / total:6.1f}%  {label}" for label, c in layers.most_common()]
+    out.append("functions with the most own samples:")
+    out += [f"{100 * c / total:6.1f}%  {name[:150]}" for name, c in own.most_common(top)]
+    return out
+
+
 def slow_callbacks(log: Path, top: int = 12) -> list[tuple[str, int, float]]:
     """(what, count, worst seconds) of asyncio's "Executing ... took N seconds" warnings."""
     found: dict[str, list[float]] = collections.defaultdict(list)
@@ -248,7 +299,8 @@ def slow_callbacks(log: Path, top: int = 12) -> list[tuple[str, int, float]]:
     return sorted(rows, key=lambda r: (-r[1] * r[2], r[0]))[:top]
 
 
-async def main(cases: list[int], window: float, writers: int, slow_ms: float, chunk_delay: float, extra: list[str]) -> None:
+async def main(cases: list[int], window: float, writers: int, slow_ms: float, chunk_delay: float, extra: list[str],
+               profile: bool = False) -> None:
     parent, child = mp.Pipe()
     llm = mp.Process(target=_serve_llm, args=(child, chunk_delay), daemon=True)
     llm.start()
@@ -279,8 +331,9 @@ async def main(cases: list[int], window: float, writers: int, slow_ms: float, ch
             print(f"{'concurrent runs':>16} {'requests':>9} {'p50':>8} {'p95':>8} {'max':>8} {'events/s':>9} "
                   f"{'srv cpu':>9} {'ms/event':>9}")
             print(f"{'idle':>16} {len(idle):>9} {statistics.median(idle):>8.1f} {idle[94]:>8.1f} {idle[-1]:>8.1f} {'-':>9}")
-            for n in cases:
-                row = await run_case(url, n, window, proc.pid)
+            profile_to = Path(tmp) / "profile.txt" if profile else None
+            for i, n in enumerate(cases):
+                row = await run_case(url, n, window, proc.pid, profile_to if i == len(cases) - 1 else None)
                 print(f"{n:>16} {row['n']:>9} {row['p50']:>8.1f} {row['p95']:>8.1f} {row['max']:>8.1f} "
                       f"{row['events_per_s']:>9.0f} {row['cpu_share']:>9.2f} {row['cpu_ms_per_event']:>9.3f}", flush=True)
         finally:
@@ -294,6 +347,9 @@ async def main(cases: list[int], window: float, writers: int, slow_ms: float, ch
                 os.killpg(proc.pid, signal.SIGKILL)
             parent.send("stop")
             llm.join(timeout=10)
+        if profile_to is not None:
+            print(f"\nwhere the server's GIL time went with {cases[-1]} runs (py-spy --gil):")
+            print("\n".join(profile_summary(profile_to)))
         if slow_ms > 0:
             print(f"\ncallbacks that held the server's event loop > {slow_ms:g} ms (count, worst ms):")
             for what, count, worst in slow_callbacks(log):
@@ -308,7 +364,8 @@ if __name__ == "__main__":
     ap.add_argument("--slow-ms", type=float, default=0.0, help="report server callbacks slower than this")
     ap.add_argument("--chunk-delay", type=float, default=0.012,
                     help="seconds between streamed chunks of ~1 token (0.012: ~80 tokens/s, a fast hosted model)")
+    ap.add_argument("--profile", action="store_true", help="sample the server with py-spy during the last case")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra server option, e.g. --server-arg=--AstroConfig.server_switch_interval_ms=0")
     args = ap.parse_args()
-    asyncio.run(main(args.runs, args.window, args.writers, args.slow_ms, args.chunk_delay, args.server_arg))
+    asyncio.run(main(args.runs, args.window, args.writers, args.slow_ms, args.chunk_delay, args.server_arg, args.profile))

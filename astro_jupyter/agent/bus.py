@@ -4,8 +4,10 @@ Why this shape: the sidebar's SSE writer, a kernel widget and ``astro-jupyter as
 watch the same run, join late, or reconnect with ``Last-Event-ID``. So every event gets a
 sequence number (1, 2, 3, ...), stays in memory for the run's life (replay), wakes every
 subscriber, and is written to ``agent_events`` by a background task in batches, so a
-stream of thousands of deltas per second costs a handful of transactions. The wire dict is
-computed once per event, here.
+stream of thousands of deltas per second costs a handful of transactions. The wire JSON is
+computed once per event, here (``encoded``), and shared by the persister and every SSE reader.
+Readers that fall behind take everything ready at once (``batches``), so a busy server pays
+one wake-up per batch, not per event.
 
 Ids never go backwards across a crash: a watcher sees event N only once the store holds a
 reservation >= N (``agent_run_seq``, written a block ahead, so watchers rarely wait). The
@@ -17,9 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from ..events import Done, Event, to_wire
+from ..textsafe import safe_json
+
+from ..store.runs import EncodedEvent
 
 if TYPE_CHECKING:
     from ..store.runs import RunRepository
@@ -45,7 +50,8 @@ class EventBus:
         self._reserved = reserved if runs is not None else -1  # -1: every event is visible at once
         self._reserving: asyncio.Task[None] | None = None
         self.events: list[tuple[int, Event]] = []
-        self._pending: list[tuple[int, dict[str, Any]]] = []
+        self._json: list[str | None] = []  # the wire JSON of events[i], encoded on first use
+        self._pending: list[int] = []  # seqs not yet written to the store
         self._waiter: asyncio.Future[None] | None = None
         self._flush_wanted = asyncio.Event()
         self._closed = False
@@ -61,8 +67,9 @@ class EventBus:
             raise RuntimeError(f"run {self.run_id}: event published after Done")
         seq = len(self.events) + 1
         self.events.append((seq, event))
+        self._json.append(None)
         if self.runs is not None:
-            self._pending.append((seq, to_wire(event)))
+            self._pending.append(seq)
             self._flush_wanted.set()  # the persister batches (waits flush_interval unless full or closed)
         if self._reserved >= 0 and seq > self._reserved - self.reserve_block // 2:
             self._reserve_ahead()
@@ -106,6 +113,13 @@ class EventBus:
                 self._reserve_ahead()  # published faster than one write: keep going
         self._wake()
 
+    def encoded(self, seq: int) -> str:
+        """The wire JSON of event ``seq`` (always UTF-8 encodable), encoded once however many read it."""
+        text = self._json[seq - 1]
+        if text is None:
+            text = self._json[seq - 1] = safe_json(to_wire(self.events[seq - 1][1]))
+        return text
+
     @property
     def last_seq(self) -> int:
         return len(self.events)
@@ -127,9 +141,32 @@ class EventBus:
                     return
             if self._closed and self.visible == len(self.events):
                 return
-            if self._waiter is None or self._waiter.done():
-                self._waiter = asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._waiter)
+            await self._wait()
+
+    async def batches(self, after_seq: int = 0, limit: int = _BATCH_MAX) -> AsyncIterator[list[tuple[int, Event]]]:
+        """Like ``subscribe``, but every event visible when the reader gets to run, in one list
+        (up to ``limit``): a reader that fell behind catches up in one step."""
+        index = max(0, after_seq)
+        while True:
+            visible = self.visible
+            if index < visible:
+                end = min(visible, index + max(1, limit))
+                batch = self.events[index:end]
+                index = end
+                yield batch
+                if isinstance(batch[-1][1], Done):  # Done is always the last event
+                    return
+                continue
+            if self._closed and visible == len(self.events):
+                return
+            await self._wait()
+
+    async def _wait(self) -> None:
+        """Until the next event becomes visible (one shared future; shielded so a reader that is
+        cancelled does not cancel it for the others)."""
+        if self._waiter is None or self._waiter.done():
+            self._waiter = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._waiter)
 
     # -- persistence ---------------------------------------------------------------------------
     async def _persist_loop(self) -> None:
@@ -145,7 +182,8 @@ class EventBus:
     async def _flush_now(self) -> None:
         if not self._pending or self.runs is None:
             return
-        batch, self._pending = self._pending, []
+        seqs, self._pending = self._pending, []
+        batch = [(seq, EncodedEvent(self.events[seq - 1][1].type, self.encoded(seq))) for seq in seqs]
         try:
             await self.runs.append_events(self.run_id, batch)
         except Exception as exc:  # noqa: BLE001 - replay from memory still works; the run must go on

@@ -4,12 +4,11 @@ stored, resumable), cancel, answers — with ownership."""
 from __future__ import annotations
 
 import asyncio
-import weakref
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import InvalidRequest, RunConflict, RunNotFound
-from ..events import to_wire
 from .common import AppBase, Owner, encode_wire, visible_to
+from .event_batches import Batch, coalesce_stored, live_batches
 
 if TYPE_CHECKING:
     from ..agent.run import RunHandle
@@ -118,9 +117,10 @@ class RunsMixin(AppBase):
             raise RunNotFound(f"no run {run_id!r}")
         return handle, record
 
-    async def run_events(self, owner: Owner, run_id: str, after_seq: int = 0) -> AsyncIterator[tuple[int, str]] | None:
-        """Check access now (so a 404 precedes any stream), then return ``(seq, json)`` pairs:
-        live from the runtime when the run is here, else from the store. ``None`` when the
+    async def run_events(self, owner: Owner, run_id: str, after_seq: int = 0) -> AsyncIterator[Batch] | None:
+        """Check access now (so a 404 precedes any stream), then return batches of ``(seq, json)``
+        (deltas that queued up merged, ``event_batches``): live from the runtime when the run is
+        here, else from the store. ``None`` when the
         client already has everything up to ``done`` (an SSE client must then stop reconnecting).
 
         A client resuming past every stored event of a finished run (ids a dead process sent
@@ -129,7 +129,7 @@ class RunsMixin(AppBase):
         if handle is not None:
             if handle.finished and after_seq >= handle.bus.last_seq:
                 return None
-            return _live_events(handle, after_seq)
+            return live_batches(handle, after_seq, self.config.sse_merge_backlog)
         if record is not None and record.status != "running" and after_seq > 0:
             if not await self.services.runs.events_after(run_id, after_seq, limit=1):
                 done_seq = await self.services.runs.done_seq(run_id)
@@ -139,23 +139,25 @@ class RunsMixin(AppBase):
                     return None  # exactly at the done: the client has everything
         return self._stored_events(run_id, after_seq)
 
-    async def _stored_events(self, run_id: str, after_seq: int) -> AsyncIterator[tuple[int, str]]:
+    async def _stored_events(self, run_id: str, after_seq: int) -> AsyncIterator[Batch]:
         """Replay from the store; while the row says 'running' (another process, e.g. a kernel,
         owns the run) keep polling; a finished run whose events lack ``done`` (or a client past
         them all) gets one, unstored, numbered after every reserved id and the client's own."""
         last = after_seq
         while True:
             batch = await self.services.runs.events_after(run_id, last, limit=STORE_PAGE)
-            for seq, data in batch:
-                last = seq
-                yield seq, encode_wire(data)
-                if data.get("type") == "done":
-                    return
+            done_at = next((i for i, (_, data) in enumerate(batch) if data.get("type") == "done"), None)
+            if done_at is not None:
+                yield coalesce_stored(batch[: done_at + 1], self.config.sse_merge_backlog)
+                return
+            if batch:
+                last = batch[-1][0]
+                yield coalesce_stored(batch, self.config.sse_merge_backlog)
             if len(batch) == STORE_PAGE:
                 continue
             handle = self.live_run(run_id)
             if handle is not None:  # started here meanwhile (or resumed): follow it live
-                async for item in _live_events(handle, last):
+                async for item in live_batches(handle, last, self.config.sse_merge_backlog):
                     yield item
                 return
             record = await self.services.runs.get(run_id)
@@ -163,7 +165,7 @@ class RunsMixin(AppBase):
                 if not batch:
                     reason = record.status if record.status in ("finished", "cancelled", "max_steps") else "error"
                     done = {"type": "done", "session_id": record.session_id, "run_id": run_id, "reason": reason}
-                    yield max(last, await self.services.runs.last_event_id(run_id)) + 1, encode_wire(done)
+                    yield [(max(last, await self.services.runs.last_event_id(run_id)) + 1, encode_wire(done))]
                     return
                 continue
             await asyncio.sleep(STORE_POLL_SECS)
@@ -192,16 +194,3 @@ class RunsMixin(AppBase):
             )
         return {"run_id": run_id, "request_id": request_id, "accepted": True}
 
-
-_ENCODED: "weakref.WeakKeyDictionary[Any, dict[int, str]]" = weakref.WeakKeyDictionary()
-
-
-async def _live_events(handle: Any, after_seq: int) -> AsyncIterator[tuple[int, str]]:
-    """A live run's events as JSON, encoded once per event however many clients watch it."""
-    cache = _ENCODED.setdefault(handle, {})
-    async for seq, event in handle.events(after_seq=after_seq):
-        seq = int(seq)
-        data = cache.get(seq)
-        if data is None:
-            data = cache[seq] = encode_wire(to_wire(event) if not isinstance(event, dict) else event)
-        yield seq, data

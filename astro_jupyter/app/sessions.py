@@ -26,16 +26,11 @@ class SessionsMixin(AppBase):
     async def list_sessions(
         self, owner: Owner, *, limit: int = 200, offset: int = 0, detail: bool = True
     ) -> list[dict[str, Any]]:
-        """Newest first; ``detail`` adds turns, last model and the live run (what the sidebar lists)."""
-        rows = await self.services.sessions.list(owner=owner, limit=limit, offset=offset)
+        """Newest first; ``detail`` adds turns and last model, in one query (what the sidebar lists)."""
         if not detail:
-            return [r.to_dict() for r in rows]
-        ids = [r.id for r in rows]
-        turns = await self.services.messages.turn_counts(ids)
-        models = await self.services.runs.last_models(ids)
-        return [
-            {**self._session_dict(r), "turns": turns.get(r.id, 0), "last_model": models.get(r.id, "")} for r in rows
-        ]
+            return [r.to_dict() for r in await self.services.sessions.list(owner=owner, limit=limit, offset=offset)]
+        rows = await self.services.sessions.list_summaries(owner=owner, limit=limit, offset=offset)
+        return [{**self._session_dict(r), "turns": turns, "last_model": model} for r, turns, model in rows]
 
     async def create_session(self, owner: str, *, title: str = "") -> dict[str, Any]:
         record = await self.services.sessions.create(title=_title(title), owner=owner, source=self.source)

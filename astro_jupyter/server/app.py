@@ -9,6 +9,7 @@ whichever comes first; ``stop_extension`` cancels live runs and closes the store
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
@@ -41,6 +42,14 @@ class AstroExtensionApp(ExtensionApp):
         self.settings[SERVICE_KEY] = self.service
         self.log.info("astro_jupyter: library at %s", self.astro_config.home)
         self._ship_cookie_defaults()
+        self._set_switch_interval()
+
+    def _set_switch_interval(self) -> None:
+        """A shorter GIL switch interval: the loop gets the GIL back sooner from busy worker threads."""
+        ms = float(self.astro_config.server_switch_interval_ms)
+        self._previous_switch_interval = sys.getswitchinterval()
+        if ms > 0:
+            sys.setswitchinterval(ms / 1000)
 
     def _ship_cookie_defaults(self) -> None:
         """HttpOnly + SameSite=Strict on the login cookie, unless the user configured otherwise.
@@ -68,6 +77,9 @@ class AstroExtensionApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         await self.service.close()
+        previous = getattr(self, "_previous_switch_interval", None)
+        if previous is not None:  # a process that goes on (tests, an embedding app) gets its own setting back
+            sys.setswitchinterval(previous)
 
 
 main = launch_new_instance = AstroExtensionApp.launch_instance

@@ -6,10 +6,14 @@ run when it is still in this server, else from the store (which holds every even
 run, so this also works after a restart). ``?last_event_id=`` does the same for clients
 that cannot set headers.
 
-A reader task pulls events into a small queue; the writer sends whatever is ready and
-flushes at once (no event waits for a later one), and sends a comment line when nothing
-happened for ``AstroConfig.sse_keepalive_secs`` so proxies keep the connection open. A
-client that goes away only stops its own reader: the run goes on, other clients too.
+A reader task pulls batches of events (everything ready, deltas merged: ``app/event_batches``)
+into a small queue; the writer sends each batch as one write and flush. The first event
+after a pause goes out at once; while events keep coming, the reader takes a batch at most
+once per ``AstroConfig.sse_batch_ms``, so a busy server pays per batch, not per event. A slow client
+holds the reader back (the queue is short), so its events gather in the run's bus and come
+out merged. A comment line goes out when nothing happened for
+``AstroConfig.sse_keepalive_secs`` so proxies keep the connection open. A client that goes
+away only stops its own reader: the run goes on, other clients too.
 """
 
 from __future__ import annotations
@@ -27,8 +31,7 @@ from .base import AUTH_RESOURCE, AstroHandler
 from .runs import RUN_ID
 from ..errors import InvalidRequest
 
-QUEUE_SIZE = 256
-MAX_BATCH = 64
+QUEUE_SIZE = 2  # batches: a slow client makes events wait (and merge) in the bus, not here
 _END = object()
 _KEEPALIVE = object()
 
@@ -86,9 +89,10 @@ class RunEventsHandler(AstroHandler):
         if stream_io is not None:
             stream_io.set_nodelay(True)  # small event writes must not wait for Nagle + delayed ACK
         keepalive = max(0.05, float(self.service.config.sse_keepalive_secs))
+        pace = max(0.0, float(self.service.config.sse_batch_ms) / 1000)
         queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_SIZE)
         self._queue = queue
-        reader = asyncio.create_task(_pump(stream, queue), name=f"sse-{run_id}")
+        reader = asyncio.create_task(_pump(stream, queue, pace), name=f"sse-{run_id}")
         try:
             self.write(b"retry: 1000\n\n")
             await self.flush()
@@ -113,27 +117,29 @@ class RunEventsHandler(AstroHandler):
         try:
             while not self._closed.is_set():
                 item = await queue.get()
-                batch = 0
+                blocks: list[bytes] = []
+                end = False
                 while True:
                     if item is _END:
-                        await self.flush()
-                        return
-                    if item is _KEEPALIVE:
-                        self.write(b": keep-alive\n\n")
+                        end = True
+                    elif item is _KEEPALIVE:
+                        blocks.append(b": keep-alive\n\n")
                         progress[0] -= 1  # a comment is not progress: the next idle interval gets one too
                     elif isinstance(item, BaseException):
                         error = {"type": "error", "message": f"the event stream failed: {item}", "reason": "stream"}
-                        self.write(f"data: {json.dumps(error)}\n\n".encode())
-                        await self.flush()
-                        return
+                        blocks.append(f"data: {json.dumps(error)}\n\n".encode())
+                        end = True
                     else:
-                        self.write(format_event(*item))
-                    batch += 1
+                        blocks.extend(format_event(seq, data) for seq, data in item)
                     progress[0] += 1
-                    if batch >= MAX_BATCH or queue.empty():
+                    if end or queue.empty():
                         break
                     item = queue.get_nowait()
-                await self.flush()  # whatever was ready goes out now; nothing waits for a later event
+                if blocks:
+                    self.write(b"".join(blocks))
+                await self.flush()  # whatever was ready goes out now
+                if end:
+                    return
         finally:
             ticker.cancel()
 
@@ -148,10 +154,16 @@ async def _keepalive(queue: "asyncio.Queue[Any]", interval: float, progress: lis
         seen = progress[0]
 
 
-async def _pump(stream: AsyncIterator[tuple[int, str]], queue: "asyncio.Queue[Any]") -> None:
+async def _pump(stream: AsyncIterator[list[tuple[int, str]]], queue: "asyncio.Queue[Any]", pace: float) -> None:
+    """Move batches from the run to the writer. After each batch it rests ``pace`` seconds before
+    taking the next, so events published meanwhile gather in the bus (no wake-up per event) and
+    leave as one batch; after a quiet spell the next event goes at once."""
     try:
-        async for item in stream:
-            await queue.put(item)
+        async for batch in stream:
+            if batch:
+                await queue.put(batch)
+                if pace > 0:
+                    await asyncio.sleep(pace)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - reported to the client as an error line

@@ -8,12 +8,20 @@ to ``pysqlite3`` or ``sqlean``; only when none can does the store open without v
 
 Driver exceptions are not ``aiosqlite.Error`` subclasses when a fallback driver is used,
 so every call goes through ``_mapped`` which turns them into ``StoreError`` kinds.
+
+Two connections (each with its own thread): writes, transactions and everything inside a
+transaction use the writer; plain reads (``fetch*`` outside a transaction, ``read_sync``) use
+the reader. In WAL mode a reader never waits for a writer, so listing sessions does not queue
+behind a batch of event inserts, nor behind a write that waits out another process's lock
+(the CLI or a kernel writing the same file) for up to the busy timeout. An in-memory or
+read-only database has one connection for both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib
 import sqlite3
 from dataclasses import dataclass
@@ -203,11 +211,17 @@ def _sync_in_transaction(conn: Any, fn: Any, *args: Any) -> Any:
     return result
 
 
+_IN_TRANSACTION: contextvars.ContextVar[bool] = contextvars.ContextVar("astro_db_in_transaction", default=False)
+
+
 class Database:
     """An open store. Writes that belong together go through ``transaction()``."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path, info: DriverInfo) -> None:
+    def __init__(
+        self, conn: aiosqlite.Connection, path: Path, info: DriverInfo, reader: aiosqlite.Connection | None = None
+    ) -> None:
         self._conn = conn
+        self._reader = reader or conn
         self.path = path
         self.info = info
         self._write_lock = asyncio.Lock()
@@ -250,10 +264,15 @@ class Database:
             from .migrations import apply_migrations
 
             await apply_migrations(db)
+        if not read_only and str(path) != ":memory:" and "mode=memory" not in str(path):
+            with _mapped():  # opened after the migrations, so it never sees a half-made schema
+                db._reader = await aiosqlite.Connection(connector, 64)
         return db
 
     async def close(self) -> None:
         with _mapped():
+            if self._reader is not self._conn:
+                await self._reader.close()
             await self._conn.close()
 
     # Every call below is ONE hop to the connection's thread: statement, fetch and cursor
@@ -263,28 +282,45 @@ class Database:
         with _mapped():
             return await self._conn._execute(fn, self._conn._conn, *args)  # noqa: SLF001
 
+    async def _write_hop(self, fn: Any, *args: Any) -> Any:
+        """A write outside ``transaction()`` waits for any open transaction of another task to end:
+        run on the shared writer meanwhile, it would land inside that transaction (uncommitted,
+        invisible to the reader, undone by its rollback)."""
+        if _IN_TRANSACTION.get():
+            return await self._hop(fn, *args)
+        async with self._write_lock:
+            return await self._hop(fn, *args)
+
+    async def _read_hop(self, fn: Any, sql: str, *args: Any) -> Any:
+        """A read: on the reader connection, unless this task is inside a transaction (it must see
+        its own uncommitted writes) or it is a PRAGMA (per-connection state such as data_version)."""
+        if _IN_TRANSACTION.get() or self._reader is self._conn or sql.lstrip()[:6].upper() == "PRAGMA":
+            return await self._hop(fn, sql, *args)
+        with _mapped():
+            return await self._reader._execute(fn, self._reader._conn, sql, *args)  # noqa: SLF001
+
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one statement; returns lastrowid (inserts) so callers need no cursor."""
-        return int(await self._hop(_sync_execute, sql, params))
+        return int(await self._write_hop(_sync_execute, sql, params))
 
     async def execute_rowcount(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
-        return int(await self._hop(_sync_rowcount, sql, params))
+        return int(await self._write_hop(_sync_rowcount, sql, params))
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        await self._hop(_sync_executemany, sql, list(rows))
+        await self._write_hop(_sync_executemany, sql, list(rows))
 
     async def executescript(self, script: str) -> None:
         with _mapped():
             await self._conn.executescript(script)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
-        return await self._hop(_sync_fetchall, sql, params)
+        return await self._read_hop(_sync_fetchall, sql, params)
 
     async def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
-        return await self._hop(_sync_fetchone, sql, params)
+        return await self._read_hop(_sync_fetchone, sql, params)
 
     async def fetchval(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        return await self._hop(_sync_fetchval, sql, params)
+        return await self._read_hop(_sync_fetchval, sql, params)
 
     async def write_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """``executemany`` in its own BEGIN IMMEDIATE ... COMMIT, all in one hop (all or nothing)."""
@@ -298,15 +334,26 @@ class Database:
     async def transaction(self) -> AsyncIterator["Database"]:
         """BEGIN IMMEDIATE ... COMMIT; rolled back on any error. Serialised within this process."""
         async with self._write_lock:
-            await self.execute("BEGIN IMMEDIATE")
+            token = _IN_TRANSACTION.set(True)
             try:
-                yield self
-                await self.execute("COMMIT")
-            except BaseException:  # the body or COMMIT failed: never leave the transaction open
-                with contextlib.suppress(Exception):
-                    await self.execute("ROLLBACK")
-                raise
+                await self.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self
+                    await self.execute("COMMIT")
+                except BaseException:  # the body or COMMIT failed: never leave the transaction open
+                    with contextlib.suppress(Exception):
+                        await self.execute("ROLLBACK")
+                    raise
+            finally:
+                _IN_TRANSACTION.reset(token)
 
     async def run_sync(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(raw_connection, *args)`` on the connection's own thread (bulk vector work)."""
-        return await self._hop(fn, *args)
+        return await self._write_hop(fn, *args)
+
+    async def read_sync(self, fn: Any, *args: Any) -> Any:
+        """``run_sync`` for work that only reads: on the reader connection (see the module docstring)."""
+        if _IN_TRANSACTION.get() or self._reader is self._conn:
+            return await self._hop(fn, *args)
+        with _mapped():
+            return await self._reader._execute(fn, self._reader._conn, *args)  # noqa: SLF001

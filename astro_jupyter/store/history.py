@@ -208,7 +208,7 @@ class HistorySearch:
         digest = _digest(match, session_id)
         states = _parse_cursor(cursor, digest) if cursor else {"m": None, "s": None}
         args = (match, terms, session_id, exclude_run_id, owner, states if cursor else None, limit)
-        hits, positions, more = await self.db.run_sync(self._page_sync, *args)  # one hop to the connection thread
+        hits, positions, more = await self.db.read_sync(self._page_sync, *args)  # one hop to the reader thread
         next_cursor = _format_cursor(digest, positions) if more else None
         return HistoryPage(hits, next_cursor, self.window)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from ..errors import RunNotFound
 from ..textsafe import clean_text, safe_json
@@ -28,6 +28,13 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+class EncodedEvent(NamedTuple):
+    """An event already in its wire JSON (``safe_json``), with its type for the ``type`` column."""
+
+    type: str
+    json: str
 
 
 INTERRUPTED = "the process running this run stopped before it ended (a crash or kill); it was closed as an error"
@@ -135,12 +142,18 @@ class RunRepository:
             closed += await self.close_interrupted(run_id, message) is not None
         return closed
 
-    async def append_events(self, run_id: str, events: Iterable[tuple[int, dict[str, Any]]]) -> None:
-        """Batch insert of (seq, wire-dict); one transaction per batch keeps up with fast streams.
+    async def append_events(self, run_id: str, events: Iterable[tuple[int, "dict[str, Any] | EncodedEvent"]]) -> None:
+        """Batch insert of (seq, wire-dict or already encoded event); one transaction per batch
+        keeps up with fast streams.
 
         Each row is encoded on its own with ``safe_json``: one event carrying text SQLite cannot take
-        (a lone surrogate) is stored cleaned instead of failing the whole batch."""
-        rows = [(run_id, seq, clean_text(str(data.get("type", ""))), safe_json(data)) for seq, data in events]
+        (a lone surrogate) is stored cleaned instead of failing the whole batch. An ``EncodedEvent``
+        (the bus's JSON, made with ``safe_json`` too) is stored as it is: nothing is encoded twice."""
+        rows = [
+            (run_id, seq, clean_text(data.type), data.json) if isinstance(data, EncodedEvent)
+            else (run_id, seq, clean_text(str(data.get("type", ""))), safe_json(data))
+            for seq, data in events
+        ]
         await self.db.write_many("INSERT OR IGNORE INTO agent_events (run_id, seq, type, data) VALUES (?, ?, ?, ?)", rows)
 
     async def session_events(

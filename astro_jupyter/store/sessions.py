@@ -91,6 +91,24 @@ class SessionRepository:
             )
         return [SessionRecord.from_row(r) for r in rows]
 
+    async def list_summaries(
+        self, *, owner: str | None = None, limit: int = 200, offset: int = 0
+    ) -> list[tuple[SessionRecord, int, str]]:
+        """``list`` with each session's prompt count and its latest run's model, in ONE query:
+        the sidebar polls this list, and on a busy server every extra database round trip
+        waited for the event loop again."""
+        where = "" if owner is None else "WHERE s.owner = ? OR s.owner = '' "
+        params: tuple[Any, ...] = (limit, offset) if owner is None else (owner, limit, offset)
+        rows = await self.db.fetchall(
+            "SELECT s.*,"
+            " (SELECT COUNT(*) FROM agent_messages m WHERE m.session_id = s.id AND m.role = 'user') AS turn_count,"
+            " (SELECT COALESCE(r.model, '') FROM agent_runs r WHERE r.session_id = s.id"
+            "  ORDER BY r.started_at DESC, r.rowid DESC LIMIT 1) AS last_model"
+            f" FROM agent_sessions s {where}ORDER BY s.updated_at DESC LIMIT ? OFFSET ?",
+            params,
+        )
+        return [(SessionRecord.from_row(r), int(r["turn_count"] or 0), str(r["last_model"] or "")) for r in rows]
+
     async def update(self, session_id: str, **fields: Any) -> SessionRecord:
         allowed = {"title", "summary", "model", "coordinator", "metadata"}
         unknown = set(fields) - allowed

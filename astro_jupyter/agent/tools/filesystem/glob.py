@@ -17,7 +17,9 @@ from typing import Any, Iterator
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .protected import Protection, protection
 from .regular import run_fs
-from .security import MAX_DEPTH, PathNotAllowed, display_path, is_allowed_file, real_path, resolve_path, run_owner, sandbox_roots
+from .security import (
+    MAX_DEPTH, PathNotAllowed, display_path, is_allowed_file, project_base, real_path, resolve_path, run_owner, sandbox_roots,
+)
 
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".ipynb_checkpoints"})
 DEFAULT_MAX_RESULTS = 200
@@ -150,15 +152,20 @@ class GlobFilesTool(AgentTool):
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
             pattern = check_pattern(args.get("pattern"))
-            base = resolve_search_dir(args.get("path"), ctx)
             max_results = int(args.get("max_results") or DEFAULT_MAX_RESULTS)
+        except (ValueError, TypeError) as exc:
+            return ToolOutput.error(f"glob_files: {exc}")
+        # path resolution stats every component: on the pool, not the server's event loop
+        return await run_fs(ctx.config, self._glob, args.get("path"), pattern, max(1, max_results), ctx)
+
+    def _glob(self, raw_path: Any, pattern: str, max_results: int, ctx: ToolContext) -> ToolOutput:
+        try:
+            base = resolve_search_dir(raw_path, ctx)
         except (PathNotAllowed, ValueError, TypeError) as exc:
             return ToolOutput.error(f"glob_files: {exc}")
+        shown_base = project_base(ctx.config)
         if not base.is_dir():
-            return ToolOutput.error(f"glob_files: {display_path(base, ctx.config)} is not a directory")
-        return await run_fs(ctx.config, self._glob, base, pattern, max(1, max_results), ctx)
-
-    def _glob(self, base: Path, pattern: str, max_results: int, ctx: ToolContext) -> ToolOutput:
+            return ToolOutput.error(f"glob_files: {display_path(base, ctx.config, shown_base)} is not a directory")
         regex = glob_to_regex(pattern)
         roots = sandbox_roots(ctx.config)
         found: list[tuple[float, Path]] = []
@@ -171,10 +178,10 @@ class GlobFilesTool(AgentTool):
                     continue
         found.sort(key=lambda item: (-item[0], str(item[1])))
         total = len(found)
-        paths = [display_path(p, ctx.config) for _, p in found[:max_results]]
+        paths = [display_path(p, ctx.config, shown_base) for _, p in found[:max_results]]
         if not paths:
             return ToolOutput(
-                f"No files match {pattern!r} under {display_path(base, ctx.config)}",
+                f"No files match {pattern!r} under {display_path(base, ctx.config, shown_base)}",
                 metadata={"pattern": pattern, "base": str(base), "paths": [], "total": 0},
             )
         body = "\n".join(paths)

@@ -15,7 +15,7 @@ from .glob import check_pattern, glob_to_regex, resolve_search_dir, walk_files
 from .read import MAX_LINE_CHARS, looks_binary
 from .protected import protection
 from .regular import FileTooLarge, NotRegularFile, kind_of, read_regular, run_fs
-from .security import PathNotAllowed, display_path, run_owner, sandbox_roots
+from .security import PathNotAllowed, display_path, project_base, run_owner, sandbox_roots
 
 DEFAULT_MAX_RESULTS = 100
 
@@ -50,18 +50,25 @@ class GrepFilesTool(AgentTool):
         except re.error as exc:
             return ToolOutput.error(f"grep_files: invalid regular expression {raw!r}: {exc}")
         try:
-            base = resolve_search_dir(args.get("path"), ctx)
             file_glob = check_pattern(args["glob"], "glob") if args.get("glob") else None
             max_results = max(1, int(args.get("max_results") or DEFAULT_MAX_RESULTS))
+        except (ValueError, TypeError) as exc:
+            return ToolOutput.error(f"grep_files: {exc}")
+        # path resolution stats every component: on the pool, not the server's event loop
+        return await run_fs(ctx.config, self._grep, regex, args.get("path"), file_glob, max_results, ctx)
+
+    def _grep(self, regex: re.Pattern[str], raw_path: Any, file_glob: str | None, max_results: int, ctx: ToolContext) -> ToolOutput:
+        try:
+            base = resolve_search_dir(raw_path, ctx)
         except (PathNotAllowed, ValueError, TypeError) as exc:
             return ToolOutput.error(f"grep_files: {exc}")
+        shown_base = project_base(ctx.config)
         if not base.exists():
-            return ToolOutput.error(f"grep_files: {display_path(base, ctx.config)} does not exist")
+            return ToolOutput.error(f"grep_files: {display_path(base, ctx.config, shown_base)} does not exist")
         if not base.is_dir() and not base.is_file():  # a FIFO or device: refused before anything opens it
-            return ToolOutput.error(f"grep_files: {display_path(base, ctx.config)} {NotRegularFile(kind_of(base.stat().st_mode))}")
-        return await run_fs(ctx.config, self._grep, regex, base, file_glob, max_results, ctx)
-
-    def _grep(self, regex: re.Pattern[str], base: Path, file_glob: str | None, max_results: int, ctx: ToolContext) -> ToolOutput:
+            return ToolOutput.error(
+                f"grep_files: {display_path(base, ctx.config, shown_base)} {NotRegularFile(kind_of(base.stat().st_mode))}"
+            )
         roots = sandbox_roots(ctx.config)
         protect = protection(ctx.config, run_owner(ctx))
         special: list[Path] = []
@@ -87,12 +94,14 @@ class GrepFilesTool(AgentTool):
                 skipped_binary += 1
                 continue
             searched += 1
-            shown = display_path(path, ctx.config)
+            shown = None  # computed at the first match: most files searched have none
             for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
                 if regex.search(line):
                     if len(matches) >= max_results:
                         more = True
                         break
+                    if shown is None:
+                        shown = display_path(path, ctx.config, shown_base)
                     matches.append({"path": shown, "line": lineno, "text": line[:MAX_LINE_CHARS]})
             if more:
                 break
@@ -115,7 +124,7 @@ class GrepFilesTool(AgentTool):
             "truncated": more,
         }
         if not matches:
-            body = f"No matches for {regex.pattern!r} in {display_path(base, ctx.config)} ({searched} file(s) searched)"
+            body = f"No matches for {regex.pattern!r} in {display_path(base, ctx.config, shown_base)} ({searched} file(s) searched)"
         else:
             body = "\n".join(f"{m['path']}:{m['line']}:{m['text']}" for m in matches)
         if notes:

@@ -8,7 +8,6 @@ limit) returns one line instead of the whole text again; the per-session
 from __future__ import annotations
 
 import stat
-from pathlib import Path
 from typing import Any
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
@@ -71,14 +70,18 @@ class ReadFileTool(AgentTool):
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
-            path = resolve_path(args.get("path", ""), ctx.config, owner=run_owner(ctx))
             offset = _int_arg(args, "offset", 1, 1) or 1
             limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1)
-        except (PathNotAllowed, ValueError) as exc:
+        except ValueError as exc:
             return ToolOutput.error(f"read_file: {exc}")
-        return await run_fs(ctx.config, self._read, path, offset, limit, ctx)
+        # path resolution stats every component: on the pool, not the server's event loop
+        return await run_fs(ctx.config, self._read, args.get("path", ""), offset, limit, ctx)
 
-    def _read(self, path: Path, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
+    def _read(self, raw_path: Any, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
+        try:
+            path = resolve_path(raw_path, ctx.config, owner=run_owner(ctx))
+        except PathNotAllowed as exc:
+            return ToolOutput.error(f"read_file: {exc}")
         shown = display_path(path, ctx.config)
         try:
             st = path.stat()

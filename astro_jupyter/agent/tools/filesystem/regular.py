@@ -81,7 +81,12 @@ def read_regular(path: Path | str, max_bytes: int | None = None) -> bytes:
             raise NotRegularFile(kind_of(st.st_mode))
         if max_bytes is not None and st.st_size > max_bytes:
             raise FileTooLarge(st.st_size, max_bytes)
-        data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+        if max_bytes is None:
+            data = fh.read()
+        else:  # sized by the file, not the limit: read(limit + 1) allocated the whole limit (20 MB) per file
+            data = fh.read(st.st_size + 1)
+            if len(data) > st.st_size:  # it grows while we read: up to one byte past the limit
+                data += fh.read(max_bytes + 1 - len(data))
     if max_bytes is not None and len(data) > max_bytes:  # grew after the check
         raise FileTooLarge(len(data), max_bytes)
     return data
@@ -117,12 +122,15 @@ class FsPool:
             try:
                 result = fn()
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                self._idle()
                 future.set_exception(exc)
             else:
+                self._idle()  # before the result: the awaiting coroutine may look at ``busy`` at once
                 future.set_result(result)
-            finally:
-                with self._lock:
-                    self.busy -= 1
+
+    def _idle(self) -> None:
+        with self._lock:
+            self.busy -= 1
 
 
 _pools: dict[int, FsPool] = {}

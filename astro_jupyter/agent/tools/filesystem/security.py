@@ -157,9 +157,18 @@ def is_allowed_file(path: Path, roots: Iterable[Path]) -> bool:
         return False
 
 
-def display_path(path: Path, config: "AstroConfig") -> str:
-    """Show paths under the project root relative to it (shorter for the model), others absolute."""
-    base = real_path(Path(config.project_root or os.getcwd()))
+def project_base(config: "AstroConfig") -> Path:
+    """The project root's real path: what ``display_path`` shows paths relative to."""
+    return real_path(Path(config.project_root or os.getcwd()))
+
+
+def display_path(path: Path, config: "AstroConfig", base: Path | None = None) -> str:
+    """Show paths under the project root relative to it (shorter for the model), others absolute.
+
+    ``base``: ``project_base(config)`` computed once by a caller showing many paths (a walk
+    would otherwise resolve the root's symlinks again for every file)."""
+    if base is None:
+        base = project_base(config)
     try:
         rel = path.relative_to(base)
     except ValueError:

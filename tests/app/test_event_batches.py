@@ -1,0 +1,69 @@
+"""The merging rule of ``app/event_batches`` on its own: which deltas merge, which ids go out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from astro_jupyter.agent.bus import EventBus
+from astro_jupyter.events import Done, TextDelta, ThinkingDelta, ToolCall
+from astro_jupyter.app.event_batches import coalesce_live, coalesce_stored
+
+
+def _bus(*events) -> EventBus:
+    bus = EventBus("run_x")
+    for event in events:
+        bus.publish(event)
+    return bus
+
+
+@pytest.mark.asyncio
+async def test_only_neighbouring_deltas_of_one_stream_merge_and_carry_the_last_id() -> None:
+    events = [
+        TextDelta(delta="a", step=1), TextDelta(delta="b", step=1),  # 1, 2 -> one "ab" with id 2
+        ThinkingDelta(delta="t", step=1),  # 3: another type
+        TextDelta(delta="c", step=1), TextDelta(delta="d", step=2),  # 4, 5: another step
+        TextDelta(delta="e", step=2, subagent_id="sub_1"), TextDelta(delta="f", step=2, subagent_id="sub_1"),  # 6, 7
+        ToolCall(id="call_1", name="read_file", arguments={"path": "x"}, step=2),  # 8
+        TextDelta(delta="g", step=2), TextDelta(delta="h", step=2),  # 9, 10
+    ]
+    bus = _bus(*events)
+    out = coalesce_live(bus, bus.events, merge_backlog=2)
+    shown = [(seq, json.loads(data)) for seq, data in out]
+    assert [(s, d["type"], d.get("delta"), d.get("subagent_id")) for s, d in shown] == [
+        (2, "text_delta", "ab", None), (3, "thinking_delta", "t", None), (4, "text_delta", "c", None),
+        (5, "text_delta", "d", None), (7, "text_delta", "ef", "sub_1"), (8, "tool_call", None, None),
+        (10, "text_delta", "gh", None),
+    ]
+    assert shown[0][1] == {"type": "text_delta", "delta": "ab", "step": 1}  # the wire shape of one delta
+    # the stored form (wire dicts) merges the same way
+    stored = coalesce_stored([(seq, json.loads(bus.encoded(seq))) for seq, _ in bus.events], merge_backlog=2)
+    assert stored == out
+
+
+@pytest.mark.asyncio
+async def test_a_reader_that_keeps_up_sees_every_event() -> None:
+    bus = _bus(*(TextDelta(delta=str(i), step=1) for i in range(10)))
+    assert coalesce_live(bus, bus.events, merge_backlog=64) == [(s, bus.encoded(s)) for s, _ in bus.events]
+    assert coalesce_live(bus, bus.events, merge_backlog=0) == [(s, bus.encoded(s)) for s, _ in bus.events]
+
+
+@pytest.mark.asyncio
+async def test_batches_hand_a_late_reader_everything_ready_at_once_and_end_at_done() -> None:
+    bus = EventBus("run_y")
+    got: list[list[int]] = []
+
+    async def read() -> None:
+        async for batch in bus.batches(after_seq=2):
+            got.append([s for s, _ in batch])
+
+    for i in range(5):
+        bus.publish(TextDelta(delta=str(i), step=1))
+    reader = asyncio.create_task(read())
+    await asyncio.sleep(0)
+    bus.publish(TextDelta(delta="5", step=1))
+    bus.publish(Done(session_id="s", run_id="run_y"))
+    await asyncio.wait_for(reader, 5)
+    assert got == [[3, 4, 5], [6, 7]]
