@@ -33,12 +33,12 @@ venv_args=()
 [ "${SYSTEM_SITE:-0}" = "1" ] && venv_args+=(--system-site-packages)
 python -m venv "${venv_args[@]}" "$work/venv"
 "$work/venv/bin/python" -m pip install --no-cache-dir -q "$work"/dist/*.whl
-export ASTRO_HOME="$work/data/astro" JUPYTER_CONFIG_DIR="$work/jupyter-config-home" JUPYTER_DATA_DIR="$work/jupyter-data"
-"$work/venv/bin/python" -m jupyter server extension list 2>&1 | grep -E "astro_jupyter.*enabled"
-"$work/venv/bin/python" -m jupyter labextension list 2>&1 | grep -E "astro-jupyter.*enabled"
+export PATH="$work/venv/bin:$PATH" ASTRO_HOME="$work/data/astro" JUPYTER_CONFIG_DIR="$work/jupyter-config-home" JUPYTER_DATA_DIR="$work/jupyter-data"
+"$work/venv/bin/python" -m jupyter_server.extension.serverextension list 2>&1 | grep -E "astro_jupyter.*enabled"
+"$work/venv/bin/python" -m jupyterlab.labextensions list 2>&1 | grep -E "astro-jupyter.*enabled"
 port=$("$work/venv/bin/python" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
 mkdir -p "$work/home-work"
-"$work/venv/bin/python" -m jupyter lab --ip=127.0.0.1 --port="$port" --no-browser --allow-root \
+"$work/venv/bin/python" -m jupyterlab --ip=127.0.0.1 --port="$port" --no-browser --allow-root \
     --ServerApp.root_dir="$work/home-work" >"$work/lab.log" 2>&1 &
 lab=$!
 trap 'kill $lab 2>/dev/null || true' EXIT

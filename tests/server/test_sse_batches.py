@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from astro_jupyter.server.base import SERVICE_KEY
-from astro_jupyter.server.service import AstroService
+from astro_jupyter.app import AstroApp
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -57,7 +57,7 @@ def _check_stream(events: list[Event]) -> None:
     assert events[-1][1]["type"] == "done" and events[-1][1]["reason"] == "finished"
 
 
-async def _finished_run(api: Api, astro_service: AstroService, openai_server: Any) -> tuple[str, int]:
+async def _finished_run(api: Api, astro_service: AstroApp, openai_server: Any) -> tuple[str, int]:
     openai_server.script(Turn.say(TEXT, chunk_size=CHUNK))
     status, started = await api("POST", "astro/api/runs", body={"prompt": "describe the binary"})
     assert status == 201
@@ -68,7 +68,7 @@ async def _finished_run(api: Api, astro_service: AstroService, openai_server: An
 
 
 async def test_a_late_reader_gets_merged_deltas_with_every_character_and_resumes(
-    api: Api, sse: Any, openai_server: Any, astro_service: AstroService, jp_serverapp: Any
+    api: Api, sse: Any, openai_server: Any, astro_service: AstroApp, jp_serverapp: Any
 ) -> None:
     run_id, deltas = await _finished_run(api, astro_service, openai_server)
     assert deltas >= len(TEXT) // CHUNK  # the model streamed ~2,400 small deltas
@@ -96,7 +96,7 @@ async def test_a_late_reader_gets_merged_deltas_with_every_character_and_resumes
 
     # after a restart the same run replays from the store: merged too, every character
     await astro_service.close()
-    fresh = AstroService(astro_service.config)
+    fresh = AstroApp(astro_service.config, serve=True)
     jp_serverapp.web_app.settings[SERVICE_KEY] = fresh
     try:
         replay = await sse(run_id)
