@@ -122,6 +122,13 @@ class AstroConfig(Configurable):
     llm_timeout_secs = Float(120.0, help="Timeout for one LLM request (env ASTRO_LLM_TIMEOUT).").tag(config=True)
     _llm_timeout_default = _env_default("llm_timeout_secs", "ASTRO_LLM_TIMEOUT", 120.0)
 
+    llm_io_thread = Bool(
+        help="Read and parse LLM streams on a thread of their own (its own event loop), handing the parsed chunks "
+        "to the server's loop in batches: with many runs streaming, other requests no longer wait behind every "
+        "token's HTTP and JSON work. False: everything on the caller's loop (env ASTRO_LLM_IO_THREAD)."
+    ).tag(config=True)
+    _llm_io_thread_default = _env_default("llm_io_thread", "ASTRO_LLM_IO_THREAD", True)
+
     llm_deadline_secs = Float(
         help="Overall limit on one LLM request, from sending it to the end of its stream; llm_timeout_secs only "
         "bounds each read, so a server sending keep-alive comments could hold a run forever. Counted as a "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from ..errors import LlmError, LlmUnavailableError, ServiceTimeoutError
 from ..textsafe import clean_value
 from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
+from .io_thread import LLM_IO, relay_stream
 from .shape import MalformedChunk, read_chunk
 from .types import Completed, ModelSwitched, StreamItem, TextChunk, ThinkingChunk, ToolCallReady
 
@@ -148,10 +149,20 @@ class LlmClient:
         """Build the HTTP client now (a server does this at startup; the first turn then pays nothing)."""
         self._openai()
 
+    @property
+    def threaded(self) -> bool:
+        return bool(self.config.llm_io_thread)
+
+    async def _on_io(self, coro: Any) -> Any:
+        """Await ``coro`` where the HTTP client lives: the LLM I/O loop (``io_thread``) or here."""
+        if self.threaded:
+            return await LLM_IO.run(coro)
+        return await coro
+
     async def aclose(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
-            await client.close()
+            await self._on_io(client.close())
 
     def _deadline(self) -> float | None:
         """Loop time by which the request now starting must be complete (None: no overall limit)."""
@@ -255,12 +266,21 @@ class LlmClient:
         body: dict[str, Any] = {"messages": messages}
         if tools:
             body["tools"] = tools
-        try:
-            response = await open_chat_stream(client, model, body)
-        except UnicodeEncodeError:
-            # text no endpoint can take (a lone surrogate in a tool result or a stored message): send it
-            # cleaned rather than fail the run; the check costs nothing on the normal path
-            response = await open_chat_stream(client, model, clean_value(body))
+
+        async def read(put: Any) -> None:
+            """On the LLM I/O loop: send, then read, decode and check every chunk."""
+            try:
+                response = await open_chat_stream(client, model, body)
+            except UnicodeEncodeError:
+                # text no endpoint can take (a lone surrogate in a tool result or a stored message): send
+                # it cleaned rather than fail the run; the check costs nothing on the normal path
+                response = await open_chat_stream(client, model, clean_value(body))
+            try:
+                async for chunk in response:
+                    put(read_chunk(chunk))  # checked and cleaned: only str/int reach the runtime
+            finally:
+                await response.close()
+
         text: list[str] = []
         thinking: list[str] = []
         partial: dict[int, dict[str, Any]] = {}
@@ -275,9 +295,9 @@ class LlmClient:
                 part["id"] = f"call_{uuid.uuid4().hex[:24]}"
             return ToolCallReady(index, part["id"], part["name"], "".join(part["args"]))
 
+        views = relay_stream(read, threaded=self.threaded)
         try:
-            async for chunk in response:
-                view = read_chunk(chunk)  # checked and cleaned: only str/int reach the runtime
+            async for view in views:
                 if view.usage:
                     usage = view.usage
                 for reasoning in view.reasoning:
@@ -303,7 +323,7 @@ class LlmClient:
                 if view.finish_reason:
                     finish = view.finish_reason
         finally:
-            await response.close()
+            await views.aclose()
         calls: list[ToolCallReady] = []
         for index in sorted(partial):
             if index not in emitted:
@@ -330,11 +350,11 @@ class LlmClient:
             try:
                 deadline = self._deadline()
                 if deadline is None:
-                    return await op()
+                    return await self._on_io(op())
                 limit = asyncio.timeout_at(deadline)
                 try:
                     async with limit:
-                        return await op()
+                        return await self._on_io(op())
                 except TimeoutError:
                     if limit.expired():
                         raise DeadlineExceeded(self.config.llm_deadline_secs) from None

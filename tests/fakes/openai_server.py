@@ -284,6 +284,8 @@ class _OpenAIHandler(FakeHandler):
                 self.fake.stream_ends.append(time.perf_counter())
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away (cancel or timeout): fine
+            with self.fake.lock:  # counted, so a test can see a cancelled client really hung up
+                self.fake.state["disconnects"] = self.fake.state.get("disconnects", 0) + 1
 
 
 @dataclass
