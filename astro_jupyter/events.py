@@ -114,6 +114,16 @@ class PermissionRequest(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class QuestionAnswered(Event):
+    """An ``ask_user`` or ``permission_request`` got its answer. Every open view of the run
+    closes the question, and a reopened session shows what was answered, not "expired"."""
+
+    type: ClassVar[str] = "question_answered"
+    request_id: str
+    answer: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class NotebookRequest(Event):
     """Asks the attached sidebar to read/edit/run a notebook through its open document
     (docs/notebook-bridge.md); answered on the answers route with a JSON object."""
@@ -190,6 +200,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ToolResult,
         AskUser,
         PermissionRequest,
+        QuestionAnswered,
         NotebookRequest,
         Compaction,
         ModelSwitch,

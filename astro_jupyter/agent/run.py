@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import QuestionCancelled
-from ..events import Done, Event
+from ..events import Done, Event, QuestionAnswered
 
 if TYPE_CHECKING:
     from .bus import EventBus
@@ -131,7 +131,12 @@ class RunHandle:
     def answer(self, request_id: str, answer: str) -> bool:
         """Deliver the user's answer to an ask_user / permission_request; False if not pending."""
         # objects stay objects: a notebook_request is answered with a JSON result, questions with text
-        return self.answers.resolve(request_id, answer if isinstance(answer, dict) else str(answer))  # type: ignore[arg-type]
+        if isinstance(answer, dict):
+            return self.answers.resolve(request_id, answer)  # type: ignore[arg-type]
+        accepted = self.answers.resolve(request_id, str(answer))
+        if accepted:  # stored with the run: other tabs and a later reload show it answered
+            self.bus.publish(QuestionAnswered(request_id=request_id, answer=str(answer)))
+        return accepted
 
     async def wait(self) -> Done:
         if self.task is None:

@@ -95,6 +95,14 @@ export interface IPermissionRequestEvent {
   scope?: string;
 }
 
+/** An `ask_user` or `permission_request` got its answer. Every open view of the run closes the question, and a reopened session shows what was answered, not "expired". */
+export interface IQuestionAnsweredEvent {
+  type: 'question_answered';
+  subagent_id?: string | null;
+  request_id: string;
+  answer: string;
+}
+
 /** Asks the attached sidebar to read/edit/run a notebook through its open document (docs/notebook-bridge.md); answered on the answers route with a JSON object. */
 export interface INotebookRequestEvent {
   type: 'notebook_request';
@@ -168,6 +176,7 @@ export type AgentEvent =
   | IToolResultEvent
   | IAskUserEvent
   | IPermissionRequestEvent
+  | IQuestionAnsweredEvent
   | INotebookRequestEvent
   | ICompactionEvent
   | IModelSwitchEvent
@@ -188,6 +197,7 @@ export const EVENT_TYPES: readonly EventType[] = [
   'tool_result',
   'ask_user',
   'permission_request',
+  'question_answered',
   'notebook_request',
   'compaction',
   'model_switch',

@@ -191,6 +191,14 @@ export class TimelineModel {
         );
         this.setWaiting(event.tool_call_id, true);
         break;
+      case 'question_answered': {
+        // answered here, in another tab, or (on reload) before: the question shows what was answered
+        const q = this.questions.get(event.request_id);
+        if (q && (q.answer === null || q.pending || q.answer === 'expired')) {
+          this.setAnswer(event.request_id, event.answer);
+        }
+        break;
+      }
       case 'compaction': {
         const saved =
           event.tokens_before && event.tokens_after

@@ -126,6 +126,31 @@ describe('TimelineModel', () => {
     expect(m.items[m.items.length - 1]).toMatchObject({ kind: 'end', reason: 'cancelled', text: 'Run stopped.' });
   });
 
+  it('a stored question_answered closes the question: a replayed run shows what was answered, not expired', () => {
+    const m = new TimelineModel();
+    feed(m, [
+      { type: 'tool_call', id: 'c1', name: 'run_bash', arguments: { cmd: 'ls' }, step: 1 },
+      { type: 'permission_request', request_id: 'p1', tool_call_id: 'c1', name: 'run_bash', arguments: { cmd: 'ls' }, message: 'Run ls?' },
+      { type: 'question_answered', request_id: 'p1', answer: 'always' },
+      { type: 'ask_user', request_id: 'q1', question: 'Which one?', options: ['A', 'B'] },
+      { type: 'question_answered', request_id: 'q1', answer: 'B' },
+      { type: 'ask_user', request_id: 'q2', question: 'Unanswered?', options: [] },
+      { type: 'question_answered', request_id: 'nope', answer: 'x' },
+      { type: 'done', session_id: 's', run_id: 'run_1', reason: 'finished' }
+    ]);
+    expect(m.question('p1')).toMatchObject({ answer: 'always', pending: false });
+    expect(m.question('q1')!.answer).toBe('B');
+    expect(m.question('q2')!.answer).toBe('expired');
+  });
+
+  it('an answer given in this tab is not overwritten by its own echo', () => {
+    const m = new TimelineModel();
+    feed(m, [{ type: 'ask_user', request_id: 'q1', question: 'Which one?', options: ['A', 'B'] }]);
+    m.setAnswer('q1', 'A');
+    feed(m, [{ type: 'question_answered', request_id: 'q1', answer: 'A' }], 'run_1', 2);
+    expect(m.question('q1')).toMatchObject({ answer: 'A', pending: false, error: null });
+  });
+
   it('marks still-running tools interrupted at done, leaves finished ones alone', () => {
     const m = new TimelineModel();
     const finished: string[] = [];

@@ -361,6 +361,14 @@ class TestPermissionAnswers:
         result = next(e for _, e in events if e["type"] == "tool_result")
         assert result["is_error"]
         assert events[-1][1]["reason"] == "finished"
+        # the answer is part of the record, right after the question: other tabs close the question
+        # live, and a reopened session shows "deny" rather than "no longer waiting"
+        answered = [e for _, e in events if e["type"] == "question_answered"]
+        assert answered == [{"type": "question_answered", "request_id": asked[-1][1]["request_id"], "answer": "deny"}]
+        status, page = await api("GET", f"astro/api/sessions/{started['session_id']}/events")
+        stored = [e["event"] for e in page["events"] if e["event"]["type"] == "question_answered"]
+        assert [(e["request_id"], e["answer"]) for e in stored] == [
+            (request["request_id"], "allow"), (asked[-1][1]["request_id"], "deny")]
 
 
 async def test_session_events_replay_the_stored_runs_folded_and_paged(api: Api, sse: Any, openai_server: Any,
