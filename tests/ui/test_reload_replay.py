@@ -82,3 +82,31 @@ def test_reload_rebuilds_subagents_and_todos_from_stored_events(page, script):
     # the same timeline as live, item for item
     assert page.evaluate(SNAPSHOT_JS) == live
     assert page.astro_errors == []  # type: ignore[attr-defined]
+
+
+def test_reload_shows_how_a_permission_question_was_answered(page, script):
+    """The answer is stored with the run (question_answered): after a reload the question reads
+    "Answered: allow", not "No longer waiting for an answer"."""
+    script.script(
+        Turn.call("run_bash", {"command": "echo replayed"}, id="call_bash"),
+        Turn.say("Done."),
+    )
+    new_session(page)
+    session_id = current_session(page)
+    send(page, "Run echo")
+    panel = page.locator(PANEL)
+    question = panel.locator(".jp-Astro-permission")
+    question.wait_for()
+    question.get_by_role("button", name="Allow", exact=True).click()
+    wait_done(page)
+    assert "Answered: allow" in question.inner_text()
+
+    page.reload()
+    open_panel(page)
+    page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.sessionId === '{session_id}'")
+    page.wait_for_function(f"() => !document.querySelector('{PANEL}').dataset.loading")
+    replayed = panel.locator(".jp-Astro-permission")
+    replayed.wait_for()
+    assert "Answered: allow" in replayed.inner_text()
+    assert "No longer waiting" not in replayed.inner_text()
+    assert replayed.get_by_role("button", name="Allow", exact=True).is_disabled()
