@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 
 from ..errors import RunInterrupted
+from ..background_loop import BackgroundLoop
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -101,10 +102,8 @@ class KernelLoopThread:
         self.shell = shell  # the IPython shell whose namespace kernel_inspect / kernel_run use
         self.model: str | None = None  # set by ``%astro model NAME``; None = config default
         self.session_id: str | None = None  # the session ``%%astro`` continues by default
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._worker = BackgroundLoop("astro-jupyter-loop")
         self._app: "AstroApp | None" = None
-        self._lock = threading.Lock()
         # work for the waiting kernel thread: (fn, arg, future) questions, or (fn, event, None) to show
         self._questions: "queue.Queue[Any]" = queue.Queue()
         self._boxes: set["queue.Queue[Any]"] = set()  # main-thread waits to wake when work arrives
@@ -112,21 +111,7 @@ class KernelLoopThread:
 
     # -- the loop thread -------------------------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def main() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                self._thread = threading.Thread(target=main, name="astro-jupyter-loop", daemon=True)
-                self._thread.start()
-                ready.wait()
-                self._loop = loop
-            return self._loop
+        return self._worker.loop()
 
     def submit(self, coro: Awaitable[T]) -> "concurrent.futures.Future[T]":
         return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())  # type: ignore[arg-type]
@@ -369,7 +354,7 @@ class KernelLoopThread:
 
     # -- shutdown ----------------------------------------------------------------------------------
     def close(self) -> None:
-        if self._loop is None:
+        if not self._worker.started:
             return
 
         async def shutdown() -> None:
@@ -380,8 +365,5 @@ class KernelLoopThread:
             self.submit(shutdown()).result(timeout=30)
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._loop = self._thread = None
+        self._worker.stop()
         self._app = None

@@ -17,48 +17,14 @@ import asyncio
 import collections
 import concurrent.futures
 import threading
-from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Generic, TypeVar
+from typing import AsyncIterator, Awaitable, Callable, Generic, TypeVar
+
+from ..background_loop import BackgroundLoop
 
 T = TypeVar("T")
 
 
-class IoLoop:
-    """A daemon thread running an asyncio loop, started on first use and shared by the process.
-
-    Coroutines submitted here must only touch objects that live on this loop (the ``openai``
-    client and its connection pool are created and used here only).
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def serve() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                threading.Thread(target=serve, name=self._name, daemon=True).start()
-                ready.wait()
-                self._loop = loop
-            return self._loop
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
-        return asyncio.run_coroutine_threadsafe(coro, self.loop())
-
-    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await ``coro`` on the I/O loop; cancelling the caller cancels it there too."""
-        return await asyncio.wrap_future(self.submit(coro))
-
-
-LLM_IO = IoLoop("astro-llm-io")
+LLM_IO = BackgroundLoop("astro-llm-io")
 
 
 class Relay(Generic[T]):

@@ -24,6 +24,8 @@ import {
   IUserItem,
   nextKey,
   NoticeVariant,
+  QuestionFields,
+  questionOf,
   resultStatus,
   TimelineChange,
   TimelineItem
@@ -161,35 +163,11 @@ export class TimelineModel {
         this.setResult(event, parent, runId);
         break;
       case 'ask_user':
-        this.addQuestion(
-          {
-            variant: 'ask_user',
-            requestId: event.request_id,
-            question: event.question,
-            options: event.options ?? [],
-            toolName: '',
-            toolCallId: '',
-            arguments: null
-          },
-          parent,
-          runId
-        );
-        break;
       case 'permission_request':
-        this.addQuestion(
-          {
-            variant: 'permission',
-            requestId: event.request_id,
-            question: event.message || `Allow ${event.name}?`,
-            options: [],
-            toolName: event.name,
-            toolCallId: event.tool_call_id,
-            arguments: event.arguments
-          },
-          parent,
-          runId
-        );
-        this.setWaiting(event.tool_call_id, true);
+        this.addQuestion(questionOf(event), parent, runId);
+        if (event.type === 'permission_request') {
+          this.setWaiting(event.tool_call_id, true);
+        }
         break;
       case 'question_answered': {
         // answered here, in another tab, or (on reload) before: the question shows what was answered
@@ -547,11 +525,7 @@ export class TimelineModel {
     return sub;
   }
 
-  private addQuestion(
-    q: Pick<IQuestionItem, 'variant' | 'requestId' | 'question' | 'options' | 'toolName' | 'toolCallId' | 'arguments'>,
-    parent: ISubagentItem | null,
-    runId: string
-  ): void {
+  private addQuestion(q: QuestionFields, parent: ISubagentItem | null, runId: string): void {
     if (this.questions.has(q.requestId)) {
       return;
     }

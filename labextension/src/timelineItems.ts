@@ -2,7 +2,7 @@
  * The display items of the timeline (what TimelineModel folds events into) and the small pure
  * helpers the model and the history loader share.
  */
-import { IProgressInfo, ITodo } from './tokens';
+import { IAskUserEvent, IPermissionRequestEvent, IProgressInfo, ITodo } from './tokens';
 
 export type ItemKind = 'user' | 'text' | 'thinking' | 'tool' | 'subagent' | 'todo' | 'notice' | 'question' | 'end';
 
@@ -196,4 +196,27 @@ export function resultStatus(result: IToolResult): ToolStatus {
     return 'cancelled';
   }
   return result.isError ? 'error' : 'done';
+}
+
+/** What a question item takes from its event (the item's state is added by the model). */
+export type QuestionFields = Pick<
+  IQuestionItem,
+  'variant' | 'requestId' | 'question' | 'options' | 'toolName' | 'toolCallId' | 'arguments'
+>;
+
+/** An `ask_user` or `permission_request` event as the question the timeline shows. */
+export function questionOf(event: IAskUserEvent | IPermissionRequestEvent): QuestionFields {
+  if (event.type === 'ask_user') {
+    const q = { requestId: event.request_id, question: event.question, options: event.options ?? [] };
+    return { variant: 'ask_user', ...q, toolName: '', toolCallId: '', arguments: null };
+  }
+  return {
+    variant: 'permission',
+    requestId: event.request_id,
+    question: event.message || `Allow ${event.name}?`,
+    options: [],
+    toolName: event.name,
+    toolCallId: event.tool_call_id,
+    arguments: event.arguments
+  };
 }
