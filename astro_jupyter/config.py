@@ -122,12 +122,19 @@ class AstroConfig(Configurable):
     llm_timeout_secs = Float(120.0, help="Timeout for one LLM request (env ASTRO_LLM_TIMEOUT).").tag(config=True)
     _llm_timeout_default = _env_default("llm_timeout_secs", "ASTRO_LLM_TIMEOUT", 120.0)
 
-    llm_io_thread = Bool(
-        help="Read and parse LLM streams on a thread of their own (its own event loop), handing the parsed chunks "
-        "to the server's loop in batches: with many runs streaming, other requests no longer wait behind every "
-        "token's HTTP and JSON work. False: everything on the caller's loop (env ASTRO_LLM_IO_THREAD)."
+    llm_io = Enum(
+        ["auto", "process", "thread", "inline"],
+        help="Where LLM streams are read and parsed (socket reads, HTTP chunking, SSE decoding, JSON): 'process' "
+        "in a helper process of their own, so with many runs streaming the server's interpreter (one GIL) stays "
+        "free for requests; 'thread' on a thread with its own event loop (same process, parsed chunks handed "
+        "over in batches); 'inline' on the caller's loop. 'auto': 'process' in the Jupyter server, 'thread' in "
+        "kernels and the CLI (env ASTRO_LLM_IO)."
     ).tag(config=True)
-    _llm_io_thread_default = _env_default("llm_io_thread", "ASTRO_LLM_IO_THREAD", True)
+
+    @default("llm_io")
+    def _llm_io_default(self) -> str:
+        where = _env("ASTRO_LLM_IO", "auto").strip().lower()
+        return where if where in {"auto", "process", "thread", "inline"} else "auto"
 
     llm_deadline_secs = Float(
         help="Overall limit on one LLM request, from sending it to the end of its stream; llm_timeout_secs only "
@@ -276,6 +283,13 @@ class AstroConfig(Configurable):
     @default("fs_tool_threads")
     def _fs_threads_default(self) -> int:
         return max(1, _env_int("ASTRO_FS_THREADS", 4))
+
+    fs_gate_secs = Float(
+        help="File tools take turns for the interpreter: a job waits at most this long for the one before it, "
+        "then runs alongside (their work is mostly Python, so side by side they only slow the server's "
+        "requests; the bound keeps a hung read from holding up the rest). 0: no turns (env ASTRO_FS_GATE_SECS)."
+    ).tag(config=True)
+    _fs_gate_default = _env_default("fs_gate_secs", "ASTRO_FS_GATE_SECS", 0.5)
 
     max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
 

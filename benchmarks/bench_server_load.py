@@ -20,7 +20,10 @@ counting only the thread that holds the GIL, and prints where that time went by 
 stream, SSE, file-tool threads, ...) and the busiest functions: what to make cheaper.
 
 Prints p50 / p95 / max per case, the events/s the SSE readers received, and the server's CPU
-(cores busy, and CPU ms per delivered event: the figure that stays comparable on a loaded machine). Not part of the test suite; figures depend on the machine.
+(cores busy, and CPU ms per delivered event: the figure that stays comparable on a loaded machine),
+the cores its child processes used (the LLM I/O process, ``AstroConfig.llm_io``), and the cores
+the whole machine was busy (this script, the scripted LLM and the server share it: near the core
+count, latency measures the machine's saturation as much as the server). Not part of the test suite; figures depend on the machine.
 """
 
 from __future__ import annotations
@@ -175,6 +178,33 @@ def cpu_secs(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy_secs() -> float:
+    """CPU seconds all cores spent busy since boot (user, nice, system, irq, softirq, steal), from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The server's child processes (the LLM I/O process, kernels), from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(p) for p in task.read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def children_cpu_secs(pid: int) -> float:
+    total = 0.0
+    for child in child_pids(pid):
+        try:
+            total += cpu_secs(child)
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 async def run_case(url: str, runs: int, window: float, pid: int, profile_to: Path | None = None) -> dict[str, Any]:
     import httpx2
 
@@ -194,6 +224,8 @@ async def run_case(url: str, runs: int, window: float, pid: int, profile_to: Pat
             end = time.perf_counter() + window
             events_before = counts[0]
             cpu_before = cpu_secs(pid)
+            child_before = children_cpu_secs(pid)
+            machine_before = machine_busy_secs()
             spy = None
             if profile_to is not None:
                 local = Path(sys.executable).parent / "py-spy"  # installed into this venv, else on PATH
@@ -208,6 +240,8 @@ async def run_case(url: str, runs: int, window: float, pid: int, profile_to: Pat
                 await asyncio.sleep(max(0.0, 0.02 - (time.perf_counter() - t0)))
             events = counts[0] - events_before
             cpu = cpu_secs(pid) - cpu_before
+            child_cpu = max(0.0, children_cpu_secs(pid) - child_before)
+            machine = machine_busy_secs() - machine_before
             if spy is not None:
                 await asyncio.get_running_loop().run_in_executor(None, spy.wait)
         for s in started:
@@ -217,7 +251,8 @@ async def run_case(url: str, runs: int, window: float, pid: int, profile_to: Pat
     return {"runs": runs, "n": len(latencies), "p50": statistics.median(latencies),
             "p95": latencies[max(0, int(round(0.95 * len(latencies))) - 1)], "max": latencies[-1],
             "events_per_s": events / window, "cpu_share": cpu / window,
-            "cpu_ms_per_event": cpu * 1000 / max(1, events)}
+            "cpu_ms_per_event": cpu * 1000 / max(1, events), "child_cpu_share": child_cpu / window,
+            "machine_share": machine / window}
 
 
 async def chunk_cost(llm_url: str, rounds: int = 4) -> dict[str, float]:
@@ -329,13 +364,14 @@ async def main(cases: list[int], window: float, writers: int, slow_ms: float, ch
                   f"LLM chunks of 4 characters every {chunk_delay * 1000:g} ms per run; "
                   f"cpu count {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
             print(f"{'concurrent runs':>16} {'requests':>9} {'p50':>8} {'p95':>8} {'max':>8} {'events/s':>9} "
-                  f"{'srv cpu':>9} {'ms/event':>9}")
+                  f"{'srv cpu':>9} {'ms/event':>9} {'child cpu':>10} {'machine':>8}")
             print(f"{'idle':>16} {len(idle):>9} {statistics.median(idle):>8.1f} {idle[94]:>8.1f} {idle[-1]:>8.1f} {'-':>9}")
             profile_to = Path(tmp) / "profile.txt" if profile else None
             for i, n in enumerate(cases):
                 row = await run_case(url, n, window, proc.pid, profile_to if i == len(cases) - 1 else None)
                 print(f"{n:>16} {row['n']:>9} {row['p50']:>8.1f} {row['p95']:>8.1f} {row['max']:>8.1f} "
-                      f"{row['events_per_s']:>9.0f} {row['cpu_share']:>9.2f} {row['cpu_ms_per_event']:>9.3f}", flush=True)
+                      f"{row['events_per_s']:>9.0f} {row['cpu_share']:>9.2f} {row['cpu_ms_per_event']:>9.3f} "
+                      f"{row['child_cpu_share']:>10.2f} {row['machine_share']:>8.2f}", flush=True)
         finally:
             stop.set()
             for p in procs:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from ..errors import LlmError, LlmUnavailableError, ServiceTimeoutError
 from ..textsafe import clean_value
 from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
+from .io_process import LLM_PROCESS, Endpoint, RemoteLlmFailure
 from .io_thread import LLM_IO, relay_stream
-from .shape import MalformedChunk, read_chunk
+from .shape import ChunkView, MalformedChunk, read_chunk
 from .types import Completed, ModelSwitched, StreamItem, TextChunk, ThinkingChunk, ToolCallReady
 
 if TYPE_CHECKING:
@@ -56,8 +57,12 @@ class _Failure:
         import openai
 
         self.exc = exc
-        self.status: int | None = getattr(exc, "status_code", None)
         self.deadline = isinstance(exc, DeadlineExceeded)
+        if isinstance(exc, RemoteLlmFailure):  # classified in the LLM I/O process (io_worker)
+            self.status, self.timeout, self.connection = exc.status, exc.timeout, exc.connection
+            self.api, self.message = exc.api, exc.message
+            return
+        self.status: int | None = getattr(exc, "status_code", None)
         self.timeout = self.deadline or isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
         # a connection dropped while the body streams surfaces as a raw httpx2 error
         self.connection = isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)) and not self.timeout
@@ -87,6 +92,29 @@ class _Failure:
         if self.status is not None:
             return f"HTTP {self.status}: {self.message}"
         return self.message
+
+
+def failure_fields(exc: BaseException) -> dict[str, Any]:
+    """How ``_Failure`` sees ``exc``, as JSON: the LLM I/O process sends this in place of the exception."""
+    failure = _Failure(exc)
+    return {"status": failure.status, "timeout": failure.timeout, "connection": failure.connection,
+            "api": failure.api, "message": failure.message}
+
+
+async def read_chat_stream(client: Any, model: str, body: dict[str, Any], put: Callable[[ChunkView], None]) -> None:
+    """Send one chat-completions request, then read, decode and check every chunk into ``put``
+    (on whichever loop reads the streams: this one, the I/O thread's, or the I/O process's)."""
+    try:
+        response = await open_chat_stream(client, model, body)
+    except UnicodeEncodeError:
+        # text no endpoint can take (a lone surrogate in a tool result or a stored message): send
+        # it cleaned rather than fail the run; the check costs nothing on the normal path
+        response = await open_chat_stream(client, model, clean_value(body))
+    try:
+        async for chunk in response:
+            put(read_chunk(chunk))  # checked and cleaned: only str/int reach the runtime
+    finally:
+        await response.close()
 
 
 async def open_chat_stream(client: Any, model: str, body: dict[str, Any]) -> Any:
@@ -150,8 +178,16 @@ class LlmClient:
         self._openai()
 
     @property
+    def io_mode(self) -> str:
+        """Where streams are read: 'process', 'thread' or 'inline' (``AstroConfig.llm_io``; 'auto' is
+        resolved by the front end: the server extension picks 'process', everything else 'thread')."""
+        mode = self.config.llm_io
+        return "thread" if mode == "auto" else mode
+
+    @property
     def threaded(self) -> bool:
-        return bool(self.config.llm_io_thread)
+        """One-shot calls (embeddings, the model list) run on the I/O thread unless everything is inline."""
+        return self.io_mode != "inline"
 
     async def _on_io(self, coro: Any) -> Any:
         """Await ``coro`` where the HTTP client lives: the LLM I/O loop (``io_thread``) or here."""
@@ -267,19 +303,8 @@ class LlmClient:
         if tools:
             body["tools"] = tools
 
-        async def read(put: Any) -> None:
-            """On the LLM I/O loop: send, then read, decode and check every chunk."""
-            try:
-                response = await open_chat_stream(client, model, body)
-            except UnicodeEncodeError:
-                # text no endpoint can take (a lone surrogate in a tool result or a stored message): send
-                # it cleaned rather than fail the run; the check costs nothing on the normal path
-                response = await open_chat_stream(client, model, clean_value(body))
-            try:
-                async for chunk in response:
-                    put(read_chunk(chunk))  # checked and cleaned: only str/int reach the runtime
-            finally:
-                await response.close()
+        async def read(put: Callable[[ChunkView], None]) -> None:
+            await read_chat_stream(client, model, body, put)
 
         text: list[str] = []
         thinking: list[str] = []
@@ -295,7 +320,12 @@ class LlmClient:
                 part["id"] = f"call_{uuid.uuid4().hex[:24]}"
             return ToolCallReady(index, part["id"], part["name"], "".join(part["args"]))
 
-        views = relay_stream(read, threaded=self.threaded)
+        if self.io_mode == "process":
+            endpoint = Endpoint(self.config.openai_base_url or None, self.config.openai_api_key or "not-set",
+                                float(self.config.llm_timeout_secs))
+            views = LLM_PROCESS.stream(endpoint, model, body)
+        else:
+            views = relay_stream(read, threaded=self.io_mode == "thread")
         try:
             async for view in views:
                 if view.usage:

@@ -8,7 +8,8 @@ read and parsed on a dedicated loop; the caller's loop receives the parsed chunk
 one wake-up for whatever arrived meanwhile. The GIL is still shared, but the server's loop only
 waits for the interpreter's switch interval instead of for every stream's callbacks.
 
-``AstroConfig.llm_io_thread`` False runs everything on the caller's loop, as before.
+``AstroConfig.llm_io`` "inline" runs everything on the caller's loop; "process" (the server's default) reads
+the streams in a helper process instead (``io_process.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class Relay(Generic[T]):
 
     def put(self, item: T) -> None:
         self._items.append(item)
+        self._poke()
+
+    def put_many(self, items: list[T]) -> None:
+        self._items.extend(items)
         self._poke()
 
     def finish(self, error: BaseException | None = None) -> None:

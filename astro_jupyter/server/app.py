@@ -33,6 +33,8 @@ class AstroExtensionApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.astro_config = AstroConfig(parent=self)
+        if self.astro_config.llm_io == "auto":  # the server's interpreter stays free for requests
+            self.astro_config.llm_io = "process"
         self.service = AstroApp(self.astro_config, serve=True, source="sidebar")
         from ..services.notebooks import NotebookService
         from .notebooks import ServerNotebookBackend

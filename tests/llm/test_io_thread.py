@@ -63,6 +63,7 @@ async def test_stream_is_read_on_the_io_thread(openai_server: Any, monkeypatch: 
 
     monkeypatch.setattr("astro_jupyter.llm.client.read_chunk", spy)
     openai_server.script(Turn.say("Sgr A* is at the Galactic Centre.", chunk_size=4))
+    monkeypatch.setenv("ASTRO_LLM_IO", "thread")
     client = make_client(openai_server.url)
     items = await collect(client)
     assert "".join(i.delta for i in items if isinstance(i, TextChunk)) == "Sgr A* is at the Galactic Centre."
@@ -70,7 +71,7 @@ async def test_stream_is_read_on_the_io_thread(openai_server: Any, monkeypatch: 
     assert seen == {"astro-llm-io"}
     await client.aclose()
 
-    monkeypatch.setenv("ASTRO_LLM_IO_THREAD", "0")
+    monkeypatch.setenv("ASTRO_LLM_IO", "inline")
     seen.clear()
     openai_server.script(Turn.say("M 31.", chunk_size=2))
     inline = make_client(openai_server.url)

@@ -24,7 +24,7 @@ from astro_jupyter.agent.tools.filesystem.edit import FileEditTool
 from astro_jupyter.agent.tools.filesystem.glob import GlobFilesTool
 from astro_jupyter.agent.tools.filesystem.grep import GrepFilesTool
 from astro_jupyter.agent.tools.filesystem.read import ReadFileTool
-from astro_jupyter.agent.tools.filesystem.regular import fs_pool, run_fs
+from astro_jupyter.agent.tools.filesystem.regular import FsPool, fs_pool, run_fs
 from astro_jupyter.agent.tools.filesystem.write import FileWriteTool
 from astro_jupyter.agent.tools.registry import ToolRegistry
 from astro_jupyter.config import AstroConfig
@@ -181,3 +181,47 @@ def test_fs_threads_setting_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert AstroConfig().fs_tool_threads == 4
     monkeypatch.setenv("ASTRO_FS_THREADS", "9")
     assert AstroConfig().fs_tool_threads == 9
+
+
+def test_file_jobs_take_turns_for_the_interpreter() -> None:
+    """Jobs on the pool's threads run one after another (side by side they only fight over the GIL
+    with the server's event loop), though each still has its own thread."""
+    pool = FsPool(3)
+    spans: list[tuple[float, float, str]] = []
+
+    def job() -> None:
+        start = time.monotonic()
+        time.sleep(0.15)
+        spans.append((start, time.monotonic(), threading.current_thread().name))
+
+    futures = [pool.submit(job, turn_wait=5.0) for _ in range(3)]
+    for f in futures:
+        f.result(timeout=10)
+    spans.sort()
+    assert all(spans[i][1] <= spans[i + 1][0] for i in range(2)), spans
+    # without turns they overlap (the same three jobs)
+    spans.clear()
+    for f in [pool.submit(job) for _ in range(3)]:
+        f.result(timeout=10)
+    spans.sort()
+    assert spans[0][1] > spans[1][0]
+
+
+def test_a_stuck_job_holds_the_others_up_only_for_the_turn_wait() -> None:
+    """A read hung on a dead mount keeps its turn; the next job waits ``fs_gate_secs`` at most, then runs."""
+    pool = FsPool(2)
+    hung = threading.Event()
+    stuck = pool.submit(lambda: hung.wait(30), turn_wait=5.0)
+    time.sleep(0.1)
+    started = time.monotonic()
+    assert pool.submit(lambda: "read", turn_wait=0.3).result(timeout=10) == "read"
+    waited = time.monotonic() - started
+    assert 0.25 <= waited < 3.0
+    hung.set()
+    assert stuck.result(timeout=10) is True
+
+
+def test_fs_gate_setting_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert AstroConfig().fs_gate_secs == 0.5
+    monkeypatch.setenv("ASTRO_FS_GATE_SECS", "0")
+    assert AstroConfig().fs_gate_secs == 0.0

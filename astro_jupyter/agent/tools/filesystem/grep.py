@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .glob import check_pattern, glob_to_regex, resolve_search_dir, walk_files
@@ -18,6 +18,60 @@ from .regular import FileTooLarge, NotRegularFile, kind_of, read_regular, run_fs
 from .security import PathNotAllowed, display_path, project_base, run_owner, sandbox_roots
 
 DEFAULT_MAX_RESULTS = 100
+
+# Line breaks other than "\n" that ``str.splitlines`` also splits on: such files take the line-by-line scan.
+_OTHER_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# What can see past the end of a line when the pattern runs over a whole text: text anchors,
+# lookarounds, explicit newlines, and flags turned off inline (``(?-m:...)``). Patterns with any
+# of these take the line-by-line scan.
+_SEES_PAST_THE_LINE = re.compile(r"\\[AZz]|\(\?<?[=!]|\\n|\n|\(\?[a-zA-Z]*-")
+
+
+def whole_text_form(regex: re.Pattern[str]) -> re.Pattern[str] | None:
+    """``regex`` for one scan of a whole file, or None when that could differ from a per-line scan."""
+    if _SEES_PAST_THE_LINE.search(regex.pattern):
+        return None
+    return re.compile(regex.pattern, regex.flags | re.MULTILINE)
+
+
+def matching_lines(regex: re.Pattern[str], whole: re.Pattern[str] | None, text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line of ``text`` where ``regex.search(line)`` matches, in order,
+    exactly as a scan of ``text.splitlines()`` finds them.
+
+    Why not just that scan: it runs the regex once per line from Python, the largest cost of a
+    grep over a tree, and it holds the server's GIL. When ``whole`` is given (``whole_text_form``)
+    and the text has only "\n" line breaks, one scan of the whole text in C finds the candidate
+    lines and each is checked alone; a match that runs over a line break falls back to the scan.
+    """
+    if whole is not None and not _OTHER_LINE_BREAKS.search(text):
+        found = _candidate_lines(regex, whole, text)
+        if found is not None:
+            yield from found
+            return
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if regex.search(line):
+            yield lineno, line
+
+
+def _candidate_lines(regex: re.Pattern[str], whole: re.Pattern[str], text: str) -> list[tuple[int, str]] | None:
+    found: list[tuple[int, str]] = []
+    lineno, counted_to, last_start = 1, 0, -1
+    for match in whole.finditer(text):
+        if False:
+            return None  # spans lines: only the line-by-line scan says which lines match on their own
+        pos = match.start()
+        if pos >= len(text) and (not text or text.endswith("\n")):
+            break  # past the last line (splitlines has no empty line after a final break)
+        start = text.rfind("\n", 0, pos) + 1
+        if start == last_start:
+            continue  # another match on a line already found
+        lineno += text.count("\n", counted_to, start)
+        counted_to, last_start = start, start
+        end = text.find("\n", pos)
+        line = text[start:] if end < 0 else text[start:end]
+        if regex.search(line):
+            found.append((lineno, line))
+    return found
 
 
 class GrepFilesTool(AgentTool):
@@ -74,6 +128,7 @@ class GrepFilesTool(AgentTool):
         special: list[Path] = []
         files = [base] if base.is_file() else walk_files(base, roots, ctx.cancelled, protect, special)
         matcher = glob_to_regex(file_glob) if file_glob else None
+        whole = whole_text_form(regex)
         matches: list[dict[str, Any]] = []
         skipped_binary = skipped_large = searched = 0
         more = False
@@ -95,14 +150,13 @@ class GrepFilesTool(AgentTool):
                 continue
             searched += 1
             shown = None  # computed at the first match: most files searched have none
-            for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
-                if regex.search(line):
-                    if len(matches) >= max_results:
-                        more = True
-                        break
-                    if shown is None:
-                        shown = display_path(path, ctx.config, shown_base)
-                    matches.append({"path": shown, "line": lineno, "text": line[:MAX_LINE_CHARS]})
+            for lineno, line in matching_lines(regex, whole, data.decode("utf-8", errors="replace")):
+                if len(matches) >= max_results:
+                    more = True
+                    break
+                if shown is None:
+                    shown = display_path(path, ctx.config, shown_base)
+                matches.append({"path": shown, "line": lineno, "text": line[:MAX_LINE_CHARS]})
             if more:
                 break
         notes = []

@@ -11,7 +11,13 @@ seven of those used to take every thread of the default executor, so every other
 * ``run_fs`` runs the blocking part of a file tool on a dedicated pool of ``fs_tool_threads``
   daemon threads: whatever still hangs (a dead network mount) holds one of those, never the
   default executor, and the executor's tool timeout ends the call for the model; a queued job
-  whose call timed out is dropped before it starts. Daemon threads never block process exit.
+  whose call timed out is dropped before it starts. Daemon threads never block process exit;
+* the pool's jobs take turns for the interpreter: a job waits up to ``fs_gate_secs`` for the one
+  before it to finish, then runs. Their work is mostly Python (walking, decoding, matching), so
+  threads running it side by side add no throughput; they only compete for the GIL with the
+  server's event loop, and every request waited (``GET astro/api/sessions`` p95 30 ms with four
+  such threads against 13 ms with one, benchmarks/bench_server_load.py). The wait is bounded so
+  that a job stuck in a hung read holds up the others only that long.
 """
 
 from __future__ import annotations
@@ -100,17 +106,30 @@ class FsPool:
         self._jobs: "queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]" = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._turn = threading.Lock()  # one job's Python work at a time (see the module docstring)
         self.busy = 0
 
-    def submit(self, fn: Callable[[], T]) -> "concurrent.futures.Future[T]":
+    def submit(self, fn: Callable[[], T], turn_wait: float = 0.0) -> "concurrent.futures.Future[T]":
+        """Run ``fn`` on the pool; with ``turn_wait`` > 0 it first waits (that long at most) for its turn."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._jobs.put((future, fn))
+        self._jobs.put((future, self._taking_turns(fn, turn_wait) if turn_wait > 0 else fn))
         with self._lock:
             if len(self._threads) < self.size:  # grown lazily up to the bound; idle threads just wait
                 thread = threading.Thread(target=self._work, name=f"astro-fs-{len(self._threads)}", daemon=True)
                 self._threads.append(thread)
                 thread.start()
         return future
+
+    def _taking_turns(self, fn: Callable[[], T], wait: float) -> Callable[[], T]:
+        def job() -> T:
+            mine = self._turn.acquire(timeout=wait)  # False: the one before is slow or stuck; run anyway
+            try:
+                return fn()
+            finally:
+                if mine:
+                    self._turn.release()
+
+        return job
 
     def _work(self) -> None:
         while True:
@@ -149,4 +168,4 @@ def fs_pool(size: int) -> FsPool:
 async def run_fs(config: Any, fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` on the file-tool pool; cancelling the await drops it if it has not started."""
     pool = fs_pool(int(config.fs_tool_threads))
-    return await asyncio.wrap_future(pool.submit(lambda: fn(*args)))
+    return await asyncio.wrap_future(pool.submit(lambda: fn(*args), float(config.fs_gate_secs)))

@@ -1,0 +1,135 @@
+"""The LLM I/O process: ``python -m astro_jupyter.llm.io_worker`` (started by ``io_process``).
+
+Reads request frames (JSON lines) on stdin, streams each chat completion through the real
+``openai`` client, checks every chunk (``shape.read_chunk``) and writes the checked chunks back
+as JSON lines on stdout, batched: whatever arrived for a stream during one pass of the event
+loop goes out as one line. Errors are classified here (``client.failure_fields``) because the
+``openai`` exception objects do not cross a pipe. Exits when stdin closes (the server exited
+or was killed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import sys
+import threading
+from typing import Any, BinaryIO
+
+from .client import failure_fields, read_chat_stream
+from .shape import ChunkView, MalformedChunk, encode_view
+
+_MAX_CLIENTS = 8  # endpoints kept open at once (a server talks to one or two; tests to many)
+
+
+class Worker:
+    def __init__(self, out: BinaryIO) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.out = out
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.clients: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+        self.pending: dict[int, list[Any]] = {}
+        self.ends: list[dict[str, Any]] = []
+        self.flush_scheduled = False
+
+    # -- output, batched per pass of the loop ------------------------------------------------
+    def _schedule_flush(self) -> None:
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.flush_scheduled = False
+        lines = [json.dumps({"id": rid, "views": views}, separators=(",", ":")) for rid, views in self.pending.items()]
+        lines += [json.dumps(end, separators=(",", ":")) for end in self.ends]  # after the stream's last views
+        self.pending.clear()
+        self.ends.clear()
+        if lines:
+            self.out.write(("\n".join(lines) + "\n").encode())
+            self.out.flush()
+
+    def _put(self, rid: int, view: ChunkView) -> None:
+        self.pending.setdefault(rid, []).append(encode_view(view))
+        self._schedule_flush()
+
+    def _end(self, frame: dict[str, Any]) -> None:
+        self.ends.append(frame)
+        self._schedule_flush()
+
+    # -- requests ------------------------------------------------------------------------------
+    def _client(self, endpoint: dict[str, Any]) -> Any:
+        import openai
+
+        key = (endpoint.get("base_url"), endpoint.get("api_key"), endpoint.get("timeout"))
+        client = self.clients.pop(key, None)
+        if client is None:
+            client = openai.AsyncOpenAI(base_url=key[0] or None, api_key=key[1] or "not-set", max_retries=0,
+                                        timeout=float(key[2] or 120.0))
+            if len(self.clients) >= _MAX_CLIENTS:
+                _, oldest = self.clients.popitem(last=False)
+                self.loop.create_task(oldest.close())
+        self.clients[key] = client
+        return client
+
+    def handle(self, frame: dict[str, Any]) -> None:
+        rid = frame.get("id")
+        if not isinstance(rid, int):
+            return
+        if frame.get("op") == "cancel":
+            task = self.tasks.pop(rid, None)
+            if task is not None:
+                task.cancel()
+        elif frame.get("op") == "open":
+            self.tasks[rid] = self.loop.create_task(self._stream(rid, frame))
+
+    async def _stream(self, rid: int, frame: dict[str, Any]) -> None:
+        try:
+            client = self._client(frame.get("endpoint") or {})
+            await read_chat_stream(client, str(frame.get("model")), frame.get("body") or {},
+                                   lambda view: self._put(rid, view))
+        except asyncio.CancelledError:
+            self.pending.pop(rid, None)  # the reader hung up: nothing more is wanted
+            return
+        except MalformedChunk as exc:
+            self._end({"id": rid, "error": {"malformed": True, "message": str(exc)}})
+        except Exception as exc:  # noqa: BLE001 - classified here, re-raised in the server process
+            self._end({"id": rid, "error": failure_fields(exc)})
+        else:
+            self._end({"id": rid, "end": True})
+        finally:
+            self.tasks.pop(rid, None)
+
+
+async def serve(stdin: BinaryIO, out: BinaryIO) -> None:
+    worker = Worker(out)
+    closed = asyncio.Event()
+
+    def read_frames() -> None:  # blocking reads on a thread: a request body can be megabytes
+        try:
+            for line in stdin:
+                try:
+                    frame = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(frame, dict):
+                    worker.loop.call_soon_threadsafe(worker.handle, frame)
+        finally:
+            worker.loop.call_soon_threadsafe(closed.set)
+
+    threading.Thread(target=read_frames, name="astro-llm-requests", daemon=True).start()
+    await closed.wait()
+    for task in list(worker.tasks.values()):
+        task.cancel()
+
+
+def main() -> None:
+    # The protocol owns stdout: anything a library prints goes to stderr instead.
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    asyncio.run(serve(sys.stdin.buffer, out))
+
+
+if __name__ == "__main__":
+    main()
