@@ -23,7 +23,8 @@ Prints p50 / p95 / max per case, the events/s the SSE readers received, and the 
 (cores busy, and CPU ms per delivered event: the figure that stays comparable on a loaded machine),
 the cores its child processes used (the LLM I/O process, ``AstroConfig.llm_io``), and the cores
 the whole machine was busy (this script, the scripted LLM and the server share it: near the core
-count, latency measures the machine's saturation as much as the server). Not part of the test suite; figures depend on the machine.
+count, latency measures the machine's saturation as much as the server; "steal" is the part a
+hypervisor took for other guests: compare figures taken with little of it). Not part of the test suite; figures depend on the machine.
 """
 
 from __future__ import annotations
@@ -178,10 +179,12 @@ def cpu_secs(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def machine_busy_secs() -> float:
-    """CPU seconds all cores spent busy since boot (user, nice, system, irq, softirq, steal), from /proc/stat."""
+def machine_busy_secs() -> tuple[float, float]:
+    """CPU seconds all cores spent busy since boot (user, nice, system, irq, softirq, steal), and of
+    those the steal (time a hypervisor gave this VM's CPUs to someone else), from /proc/stat."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]) / tick, fields[7] / tick
 
 
 def child_pids(pid: int) -> list[int]:
@@ -241,7 +244,8 @@ async def run_case(url: str, runs: int, window: float, pid: int, profile_to: Pat
             events = counts[0] - events_before
             cpu = cpu_secs(pid) - cpu_before
             child_cpu = max(0.0, children_cpu_secs(pid) - child_before)
-            machine = machine_busy_secs() - machine_before
+            machine_after = machine_busy_secs()
+            machine, steal = machine_after[0] - machine_before[0], machine_after[1] - machine_before[1]
             if spy is not None:
                 await asyncio.get_running_loop().run_in_executor(None, spy.wait)
         for s in started:
@@ -252,7 +256,7 @@ async def run_case(url: str, runs: int, window: float, pid: int, profile_to: Pat
             "p95": latencies[max(0, int(round(0.95 * len(latencies))) - 1)], "max": latencies[-1],
             "events_per_s": events / window, "cpu_share": cpu / window,
             "cpu_ms_per_event": cpu * 1000 / max(1, events), "child_cpu_share": child_cpu / window,
-            "machine_share": machine / window}
+            "machine_share": machine / window, "steal_share": steal / window}
 
 
 async def chunk_cost(llm_url: str, rounds: int = 4) -> dict[str, float]:
@@ -364,14 +368,14 @@ async def main(cases: list[int], window: float, writers: int, slow_ms: float, ch
                   f"LLM chunks of 4 characters every {chunk_delay * 1000:g} ms per run; "
                   f"cpu count {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
             print(f"{'concurrent runs':>16} {'requests':>9} {'p50':>8} {'p95':>8} {'max':>8} {'events/s':>9} "
-                  f"{'srv cpu':>9} {'ms/event':>9} {'child cpu':>10} {'machine':>8}")
+                  f"{'srv cpu':>9} {'ms/event':>9} {'child cpu':>10} {'machine':>8} {'steal':>6}")
             print(f"{'idle':>16} {len(idle):>9} {statistics.median(idle):>8.1f} {idle[94]:>8.1f} {idle[-1]:>8.1f} {'-':>9}")
             profile_to = Path(tmp) / "profile.txt" if profile else None
             for i, n in enumerate(cases):
                 row = await run_case(url, n, window, proc.pid, profile_to if i == len(cases) - 1 else None)
                 print(f"{n:>16} {row['n']:>9} {row['p50']:>8.1f} {row['p95']:>8.1f} {row['max']:>8.1f} "
                       f"{row['events_per_s']:>9.0f} {row['cpu_share']:>9.2f} {row['cpu_ms_per_event']:>9.3f} "
-                      f"{row['child_cpu_share']:>10.2f} {row['machine_share']:>8.2f}", flush=True)
+                      f"{row['child_cpu_share']:>10.2f} {row['machine_share']:>8.2f} {row['steal_share']:>6.2f}", flush=True)
         finally:
             stop.set()
             for p in procs:

@@ -33,6 +33,7 @@ class Worker:
         self.pending: dict[int, list[Any]] = {}
         self.ends: list[dict[str, Any]] = []
         self.flush_scheduled = False
+        self.closed = asyncio.Event()  # stdin closed, or stdout gone: the server exited
 
     # -- output, batched per pass of the loop ------------------------------------------------
     def _schedule_flush(self) -> None:
@@ -46,9 +47,12 @@ class Worker:
         lines += [json.dumps(end, separators=(",", ":")) for end in self.ends]  # after the stream's last views
         self.pending.clear()
         self.ends.clear()
-        if lines:
-            self.out.write(("\n".join(lines) + "\n").encode())
-            self.out.flush()
+        if lines and not self.closed.is_set():
+            try:
+                self.out.write(("\n".join(lines) + "\n").encode())
+                self.out.flush()
+            except OSError:  # the server is gone (its end of the pipe closed): nobody to stream for
+                self.closed.set()
 
     def _put(self, rid: int, view: ChunkView) -> None:
         self.pending.setdefault(rid, []).append(encode_view(view))
@@ -104,7 +108,6 @@ class Worker:
 
 async def serve(stdin: BinaryIO, out: BinaryIO) -> None:
     worker = Worker(out)
-    closed = asyncio.Event()
 
     def read_frames() -> None:  # blocking reads on a thread: a request body can be megabytes
         try:
@@ -116,10 +119,10 @@ async def serve(stdin: BinaryIO, out: BinaryIO) -> None:
                 if isinstance(frame, dict):
                     worker.loop.call_soon_threadsafe(worker.handle, frame)
         finally:
-            worker.loop.call_soon_threadsafe(closed.set)
+            worker.loop.call_soon_threadsafe(worker.closed.set)
 
     threading.Thread(target=read_frames, name="astro-llm-requests", daemon=True).start()
-    await closed.wait()
+    await worker.closed.wait()
     for task in list(worker.tasks.values()):
         task.cancel()
 

@@ -181,3 +181,39 @@ async def test_a_request_that_is_not_json_fails_alone(openai_server: Any) -> Non
     items = await asyncio.wait_for(collect(client), 10)
     assert "".join(i.delta for i in items if isinstance(i, TextChunk)) == "Next request fine."
     await client.aclose()
+
+
+def test_the_worker_exits_when_the_server_is_killed(openai_server: Any) -> None:
+    """kill -9 of the server leaves no worker behind: its stdin closes, and it exits."""
+    openai_server.script(Turn.say("z" * 2000, chunk_size=1, delay=0.01))
+    code = (
+        "import asyncio, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+        "from tests.llm.test_client import make_client\n"
+        "from astro_jupyter.llm.io_process import LLM_PROCESS\n"
+        "async def main():\n"
+        f"    async for item in make_client({openai_server.url!r}).stream([{{'role': 'user', 'content': 'hi'}}]):\n"
+        "        print(LLM_PROCESS.pid, flush=True)\n"
+        "        await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "ASTRO_LLM_IO": "process"},
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        worker = int(server.stdout.readline())
+    finally:
+        server.kill()
+        server.wait()
+
+    def gone() -> bool:
+        try:
+            state = Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        return state in ("Z", "X")  # exited (a zombie until the container's init reaps it)
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not gone():
+        time.sleep(0.05)
+    assert gone(), f"the LLM I/O process {worker} outlived the server"
