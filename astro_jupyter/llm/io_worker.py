@@ -1,4 +1,4 @@
-"""The LLM I/O process: ``python -m astro_jupyter.llm.io_worker`` (started by ``io_process``).
+"""The LLM I/O process, started by ``io_process`` (``python -m astro_jupyter.llm.io_worker`` runs one by hand).
 
 Reads request frames (JSON lines) on stdin, streams each chat completion through the real
 ``openai`` client, checks every chunk (``shape.read_chunk``) and writes the checked chunks back
@@ -30,6 +30,7 @@ class Worker:
         self.out = out
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.clients: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+        self.streaming: collections.Counter[tuple[Any, ...]] = collections.Counter()  # open streams per client
         self.pending: dict[int, list[Any]] = {}
         self.ends: list[dict[str, Any]] = []
         self.flush_scheduled = False
@@ -63,17 +64,20 @@ class Worker:
         self._schedule_flush()
 
     # -- requests ------------------------------------------------------------------------------
-    def _client(self, endpoint: dict[str, Any]) -> Any:
+    def _key(self, endpoint: dict[str, Any]) -> tuple[Any, ...]:
+        return (endpoint.get("base_url"), endpoint.get("api_key"), endpoint.get("timeout"))
+
+    def _client(self, key: tuple[Any, ...]) -> Any:
+        """The cached client for an endpoint; the least recently used idle one is closed past ``_MAX_CLIENTS``."""
         import openai
 
-        key = (endpoint.get("base_url"), endpoint.get("api_key"), endpoint.get("timeout"))
         client = self.clients.pop(key, None)
         if client is None:
             client = openai.AsyncOpenAI(base_url=key[0] or None, api_key=key[1] or "not-set", max_retries=0,
                                         timeout=float(key[2] or 120.0))
-            if len(self.clients) >= _MAX_CLIENTS:
-                _, oldest = self.clients.popitem(last=False)
-                self.loop.create_task(oldest.close())
+            idle = [k for k in self.clients if not self.streaming[k]]
+            if len(self.clients) >= _MAX_CLIENTS and idle:
+                self.loop.create_task(self.clients.pop(idle[0]).close())
         self.clients[key] = client
         return client
 
@@ -89,9 +93,10 @@ class Worker:
             self.tasks[rid] = self.loop.create_task(self._stream(rid, frame))
 
     async def _stream(self, rid: int, frame: dict[str, Any]) -> None:
+        key = self._key(frame.get("endpoint") or {})
+        self.streaming[key] += 1  # never closed under an open stream
         try:
-            client = self._client(frame.get("endpoint") or {})
-            await read_chat_stream(client, str(frame.get("model")), frame.get("body") or {},
+            await read_chat_stream(self._client(key), str(frame.get("model")), frame.get("body") or {},
                                    lambda view: self._put(rid, view))
         except asyncio.CancelledError:
             self.pending.pop(rid, None)  # the reader hung up: nothing more is wanted
@@ -104,6 +109,7 @@ class Worker:
             self._end({"id": rid, "end": True})
         finally:
             self.tasks.pop(rid, None)
+            self.streaming[key] -= 1
 
 
 async def serve(stdin: BinaryIO, out: BinaryIO) -> None:

@@ -217,3 +217,24 @@ def test_the_worker_exits_when_the_server_is_killed(openai_server: Any) -> None:
     while time.monotonic() < deadline and not gone():
         time.sleep(0.05)
     assert gone(), f"the LLM I/O process {worker} outlived the server"
+
+
+@pytest.mark.asyncio
+async def test_a_long_stream_survives_many_other_endpoints(openai_server: Any) -> None:
+    """The worker keeps a few clients (one per endpoint and key); a client with a stream open is
+    never the one closed to make room."""
+    from astro_jupyter.llm import LlmClient
+
+    def client(key: str) -> LlmClient:
+        return LlmClient(AstroConfig(openai_base_url=openai_server.url, openai_api_key=key, llm_max_retries=0))
+
+    openai_server.respond_with(
+        lambda body: Turn.say("long " * 60, chunk_size=5, delay=0.02) if body["messages"][-1]["content"] == "long"
+        else Turn.say("short"))
+    long_one = asyncio.create_task(collect(client("key-long"), [{"role": "user", "content": "long"}]))
+    await asyncio.sleep(0.3)
+    for i in range(12):
+        items = await collect(client(f"key-{i}"))
+        assert "".join(x.delta for x in items if isinstance(x, TextChunk)) == "short"
+    items = await asyncio.wait_for(long_one, 30)
+    assert "".join(x.delta for x in items if isinstance(x, TextChunk)) == "long " * 60
