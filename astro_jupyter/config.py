@@ -136,6 +136,14 @@ class AstroConfig(Configurable):
         where = _env("ASTRO_LLM_IO", "auto").strip().lower()
         return where if where in {"auto", "process", "thread", "inline"} else "auto"
 
+    llm_io_batch_ms = Float(
+        help="With llm_io 'process': the I/O process gathers the chunks of all streams for this long and sends "
+        "them as one write, so the server wakes once for many tokens instead of once per token (tokens reach "
+        "the sidebar in SSE batches of sse_batch_ms anyway). 0: send each pass of its loop (env "
+        "ASTRO_LLM_IO_BATCH_MS)."
+    ).tag(config=True)
+    _llm_io_batch_default = _env_default("llm_io_batch_ms", "ASTRO_LLM_IO_BATCH_MS", 5.0)
+
     llm_deadline_secs = Float(
         help="Overall limit on one LLM request, from sending it to the end of its stream; llm_timeout_secs only "
         "bounds each read, so a server sending keep-alive comments could hold a run forever. Counted as a "

@@ -322,7 +322,7 @@ class LlmClient:
 
         if self.io_mode == "process":
             endpoint = Endpoint(self.config.openai_base_url or None, self.config.openai_api_key or "not-set",
-                                float(self.config.llm_timeout_secs))
+                                float(self.config.llm_timeout_secs), float(self.config.llm_io_batch_ms))
             views = LLM_PROCESS.stream(endpoint, model, body)
         else:
             views = relay_stream(read, threaded=self.io_mode == "thread")

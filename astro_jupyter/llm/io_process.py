@@ -62,6 +62,7 @@ class Endpoint:
     base_url: str | None
     api_key: str
     timeout: float
+    batch_ms: float = 0.0  # how long the worker gathers chunks before one write (``llm_io_batch_ms``)
 
 
 # Started with ``-c``: the server's working directory is the user's (a notebook folder with a
@@ -150,15 +151,27 @@ class LlmProcess:
         return self._worker
 
     def _read(self, worker: _Worker) -> None:
-        """A worker's reader thread: dispatch each line to its stream until the worker's stdout closes."""
+        """A worker's reader thread: dispatch each line to its stream until the worker's stdout closes.
+
+        Whatever one read returns is dispatched together, and the consumers' loops are woken once
+        for all of it (``Relay.wake_all``).
+        """
         out = worker.proc.stdout
         assert out is not None
+        pending = b""
         try:
-            for line in out:
-                try:
-                    self._dispatch(json.loads(line))
-                except Exception:  # noqa: BLE001 - one bad line must not end every other stream
-                    log.exception("astro_jupyter: unreadable line from the LLM I/O process: %r", line[:200])
+            while True:
+                data = out.read1(1 << 16)  # type: ignore[attr-defined]
+                if not data:
+                    return
+                *lines, pending = (pending + data).split(b"\n")
+                woken: list[Relay[ChunkView]] = []
+                for line in lines:
+                    try:
+                        self._dispatch(json.loads(line), woken)
+                    except Exception:  # noqa: BLE001 - one bad line must not end every other stream
+                        log.exception("astro_jupyter: unreadable line from the LLM I/O process: %r", line[:200])
+                Relay.wake_all(woken)
         finally:
             code = worker.proc.wait()
             with self._lock:
@@ -169,7 +182,7 @@ class LlmProcess:
             for relay in relays:
                 relay.finish(RemoteLlmFailure(f"the LLM I/O process exited (code {code})", connection=True))
 
-    def _dispatch(self, frame: dict[str, Any]) -> None:
+    def _dispatch(self, frame: dict[str, Any], woken: list[Relay[ChunkView]]) -> None:
         rid = frame.get("id")
         if "views" in frame:
             entry = self._relays.get(rid)  # type: ignore[arg-type]
@@ -179,7 +192,8 @@ class LlmProcess:
                 except (TypeError, ValueError) as exc:
                     self._end(rid, MalformedChunk(f"the LLM I/O process sent an unreadable chunk ({exc})"))
                 else:
-                    entry[0].put_many(views)
+                    if entry[0].add(views):
+                        woken.append(entry[0])
             return
         error = frame.get("error")
         if not error:

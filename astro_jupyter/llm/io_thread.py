@@ -18,7 +18,7 @@ import asyncio
 import collections
 import concurrent.futures
 import threading
-from typing import AsyncIterator, Awaitable, Callable, Generic, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
 
 from ..background_loop import BackgroundLoop
 
@@ -52,6 +52,15 @@ class Relay(Generic[T]):
         self._items.extend(items)
         self._poke()
 
+    def add(self, items: list[T]) -> bool:
+        """Append without waking the consumer; True when it needs a wake-up (see :func:`wake_all`)."""
+        self._items.extend(items)
+        with self._lock:
+            if self._scheduled:
+                return False
+            self._scheduled = True
+            return True
+
     def finish(self, error: BaseException | None = None) -> None:
         self._error = error
         self._finished = True
@@ -66,6 +75,19 @@ class Relay(Generic[T]):
             self._loop.call_soon_threadsafe(self._wake)
         except RuntimeError:  # the consumer's loop is gone: nobody is waiting any more
             pass
+
+    @staticmethod
+    def wake_all(relays: "list[Relay[Any]]") -> None:
+        """Wake the consumers of ``relays`` (each returned True from ``add``) with one call per event
+        loop: a reader handing over chunks of twenty streams wakes the server's loop once, not twenty times."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[Relay[Any]]] = {}
+        for relay in relays:
+            by_loop.setdefault(relay._loop, []).append(relay)
+        for loop, group in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_wake_each, group)
+            except RuntimeError:  # that loop is gone: nobody is waiting any more
+                pass
 
     def _wake(self) -> None:
         with self._lock:
@@ -92,6 +114,11 @@ class Relay(Generic[T]):
                 await self._waiter
             finally:
                 self._waiter = None
+
+
+def _wake_each(relays: "list[Relay[Any]]") -> None:
+    for relay in relays:
+        relay._wake()
 
 
 async def relay_stream(

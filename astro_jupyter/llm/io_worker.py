@@ -3,7 +3,8 @@
 Reads request frames (JSON lines) on stdin, streams each chat completion through the real
 ``openai`` client, checks every chunk (``shape.read_chunk``) and writes the checked chunks back
 as JSON lines on stdout, batched: whatever arrived for a stream during one pass of the event
-loop goes out as one line. Errors are classified here (``client.failure_fields``) because the
+loop (or, with ``llm_io_batch_ms``, during that many milliseconds for all streams) goes out in
+one write. Errors are classified here (``client.failure_fields``) because the
 ``openai`` exception objects do not cross a pipe. Exits when stdin closes (the server exited
 or was killed).
 """
@@ -34,13 +35,17 @@ class Worker:
         self.pending: dict[int, list[Any]] = {}
         self.ends: list[dict[str, Any]] = []
         self.flush_scheduled = False
+        self.batch_secs = 0.0  # the latest request's ``batch_ms``: one server, one setting
         self.closed = asyncio.Event()  # stdin closed, or stdout gone: the server exited
 
     # -- output, batched per pass of the loop ------------------------------------------------
-    def _schedule_flush(self) -> None:
+    def _schedule_flush(self, now: bool = False) -> None:
         if not self.flush_scheduled:
             self.flush_scheduled = True
-            self.loop.call_soon(self._flush)
+            if now or self.batch_secs <= 0:
+                self.loop.call_soon(self._flush)
+            else:
+                self.loop.call_later(self.batch_secs, self._flush)
 
     def _flush(self) -> None:
         self.flush_scheduled = False
@@ -61,7 +66,7 @@ class Worker:
 
     def _end(self, frame: dict[str, Any]) -> None:
         self.ends.append(frame)
-        self._schedule_flush()
+        self._schedule_flush(now=not self.pending)  # an error before any chunk goes at once
 
     # -- requests ------------------------------------------------------------------------------
     def _key(self, endpoint: dict[str, Any]) -> tuple[Any, ...]:
@@ -93,7 +98,11 @@ class Worker:
             self.tasks[rid] = self.loop.create_task(self._stream(rid, frame))
 
     async def _stream(self, rid: int, frame: dict[str, Any]) -> None:
-        key = self._key(frame.get("endpoint") or {})
+        endpoint = frame.get("endpoint") or {}
+        key = self._key(endpoint)
+        batch_ms = endpoint.get("batch_ms")
+        if isinstance(batch_ms, (int, float)) and 0 <= batch_ms <= 1000:
+            self.batch_secs = batch_ms / 1000
         self.streaming[key] += 1  # never closed under an open stream
         try:
             await read_chat_stream(self._client(key), str(frame.get("model")), frame.get("body") or {},

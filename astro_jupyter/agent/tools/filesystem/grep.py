@@ -20,7 +20,9 @@ from .security import PathNotAllowed, display_path, project_base, run_owner, san
 DEFAULT_MAX_RESULTS = 100
 
 # Line breaks other than "\n" that ``str.splitlines`` also splits on: such files take the line-by-line scan.
-_OTHER_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# (Checked with ``in``, one fast substring search each: a regex character class over the text cost
+# more than the per-line scan it is meant to avoid.)
+_OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 # What can see past the end of a line when the pattern runs over a whole text: text anchors,
 # lookarounds, explicit newlines, and flags turned off inline (``(?-m:...)``). Patterns with any
 # of these take the line-by-line scan.
@@ -43,7 +45,7 @@ def matching_lines(regex: re.Pattern[str], whole: re.Pattern[str] | None, text: 
     and the text has only "\n" line breaks, one scan of the whole text in C finds the candidate
     lines and each is checked alone; a match that runs over a line break falls back to the scan.
     """
-    if whole is not None and not _OTHER_LINE_BREAKS.search(text):
+    if whole is not None and not any(brk in text for brk in _OTHER_LINE_BREAKS):
         found = _candidate_lines(regex, whole, text)
         if found is not None:
             yield from found
@@ -57,7 +59,7 @@ def _candidate_lines(regex: re.Pattern[str], whole: re.Pattern[str], text: str) 
     found: list[tuple[int, str]] = []
     lineno, counted_to, last_start = 1, 0, -1
     for match in whole.finditer(text):
-        if False:
+        if "\n" in match.group():
             return None  # spans lines: only the line-by-line scan says which lines match on their own
         pos = match.start()
         if pos >= len(text) and (not text or text.endswith("\n")):

@@ -57,9 +57,32 @@ def test_a_match_across_lines_falls_back() -> None:
     regex = re.compile(r"a\sb")  # \s matches the newline in the whole text, never within a line
     text = "xa\nb\na b\n"
     assert list(matching_lines(regex, whole_text_form(regex), text)) == [(3, "a b")]
+    # a match from line 1 running into line 2 would hide line 2's own match from the whole-text scan
+    regex = re.compile(r"\s*a")
+    assert list(matching_lines(regex, whole_text_form(regex), "a\na\n")) == [(1, "a"), (2, "a")]
+    regex = re.compile(r"b[^x]*")
+    assert list(matching_lines(regex, whole_text_form(regex), "ab\nb\nc\n")) == [(1, "ab"), (2, "b")]
 
 
 def test_no_empty_line_after_the_final_break() -> None:
     regex = re.compile("^")
     assert list(matching_lines(regex, whole_text_form(regex), "a\n\nb\n")) == [(1, "a"), (2, ""), (3, "b")]
     assert list(matching_lines(regex, whole_text_form(regex), "")) == []
+
+
+def test_candidates_are_checked_line_by_line() -> None:
+    """The whole text gives a line context it does not have alone: between two line breaks ``\\B``
+    matches in the text, but an empty line alone has no position that is not a word boundary...
+    whatever this Python says about it, the answer is the line-by-line one."""
+    regex = re.compile(r"\B")
+    text = "a\n\nb\n"
+    assert list(matching_lines(regex, whole_text_form(regex), text)) == by_lines(regex, text)
+    regex = re.compile(r"^$")
+    assert list(matching_lines(regex, whole_text_form(regex), "x\n\ny")) == [(2, "")]
+
+
+def test_each_line_once_and_other_line_breaks() -> None:
+    regex = re.compile("a")
+    assert list(matching_lines(regex, whole_text_form(regex), "aa a\nb\n")) == [(1, "aa a")]
+    text = "a\rb\na\u2028a\n"  # splitlines also breaks at \r and U+2028: line numbers follow it
+    assert list(matching_lines(regex, whole_text_form(regex), text)) == [(1, "a"), (3, "a"), (4, "a")]
