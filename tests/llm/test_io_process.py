@@ -238,3 +238,20 @@ async def test_a_long_stream_survives_many_other_endpoints(openai_server: Any) -
         assert "".join(x.delta for x in items if isinstance(x, TextChunk)) == "short"
     items = await asyncio.wait_for(long_one, 30)
     assert "".join(x.delta for x in items if isinstance(x, TextChunk)) == "long " * 60
+
+
+@pytest.mark.asyncio
+async def test_the_worker_gathers_chunks_for_llm_io_batch_ms(openai_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a batch window the server takes many tokens per hand-over, and loses none."""
+    from astro_jupyter.llm.io_thread import Relay
+
+    handovers: list[int] = []
+    real = Relay.add
+    monkeypatch.setattr(Relay, "add", lambda self, items: handovers.append(len(items)) or real(self, items))
+    openai_server.script(Turn.say("ab" * 60, chunk_size=1, delay=0.01))  # 120 chunks over ~1.2 s
+    monkeypatch.setenv("ASTRO_LLM_IO_BATCH_MS", "60")
+    client = make_client(openai_server.url)
+    items = await collect(client)
+    assert "".join(i.delta for i in items if isinstance(i, TextChunk)) == "ab" * 60
+    assert sum(handovers) >= 120 and len(handovers) <= 45, handovers
+    await client.aclose()

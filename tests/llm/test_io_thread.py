@@ -116,3 +116,24 @@ async def test_endpoint_errors_keep_their_meaning_across_the_thread(openai_serve
         await collect(client)
     assert len(openai_server.chat_requests) == 3
     await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_wake_all_wakes_a_loop_once_for_many_relays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The I/O process's reader hands chunks of many streams over with one wake-up per event loop."""
+    loop = asyncio.get_running_loop()
+    relays: list[Relay[int]] = [Relay(loop) for _ in range(20)]
+    calls = []
+    real = loop.call_soon_threadsafe
+    monkeypatch.setattr(loop, "call_soon_threadsafe", lambda *a, **k: calls.append(a) or real(*a, **k))
+
+    def reader() -> None:
+        woken = [r for i, r in enumerate(relays) if r.add([i, i + 100])]
+        for r in relays:
+            r.finish()  # a stream's end in the same read: its wake-up is already pending
+        Relay.wake_all(woken)
+
+    threading.Thread(target=reader).start()
+    got = [[i for b in [batch async for batch in r.batches()] for i in b] for r in relays]
+    assert got == [[i, i + 100] for i in range(20)]
+    assert len(calls) == 1  # one wake-up for twenty relays and their ends
