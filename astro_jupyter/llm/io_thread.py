@@ -48,10 +48,6 @@ class Relay(Generic[T]):
         self._items.append(item)
         self._poke()
 
-    def put_many(self, items: list[T]) -> None:
-        self._items.extend(items)
-        self._poke()
-
     def add(self, items: list[T]) -> bool:
         """Append without waking the consumer; True when it needs a wake-up (see :func:`wake_all`)."""
         self._items.extend(items)

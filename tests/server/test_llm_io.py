@@ -36,30 +36,24 @@ async def _answer(api: Api, live_url: Any, jp_auth_header: dict[str, str], promp
     return text
 
 
-async def test_the_server_reads_streams_in_its_io_process(api: Api, live_url: Any, jp_auth_header: dict[str, str],
-                                                          openai_server: Any, astro_service: AstroApp,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("astro_overrides", "mode"),
+    [({}, "process"), ({"llm_io": "thread"}, "thread")],
+    indirect=["astro_overrides"],
+    ids=["auto-is-process", "explicit-thread-kept"],
+)
+async def test_where_the_server_reads_streams(api: Api, live_url: Any, jp_auth_header: dict[str, str],
+                                              openai_server: Any, astro_service: AstroApp,
+                                              monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     from astro_jupyter.llm import shape
 
     parsed_here: list[Any] = []
     real = shape.read_chunk
     monkeypatch.setattr("astro_jupyter.llm.client.read_chunk", lambda c: parsed_here.append(c) or real(c))
     openai_server.script(Turn.say("Vega is an A0 V star.", chunk_size=3))
-    assert astro_service.config.llm_io == "process"
+    assert astro_service.config.llm_io == mode
     assert await _answer(api, live_url, jp_auth_header, "What type is Vega?") == "Vega is an A0 V star."
-    assert parsed_here == [] and LLM_PROCESS.pid is not None
-
-
-@pytest.mark.parametrize("astro_overrides", [{"llm_io": "thread"}], indirect=True)
-async def test_an_explicit_setting_is_kept(api: Api, live_url: Any, jp_auth_header: dict[str, str],
-                                          openai_server: Any, astro_service: AstroApp,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from astro_jupyter.llm import shape
-
-    parsed_here: list[Any] = []
-    real = shape.read_chunk
-    monkeypatch.setattr("astro_jupyter.llm.client.read_chunk", lambda c: parsed_here.append(c) or real(c))
-    openai_server.script(Turn.say("Deneb is an A2 Ia star.", chunk_size=3))
-    assert astro_service.config.llm_io == "thread"
-    assert await _answer(api, live_url, jp_auth_header, "What type is Deneb?") == "Deneb is an A2 Ia star."
-    assert parsed_here  # read on this process's I/O thread
+    if mode == "process":
+        assert parsed_here == [] and LLM_PROCESS.pid is not None  # every chunk was read in the helper
+    else:
+        assert parsed_here  # read on this process's I/O thread
