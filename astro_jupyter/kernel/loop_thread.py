@@ -274,15 +274,20 @@ class KernelLoopThread:
 
     @staticmethod
     def _serve_question(question: _Question, *, reraise: bool = False) -> None:
-        """Ask on this thread; a prompt that fails (or is interrupted) refuses. An interrupt always goes
-        on; other errors too when ``reraise`` (a run's question: the cell stops the run and shows it)."""
+        """Ask on this thread; a prompt that fails (or is interrupted) refuses, and an interrupt goes on.
+        With ``reraise`` (a run's question) the error goes on instead of an answer: the cell stops the
+        run and shows it. No refusal is posted then, or the run could act on "no answer" before the
+        cancel reached it."""
         from ..app.follow import NO_ANSWER
 
         try:
             question.future.set_result(question.fn(question.event))
         except BaseException as exc:  # noqa: BLE001 - includes KeyboardInterrupt at the prompt
+            if reraise:
+                question.future.cancel()  # withdrawn: the run ends cancelled, still waiting for it
+                raise
             question.future.set_result("deny" if question.event.type == "permission_request" else NO_ANSWER)
-            if reraise or isinstance(exc, KeyboardInterrupt):
+            if isinstance(exc, KeyboardInterrupt):
                 raise
 
     @staticmethod

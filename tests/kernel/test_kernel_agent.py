@@ -173,8 +173,21 @@ def test_export_magic_needs_a_session(load) -> None:
         ip.run_line_magic("astro", "export sess_missing -o x.ipynb")
 
 
-def test_a_question_that_cannot_be_asked_does_not_strand_the_session(load, llm_env, monkeypatch) -> None:
-    """input() failing (no stdin) ends the cell with that error, cancels the run and frees the session."""
+@pytest.mark.parametrize("cancel_delay", [0.0, 0.5])
+def test_a_question_that_cannot_be_asked_does_not_strand_the_session(load, llm_env, monkeypatch, cancel_delay) -> None:
+    """input() failing (no stdin) ends the cell with that error, cancels the run and frees the session.
+    The question is withdrawn, not answered: even when the cancel is slow to arrive (0.5 s here), the
+    run never acts on a made-up "no answer"."""
+    if cancel_delay:
+        from astro_jupyter.kernel import loop_thread
+
+        real_cancel = loop_thread.KernelLoopThread.cancel_run
+
+        def slow_cancel(self, handle):  # type: ignore[no-untyped-def]
+            time.sleep(cancel_delay)
+            real_cancel(self, handle)
+
+        monkeypatch.setattr(loop_thread.KernelLoopThread, "cancel_run", slow_cancel)
     llm_env.script(Turn.call("ask_user", {"question": "Which band?"}))
 
     def no_stdin(prompt: str = "") -> str:
