@@ -77,6 +77,27 @@ def local_status(record: PaperRecord | None) -> str:
 
 
 @dataclass
+class Unsearchable:
+    """Papers ``rag_search`` cannot see: ``unparsed`` (first few of ``unparsed_total``) have a PDF
+    and no parse; ``metadata_only`` papers have no text at all."""
+
+    unparsed: list[PaperRecord]
+    unparsed_total: int
+    metadata_only: int
+
+    def note(self) -> str:
+        """One line for a search result; empty when everything in the library is searchable."""
+        if not self.unparsed_total:
+            return ""
+        names = ", ".join(f"{p.id} ({(p.title or '').strip()[:60] or 'untitled'})" for p in self.unparsed[:5])
+        more = f" and {self.unparsed_total - 5} more" if self.unparsed_total > 5 else ""
+        n = self.unparsed_total
+        return (f"Not searchable yet: {n} paper{'s' if n != 1 else ''} in the library {'are' if n != 1 else 'is'} "
+                f"downloaded but not parsed: {names}{more}. Parse {'them' if n != 1 else 'it'} with parse_paper "
+                f"to search {'their' if n != 1 else 'its'} text.")
+
+
+@dataclass
 class AddOutcome:
     record: PaperRecord
     already: bool  # the paper (this PDF, or this identifier) was in the library before
@@ -384,6 +405,29 @@ class LibraryService:
         record = await self.get(paper_id)
         return await self.papers.update(record.id, **fields)
 
+    async def remove(self, paper_id: str) -> PaperRecord:
+        """Delete a paper's row and the files the library made for it (its PDF copy, its Markdown).
+
+        Only files inside ``papers/`` are deleted: a local PDF was copied in, and the user's
+        original stays where it was. Chunks go first, through the parse side (``app.remove_paper``)."""
+        record = await self.get(paper_id)
+        await self.papers.delete(record.id)
+        papers_dir = self.config.papers_dir.resolve()
+        for name in (record.pdf_path, record.markdown_path):
+            if not name:
+                continue
+            path = Path(name)
+            if path.resolve().parent == papers_dir:
+                path.unlink(missing_ok=True)
+        return record
+
+    async def not_searchable(self, limit: int = 20) -> "Unsearchable":
+        """What retrieval cannot find yet: papers with a PDF that were never parsed (listed), and how
+        many are known by metadata only (no text at all)."""
+        counts = await self.papers.count_by_state()
+        unparsed = await self.papers.list(state="downloaded", limit=limit)
+        return Unsearchable(unparsed, counts.get("downloaded", 0), counts.get("metadata", 0))
+
 
 def read_pdf_info(path: Path) -> dict[str, Any]:
     """Title/authors/year/keywords from the PDF's metadata, else from the first page's largest text;
@@ -405,6 +449,8 @@ def _read_pdf_info_locked(path: Path, pymupdf: Any) -> dict[str, Any]:
     with doc:
         if doc.needs_pass:
             raise ToolInputError(f"{path.name} is encrypted; decrypt it before adding it to the library")
+        if doc.page_count == 0:
+            raise ToolInputError(f"{path.name} has no pages: there is nothing in it to read or search")
         meta = doc.metadata or {}
         first_text = doc[0].get_text() if doc.page_count else ""
         title = expand_ligatures((meta.get("title") or "").strip()) or (_largest_text(doc[0]) if doc.page_count else "")

@@ -51,6 +51,28 @@ def fts_query(text: str, *, max_terms: int = 32) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen[:max_terms])
 
 
+# Below these cosines the best passage shares little meaning with the question (all-MiniLM-L6-v2 on
+# the demo papers: related questions 0.5-0.7, unrelated ones 0.06-0.27). A hashed bag of words
+# (lexical-v2) cannot tell, so there the share of the question's words the passage holds decides.
+WEAK_COSINE = 0.35
+WEAK_WORD_SHARE = 0.5
+
+
+def query_words(text: str) -> list[str]:
+    """The question's content words, lower-cased, once each (what ``fts_query`` searches for)."""
+    words = [w.lower() for w in _FTS_TOKEN.findall(text or "")]
+    content = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())] or words
+    return list(dict.fromkeys(content))
+
+
+def word_share(query: str, passage: str) -> tuple[int, int]:
+    """(question words found in the passage, question words); a word counts by its first six
+    letters, a rough stem ("encoding" finds "encoded"), as FTS5's porter stemmer would."""
+    words = query_words(query)
+    lower = passage.lower()
+    return sum(1 for w in words if w[:6] in lower), len(words)
+
+
 def fuse(
     vector: Sequence[tuple[int, float]], floor: float, fts: Sequence[tuple[int, float]], weight: float
 ) -> list[tuple[int, float]]:
@@ -82,12 +104,28 @@ def rrf(rankings: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[tuple[int,
 
 @dataclass
 class Hit:
+    """One retrieved passage. ``score`` only orders hits within one search (the fused score is
+    relative: the best hit of any search gets the top of the scale, relevant or not), so what is
+    shown is absolute: the cosine ``similarity`` to the question and the raw ``bm25``."""
+
     chunk: "ChunkRow"
     score: float
     vector_rank: int | None = None
     fts_rank: int | None = None
     relevance: float | None = None  # the re-ranking call's 0-10 score
     quote: str = ""  # the sentence it quoted from this passage (checked to be in it)
+    similarity: float | None = None  # cosine between question and passage embeddings
+    bm25: float | None = None  # FTS5 BM25, higher is better (None: no word matched)
+
+    def evidence(self) -> str:
+        """How well this passage matches, in absolute terms ("cosine 0.41, BM25 7.2")."""
+        if self.relevance is not None:
+            return f"relevance {self.relevance:g}/10"
+        parts = []
+        if self.similarity is not None:
+            parts.append(f"cosine {self.similarity:.2f}")
+        parts.append(f"BM25 {self.bm25:.1f}" if self.bm25 is not None else "no word match")
+        return ", ".join(parts)
 
     def label(self) -> str:
         parts = [self.chunk.title or self.chunk.paper_id]
@@ -106,7 +144,9 @@ class Hit:
             "section": c.section,
             "page_start": c.page_start,
             "page_end": c.page_end,
-            "score": round(self.score, 6),
+            "rank_score": round(self.score, 6),
+            "similarity": None if self.similarity is None else round(self.similarity, 4),
+            "bm25": None if self.bm25 is None else round(self.bm25, 3),
             "vector_rank": self.vector_rank,
             "fts_rank": self.fts_rank,
             "relevance": self.relevance,
@@ -128,6 +168,7 @@ class RagAnswer:
     answer_call: dict[str, Any] = field(default_factory=dict)  # the answering call: model, latency, usage, cost
     citation_check: dict[str, Any] = field(default_factory=dict)  # invalid [n] found and what was done
     refused: bool = False  # no passage was relevant enough to answer from
+    weak: str = ""  # why even the best passage looks unrelated to the question ("" = it does not)
 
 
 class RagService:
@@ -314,7 +355,30 @@ class RagService:
         rows = await self.repo.get_many([i for i, _ in fused])
         vrank = {i: n for n, (i, _) in enumerate(vector, 1)}
         frank = {i: n for n, (i, _) in enumerate(fts, 1)}
-        return [Hit(rows[i], sc, vrank.get(i), frank.get(i)) for i, sc in fused if i in rows]
+        cosine = dict(vector)
+        bm25 = {i: -sc for i, sc in fts}  # FTS5 gives BM25 negated
+        return [Hit(rows[i], sc, vrank.get(i), frank.get(i), similarity=cosine.get(i), bm25=bm25.get(i))
+                for i, sc in fused if i in rows]
+
+    def weak_match(self, query: str, hits: Sequence[Hit]) -> str:
+        """Why the best of ``hits`` is probably not about the question, or "" when it may be.
+
+        Fused scores cannot say (the best hit of any search tops the scale), so this looks at
+        absolute evidence: a sentence embedding's cosine, else how many question words appear."""
+        if not hits:
+            return ""
+        similarities = [h.similarity for h in hits if h.similarity is not None]
+        if similarities and self.embedder.name != "lexical-v2":
+            best = max(similarities)
+            if best < WEAK_COSINE:
+                return (f"the closest passage has cosine similarity {best:.2f} to the question "
+                        f"(below {WEAK_COSINE:.2f}): the library may not hold what you ask about")
+            return ""
+        found, total = max(word_share(query, h.chunk.text) for h in hits)
+        if total and found / total < WEAK_WORD_SHARE:
+            return (f"the closest passage holds only {found} of the question's {total} words: "
+                    "the library may not hold what you ask about")
+        return ""
 
     def vector_weight(self) -> float:
         """The vector side's share in hybrid fusion: ``hybrid_vector_weight``, or by backend — an equal
@@ -390,6 +454,7 @@ class RagService:
         rerank = llm_ready and self.config.rerank
         hits = await self.search(query, max(k, self.config.rerank_pool) if rerank else k, paper_ids=paper_ids)
         result = RagAnswer(query, hits[:k], vector_error=self.last_vector_error)
+        result.weak = self.weak_match(query, hits[:k])
         if self.reembed_running:
             result.reembed = dict(self.reembed_status)
         if not hits or not llm_ready:

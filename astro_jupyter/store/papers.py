@@ -198,5 +198,9 @@ class PaperRepository:
     async def count(self) -> int:
         return int(await self.db.fetchval("SELECT count(*) FROM papers") or 0)
 
+    async def count_by_state(self) -> dict[str, int]:
+        rows = await self.db.fetchall("SELECT state, count(*) AS n FROM papers GROUP BY state")
+        return {str(r["state"]): int(r["n"]) for r in rows}
+
     async def delete(self, paper_id: str) -> bool:
         return await self.db.execute_rowcount("DELETE FROM papers WHERE id = ?", (paper_id,)) > 0

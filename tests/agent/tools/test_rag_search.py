@@ -35,7 +35,7 @@ async def test_passages_without_llm(services: ServiceContainer, shared_pdfs: Pat
     first = out.metadata["hits"][0]
     assert first["paper_id"] == halo and first["section"] == "3 Results" and first["page_start"] == 1
     assert "[1] Dark Matter in Dwarf Galaxies: A Synthetic Study, 3 Results, pp. 1-2" in out.content
-    assert "cored Burkert profile" in out.content and "score" in out.content
+    assert "cored Burkert profile" in out.content and "BM25" in out.content
     assert len(out.content) <= services.config.max_output_chars
     # filter to one paper, given by its arXiv id
     only = await run_tool(services, "rag_search", {"query": "dark matter halo", "paper_ids": ["2501.10120"], "k": 4})
@@ -46,6 +46,52 @@ async def test_passages_without_llm(services: ServiceContainer, shared_pdfs: Pat
     # hostile query text is just words
     odd = await run_tool(services, "rag_search", {"query": 'crawler" OR NEAR(( "PPO* -'})
     assert not odd.is_error and odd.metadata["hits"][0]["paper_id"] == pasa
+
+
+@pytest.mark.asyncio
+async def test_an_unrelated_question_is_not_scored_as_a_perfect_match(services: ServiceContainer, shared_pdfs: Path) -> None:
+    """A question the library cannot answer (an ASN.1 manual was never parsed) gets the nearest
+    passages labelled as a weak match, with absolute evidence, never a normalised 1.0."""
+    await add_and_parse(services, PDFS / "two_column.pdf")
+    await add_and_parse(services, shared_pdfs / "pasa.pdf")
+    out = await run_tool(services, "rag_search", {"query": "ASN.1 DER encoding library functions", "k": 3})
+    assert not out.is_error
+    assert out.content.startswith("Weak match: the closest passage holds only")
+    assert "score 1.0" not in out.content and "1.0000" not in out.content
+    assert out.metadata["weak"] and all("score" not in h for h in out.metadata["hits"])
+    related = await run_tool(services, "rag_search", {"query": "Which profile does the dark matter halo of the dwarf galaxy follow?"})
+    assert related.metadata["weak"] == "" and "Weak match" not in related.content
+
+
+@pytest.mark.asyncio
+async def test_weak_match_by_cosine_with_a_sentence_model(services: ServiceContainer) -> None:
+    """With a sentence embedding, the cosine decides: an off-topic question is below the line."""
+    from astro_jupyter.services.rag import WEAK_COSINE, Hit
+    from astro_jupyter.store.chunks import ChunkRow
+
+    class Named:
+        name = "local:all-MiniLM-L6-v2"
+
+    services.rag.embedder = Named()
+    chunk = ChunkRow.from_row({"id": 1, "paper_id": "local:x", "seq": 0, "section": "", "part": "body",
+                               "page_start": 1, "page_end": 1, "text": "ASN.1 DER encoding library functions"})
+    far = [Hit(chunk, 1.0, 1, 1, similarity=WEAK_COSINE - 0.1, bm25=3.0)]
+    near = [Hit(chunk, 1.0, 1, 1, similarity=WEAK_COSINE + 0.2, bm25=3.0)]
+    assert "cosine similarity 0.25" in services.rag.weak_match("chocolate cake", far)
+    assert services.rag.weak_match("chocolate cake", near) == ""
+    assert far[0].evidence() == "cosine 0.25, BM25 3.0"
+
+
+@pytest.mark.asyncio
+async def test_unparsed_papers_are_named(services: ServiceContainer, shared_pdfs: Path) -> None:
+    """Papers added but never parsed are said to be unsearchable, in the result and its metadata."""
+    await add_and_parse(services, PDFS / "two_column.pdf")
+    waiting = (await services.library.add_pdf(shared_pdfs / "paper.pdf", fetch=False)).id
+    out = await run_tool(services, "rag_search", {"query": "dark matter halo profile"})
+    assert "Not searchable yet: 1 paper in the library is downloaded but not parsed: " + waiting in out.content
+    assert out.metadata["not_searchable"]["unparsed"] == [waiting]
+    empty = await run_tool(services, "rag_search", {"query": "anything", "paper_ids": [waiting]})
+    assert "downloaded but not parsed" in empty.content
 
 
 @pytest.mark.asyncio

@@ -54,10 +54,16 @@ class RagSearchTool(AgentTool):
         try:
             if args.get("paper_ids"):
                 paper_ids = [(await services.library.get(str(p))).id for p in args["paper_ids"]]
+            unsearchable = await services.library.not_searchable()
+            waiting = unsearchable.note()
+            unsearchable_meta = {"unparsed": [p.id for p in unsearchable.unparsed],
+                                 "unparsed_total": unsearchable.unparsed_total,
+                                 "metadata_only": unsearchable.metadata_only}
             if await services.chunks.count() == 0:
                 return ToolOutput(
-                    "The library has no parsed papers yet: download_paper then parse_paper first.",
-                    metadata={"query": query, "hits": []},
+                    "The library has no parsed papers yet: download_paper then parse_paper first."
+                    + (f"\n{waiting}" if waiting else ""),
+                    metadata={"query": query, "hits": [], "not_searchable": unsearchable_meta},
                 )
             result = await services.rag.answer(query, k, paper_ids=paper_ids)
         except AstroError as exc:
@@ -65,7 +71,8 @@ class RagSearchTool(AgentTool):
         hits = result.hits
         if not hits:
             scope = f" in {', '.join(paper_ids)}" if paper_ids else ""
-            return ToolOutput(f"No passages{scope} match {query!r}.", metadata={"query": query, "hits": []})
+            return ToolOutput(f"No passages{scope} match {query!r}." + (f"\n{waiting}" if waiting else ""),
+                              metadata={"query": query, "hits": [], "not_searchable": unsearchable_meta})
         sources = {n: {"paper_id": h.chunk.paper_id, "title": h.chunk.title, "section": h.chunk.section,
                        "page_start": h.chunk.page_start, "page_end": h.chunk.page_end, "chunk_id": h.chunk.id,
                        "relevance": h.relevance, "quote": h.quote}
@@ -81,8 +88,12 @@ class RagSearchTool(AgentTool):
             "answer_call": result.answer_call,
             "citation_check": result.citation_check,
             "refused": result.refused,
+            "weak": result.weak,
+            "not_searchable": unsearchable_meta,
         }
         note = f"\n(vector search unavailable, full-text only: {result.vector_error})" if result.vector_error else ""
+        if waiting:
+            note += f"\n{waiting}"
         if result.reembed:
             r = result.reembed
             meta["reembed"] = r
@@ -91,18 +102,21 @@ class RagSearchTool(AgentTool):
         budget = max(1500, ctx.config.max_output_chars - 400)
         if result.answer and not result.refused:
             lines = [result.answer, "", "Sources:"]
+            if result.weak and not result.rerank.get("kept"):
+                lines.insert(0, f"(Weak match: {result.weak}.)\n")
             for n in result.cited or range(1, len(hits) + 1):
                 h = hits[n - 1]
                 quote = f' — "{h.quote}"' if h.quote else ""
                 lines.append(f"[{n}] {h.label()} ({h.chunk.paper_id}){quote}")
             return ToolOutput(_fit("\n".join(lines), budget - len(note)) + note, metadata=meta)
         head = f"Top {len(hits)} passages for {query!r}" + (f" (no answer: {result.llm_error})" if result.llm_error else "") + ":"
+        if result.weak and not result.refused:
+            head = f"Weak match: {result.weak}. The nearest passages, not an answer:\n" + head
         lines = [result.answer, "", head] if result.refused else [head]
         per = max(200, (budget - 200) // len(hits) - 120)
         for n, h in enumerate(hits, 1):
             text = h.chunk.text if len(h.chunk.text) <= per else h.chunk.text[:per].rsplit(" ", 1)[0] + " …"
-            score = f"relevance {h.relevance:g}/10" if h.relevance is not None else f"score {h.score:.4f}"
-            lines.append(f"\n[{n}] {h.label()} ({h.chunk.paper_id}; {score})\n{text}")
+            lines.append(f"\n[{n}] {h.label()} ({h.chunk.paper_id}; {h.evidence()})\n{text}")
         return ToolOutput(_fit("\n".join(lines), budget - len(note)) + note, metadata=meta)
 
 
