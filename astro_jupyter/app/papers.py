@@ -2,22 +2,44 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ..errors import AstroError, ToolInputError
 from .common import AppBase
 
 if TYPE_CHECKING:
+    from ..services.parse import ParseResult
     from ..store.papers import PaperRecord
+
+ParseProgress = Callable[..., Awaitable[None]]
 
 
 @dataclass
 class AddedPaper:
-    """What ``add_local`` did: the record, whether it was there already, and what the download did."""
+    """What ``add_local`` did: the record, whether it was there already, what the download did, and
+    the parse that makes it searchable (``parse_error`` when that failed: the paper stays added)."""
 
     record: "PaperRecord"
     already: bool
     notes: list[str]
+    parsed: "ParseResult | None" = None
+    parse_error: str = ""
+
+
+@dataclass
+class AddedFolder:
+    """``add_folder``: each PDF's outcome, and the ones that could not be added (path → why)."""
+
+    added: list[AddedPaper] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RemovedPaper:
+    record: "PaperRecord"
+    chunks: int
 
 
 class PapersMixin(AppBase):
@@ -49,9 +71,15 @@ class PapersMixin(AppBase):
             out["intake_id"] = item.id
         return out
 
-    async def add_local(self, source: str, *, fetch: bool = True, download: bool = False) -> AddedPaper:
+    async def add_local(
+        self, source: str, *, fetch: bool = True, download: bool = False, parse: bool = True,
+        progress: ParseProgress | None = None,
+    ) -> AddedPaper:
         """A local PDF or an identifier into the library now (CLI, kernel); ``download`` fetches the PDF
-        in this call. Raises the service's error on a bad identifier, an unreadable file or a failed download."""
+        in this call, and a paper with a PDF is parsed and indexed unless ``parse`` is false (an added
+        paper nobody can search is a trap: rag_search would answer from the others). Raises the
+        service's error on a bad identifier, an unreadable file or a failed download; a failed parse
+        leaves the paper added and says why in ``parse_error``."""
         outcome = await self.services.library.add_checked(source, fetch=fetch)
         paper = outcome.record
         notes: list[str] = []
@@ -59,4 +87,39 @@ class PapersMixin(AppBase):
             result = await self.services.downloads.download(paper.id)
             paper = result.paper
             notes.append(f"downloaded via {result.channel} from {result.url}")
-        return AddedPaper(paper, bool(outcome.already), notes)
+        added = AddedPaper(paper, bool(outcome.already), notes)
+        if parse and paper.state == "downloaded":
+            try:
+                added.parsed = await self.services.parser.parse(paper.id, progress)
+            except AstroError as exc:
+                added.parse_error = str(exc)
+            added.record = await self.services.library.get(paper.id)
+        return added
+
+    async def add_folder(
+        self, folder: str | Path, *, fetch: bool = True, parse: bool = True,
+        progress: Callable[[Path, int, int], Awaitable[ParseProgress | None]] | None = None,
+    ) -> AddedFolder:
+        """Every PDF directly in ``folder`` (sorted by name), each added as ``add_local`` adds one; a file
+        that fails is listed with its reason and the rest go on. ``progress(path, n, total)`` is called
+        before each file and may return the per-page progress callback for its parse."""
+        path = Path(folder).expanduser()
+        if not path.is_dir():
+            raise ToolInputError(f"no such folder: {folder}")
+        pdfs = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() == ".pdf")
+        if not pdfs:
+            raise ToolInputError(f"{folder} holds no PDF files (*.pdf)")
+        out = AddedFolder()
+        for n, pdf in enumerate(pdfs, 1):
+            pages = await progress(pdf, n, len(pdfs)) if progress is not None else None
+            try:
+                out.added.append(await self.add_local(str(pdf), fetch=fetch, parse=parse, progress=pages))
+            except AstroError as exc:
+                out.failed[str(pdf)] = str(exc)
+        return out
+
+    async def remove_paper(self, paper_id: str) -> RemovedPaper:
+        """Take a paper out of the library: its passages and vectors (so no search returns them), its row,
+        and the PDF copy and Markdown the library made. Notes on it are kept (they are the user's)."""
+        record, chunks = await self.services.parser.remove(paper_id)
+        return RemovedPaper(record, chunks)

@@ -134,6 +134,8 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
         },
         "/astro/api/papers/{paper_id}": {
             "get": _op("One paper by library id or identifier", {"200": _json(_ref("Paper"))}, params=[_path_param("paper_id")]),
+            "delete": _op("Remove a paper from the library: its passages, PDF copy and Markdown (notes stay)",
+                          {"200": _json(_obj({"removed": _STR, "chunks": {"type": "integer"}}))}, params=[_path_param("paper_id")]),
         },
         "/astro/api/notes": {
             "get": _op("Notes, optionally of one paper or session, or matching q", {"200": _json(_obj({"notes": {"type": "array", "items": {"type": "object"}}})),

@@ -1,4 +1,4 @@
-"""The paper library: ``astro/api/papers`` (list with state, add by identifier) and one paper."""
+"""The paper library: ``astro/api/papers`` (list with state, add by identifier) and one paper (show, remove)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,12 @@ class PaperHandler(AstroHandler):
     @authorized
     async def get(self, paper_id: str) -> None:
         self.write_json(await self.service.get_paper(unquote(paper_id)))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, paper_id: str) -> None:
+        removed = await self.service.remove_paper(unquote(paper_id))
+        self.write_json({"removed": removed.record.id, "chunks": removed.chunks})
 
 
 handlers = [

@@ -11,6 +11,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import {
   IMessagesReply,
   IModelsReply,
+  IPaper,
   ISearchHit,
   ISearchReply,
   ISession,
@@ -174,6 +175,15 @@ export class AstroAPI {
 
   switchModel(model: string): Promise<{ current: string; previous?: string }> {
     return this.call('api/models/current', json('PUT', { model }));
+  }
+
+  async listPapers(): Promise<IPaper[]> {
+    return (await this.call<{ papers: IPaper[] }>('api/papers')).papers;
+  }
+
+  /** Take a paper out of the library (its passages, PDF copy and Markdown; notes stay). */
+  removePaper(id: string): Promise<{ removed: string; chunks: number }> {
+    return this.call(`api/papers/${enc(id)}`, { method: 'DELETE' });
   }
 
   bookmarkletUrl(): string {

@@ -153,3 +153,12 @@ export type PermissionAnswer = 'allow' | 'deny' | 'always';
 
 export const MARK_START = '\u00ab';
 export const MARK_END = '\u00bb';
+
+/** A library paper as ``GET astro/api/papers`` lists it (the fields the sidebar shows). */
+export interface IPaper {
+  id: string;
+  title: string;
+  state: 'metadata' | 'downloaded' | 'parsed' | string;
+  year?: number | null;
+  authors?: string[];
+}

@@ -47,7 +47,8 @@ def test_add_pdf_then_list(cli_env: dict[str, str], capsys: pytest.CaptureFixtur
     assert main(["library", "add", str(pdf)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("added local:variable-stars-in-rubin-data")
-    assert "downloaded" in out and f"PDF: {astro_home / 'papers' / 'local_variable-stars-in-rubin-data.pdf'}" in out
+    assert f"PDF: {astro_home / 'papers' / 'local_variable-stars-in-rubin-data.pdf'}" in out
+    assert "parsed 1 page into 1 passage (1 embedded): searchable with rag_search" in out
     assert main(["library", "add", "2301.01234v2"]) == 0
     out = capsys.readouterr().out
     assert "arxiv:2301.01234" in out and "metadata" in out and "Quenching of dwarf galaxy satellites" in out
@@ -55,10 +56,10 @@ def test_add_pdf_then_list(cli_env: dict[str, str], capsys: pytest.CaptureFixtur
     listing = run_json(capsys, "library", "list", "--json")
     assert isinstance(listing, list)
     assert {p["id"]: p["state"] for p in listing} == {
-        "local:variable-stars-in-rubin-data": "downloaded",
+        "local:variable-stars-in-rubin-data": "parsed",
         "arxiv:2301.01234": "metadata",
     }
-    assert main(["library", "list", "--state", "downloaded"]) == 0
+    assert main(["library", "list", "--state", "parsed"]) == 0
     text = capsys.readouterr().out
     assert "local:variable-stars-in-rubin-data" in text and "arxiv:2301.01234" not in text
 
@@ -67,12 +68,12 @@ def test_add_doi_with_download(cli_env: dict[str, str], capsys: pytest.CaptureFi
     file_fake.state["routes"]["/pdf/1111.0962"] = Route(body=make_pdf("CALIFA"))
     paper = run_json(capsys, "library", "add", "10.1051/0004-6361/201117353", "--download", "--json")
     assert isinstance(paper, dict)
-    assert paper["id"] == "arxiv:1111.0962" and paper["state"] == "downloaded"
+    assert paper["id"] == "arxiv:1111.0962" and paper["state"] == "parsed" and paper["parse"]["chunks"] == 1
     assert paper["authors"][0] == "Sánchez, S. F."
     assert Path(paper["pdf_path"]) == astro_home / "papers" / "arxiv_1111.0962.pdf"
     assert main(["library", "show", "2012A&A...538A...8S"]) == 0
     shown = capsys.readouterr().out
-    assert "Library id: arxiv:1111.0962 · status: downloaded" in shown and "Citations: 1021" in shown
+    assert "Library id: arxiv:1111.0962 · status: parsed" in shown and "Citations: 1021" in shown
 
 
 def test_errors_exit_1_with_a_message(cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -98,11 +99,19 @@ def test_real_pdf_through_the_installed_command(cli_env: dict[str, str], shared_
     paper = json.loads(added.stdout)
     assert paper["title"] == "A Perspective on Explanations of Molecular Prediction Models"
     assert paper["metadata"]["pages"] == 41 and paper["source"] == "local"
+    assert paper["state"] == "parsed" and paper["parse"]["pages"] == 41 and paper["parse"]["chunks"] > 40
     listed = subprocess.run(
         [sys.executable, "-m", "astro_jupyter.cli", "library", "list"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
     )
-    assert listed.returncode == 0 and paper["id"] in listed.stdout and "downloaded" in listed.stdout
+    assert listed.returncode == 0 and paper["id"] in listed.stdout and "parsed" in listed.stdout
+    # searchable at once: the passage that answers comes from the paper just added
+    found = subprocess.run(
+        [sys.executable, "-m", "astro_jupyter.cli", "tool", "rag_search", "query=explanations of molecular prediction models"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    assert f"({paper['id']};" in found.stdout and "Not searchable yet" not in found.stdout
 
 
 def test_adding_the_same_pdf_or_id_twice_says_already_in_the_library(
@@ -135,3 +144,63 @@ def test_a_pdf_keeps_its_own_identity_when_ads_answers_with_another_paper(
     assert out.startswith("added arxiv:2501.10120") and "PaSa: An LLM Agent for Paper Search" in out
     assert "LSST" not in out.splitlines()[0]  # only named in the note on what was ignored
     assert "kept the PDF's own" in out and "different paper" in out
+
+
+EMPTY_PDF = b"%PDF-1.4\n1 0 obj <</Type/Catalog/Pages 2 0 R>> endobj\n2 0 obj <</Type/Pages/Kids[]/Count 0>> endobj\ntrailer <</Root 1 0 R>>\n%%EOF\n"
+
+
+def test_no_parse_leaves_it_unsearchable_and_says_so(cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pdf = tmp_path / "draft.pdf"
+    pdf.write_bytes(make_pdf("Variable stars in Rubin data"))
+    assert main(["library", "add", str(pdf), "--no-parse"]) == 0
+    out = capsys.readouterr().out
+    assert "not searchable until parsed: astro-jupyter tool parse_paper paper_id=local:variable-stars-in-rubin-data" in out
+    assert main(["tool", "rag_search", "query=variable stars"]) == 0
+    assert "Not searchable yet: 1 paper in the library is downloaded but not parsed: local:variable-stars-in-rubin-data" in capsys.readouterr().out
+
+
+def test_a_pdf_with_no_pages_is_refused_at_add(cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pdf = tmp_path / "empty.pdf"
+    pdf.write_bytes(EMPTY_PDF)
+    assert main(["library", "add", str(pdf)]) == 1
+    assert "empty.pdf has no pages" in capsys.readouterr().err
+    assert run_json(capsys, "library", "list", "--json") == []
+
+
+def test_a_folder_adds_every_pdf_and_lists_failures(cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = tmp_path / "reading list"
+    folder.mkdir()
+    (folder / "a.pdf").write_bytes(make_pdf("Variable stars in Rubin data"))
+    (folder / "B.PDF").write_bytes(make_pdf("Quenching of dwarf satellites"))
+    (folder / "broken.pdf").write_bytes(EMPTY_PDF)
+    (folder / "notes.txt").write_text("not a paper")
+    assert main(["library", "add", str(folder)]) == 1  # one file failed: said, and the rest added
+    captured = capsys.readouterr()
+    assert "2 added, 0 already in the library, 1 failed" in captured.out
+    assert "broken.pdf: broken.pdf has no pages" in captured.err and "[3/3] broken.pdf" in captured.err
+    listing = run_json(capsys, "library", "list", "--json")
+    assert sorted((p["title"], p["state"]) for p in listing) == [  # type: ignore[union-attr]
+        ("Quenching of dwarf satellites", "parsed"), ("Variable stars in Rubin data", "parsed")]
+    assert main(["library", "add", str(folder)]) == 1
+    assert "0 added, 2 already in the library, 1 failed" in capsys.readouterr().out
+    assert main(["library", "add", str(tmp_path)]) == 1
+    assert "holds no PDF files" in capsys.readouterr().err
+
+
+def test_remove_takes_the_paper_and_its_passages_out(cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, astro_home: Path) -> None:
+    pdf = tmp_path / "draft.pdf"
+    pdf.write_bytes(make_pdf("Variable stars in Rubin data"))
+    assert main(["library", "add", str(pdf)]) == 0
+    capsys.readouterr()
+    paper_id = "local:variable-stars-in-rubin-data"
+    copy = astro_home / "papers" / "local_variable-stars-in-rubin-data.pdf"
+    assert copy.is_file()
+    assert main(["library", "remove", paper_id]) == 1  # no terminal to confirm on: nothing removed
+    assert "pass --yes" in capsys.readouterr().err and copy.is_file()
+    assert run_json(capsys, "library", "remove", paper_id, "--yes", "--json") == {"removed": paper_id, "chunks": 1}
+    assert not copy.exists() and pdf.is_file()  # the library's copy goes, the user's original stays
+    assert run_json(capsys, "library", "list", "--json") == []
+    assert main(["tool", "rag_search", "query=variable stars"]) == 0
+    assert "no parsed papers yet" in capsys.readouterr().out
+    assert main(["library", "remove", paper_id, "--yes"]) == 1
+    assert "not in the library" in capsys.readouterr().err

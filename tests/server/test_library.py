@@ -43,6 +43,17 @@ async def test_add_list_and_get_papers(api: Api) -> None:
     assert status == 400 and err["reason"] == "invalid_argument"
 
 
+async def test_remove_a_paper(api: Api) -> None:
+    status, paper = await api("POST", "astro/api/papers", body={"identifier": "2301.01234", "download": False})
+    assert status == 201
+    status, removed = await api("DELETE", "astro/api/papers/arXiv:2301.01234")
+    assert status == 200 and removed == {"removed": "arxiv:2301.01234", "chunks": 0}
+    status, listed = await api("GET", "astro/api/papers")
+    assert listed["papers"] == []
+    status, err = await api("DELETE", "astro/api/papers/arxiv:2301.01234")
+    assert status == 404 and err["reason"] == "not_found"
+
+
 async def test_notes_route(api: Api) -> None:
     if not hasattr(ServiceContainer, "notes"):
         status, err = await api("GET", "astro/api/notes")

@@ -147,6 +147,16 @@ class ParseService:
             embed_error,
         )
 
+    async def remove(self, identifier: str) -> tuple[Any, int]:
+        """Undo what adding and parsing made: the paper's passages and their vectors (so no search
+        returns them), its row, and the PDF copy and Markdown in ``papers/``. Returns (record, passages)."""
+        record = await self.library.get(identifier)
+        chunk_ids = await self.chunks.removed_ids(record.id)
+        self.rag.forget(chunk_ids)
+        await self.chunks.replace(record.id, [])
+        await self.library.remove(record.id)
+        return record, len(chunk_ids)
+
     # -- reading ------------------------------------------------------------------------------
     async def sections(self, identifier: str) -> tuple[Any, list[Section]]:
         record = await self.library.get(identifier)

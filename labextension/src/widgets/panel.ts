@@ -20,6 +20,7 @@ import { IRenderContext } from './items';
 import { ModelChooser } from './modelChooser';
 import { buildComposer, buildHeader, IconToolButton } from './panelChrome';
 import { DEFAULT_SETTINGS, IAstroPanelOptions, IAstroSettings } from './panelOptions';
+import { openLibrary } from './libraryView';
 import { SessionsView } from './searchView';
 import { TimelineView } from './timelineView';
 
@@ -471,6 +472,11 @@ export class AstroPanel extends Panel {
     });
     c.addCommand('astro:rename', { label: 'Rename chat…', isEnabled: () => !!this.sessions.currentId, execute: () => void this.renameSession() });
     c.addCommand('astro:delete', { label: 'Delete chat…', isEnabled: () => !!this.sessions.currentId, execute: () => void this.deleteSession() });
+    c.addCommand('astro:library', {
+      label: 'Library…',
+      caption: 'The papers in the library: which are searchable, and remove',
+      execute: () => void openLibrary(this.api, error => this.showError('Could not list the library', error))
+    });
     c.addCommand('astro:bookmarklet', {
       label: 'Bookmarklet…',
       caption: 'Send papers from your browser to this library',
@@ -496,6 +502,7 @@ export class AstroPanel extends Panel {
     this.moreMenu.addItem({ command: 'astro:rename' });
     this.moreMenu.addItem({ command: 'astro:delete' });
     this.moreMenu.addItem({ type: 'separator' });
+    this.moreMenu.addItem({ command: 'astro:library' });
     this.moreMenu.addItem({ command: 'astro:bookmarklet' });
     this.moreMenu.addItem({ command: 'astro:settings' });
   }

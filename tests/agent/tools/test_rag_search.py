@@ -282,3 +282,29 @@ async def test_front_matter_before_the_first_heading_is_searchable(services: Ser
     assert any(h["chunk_id"] in {c.id for c in front} for h in out.metadata["hits"])
     fts_only = await services.rag.search("explainable artificial intelligence", 10, mode="fts", paper_ids=[pid])
     assert any(h.chunk.part == "front" for h in fts_only)
+
+
+@pytest.mark.asyncio
+async def test_remove_paper_asks_then_takes_its_passages_out(services: ServiceContainer) -> None:
+    from astro_jupyter.agent.tools.astro.paper import tools as paper_tool_list
+    from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
+
+    halo = await add_and_parse(services, PDFS / "two_column.pdf")
+    executor = make_executor(services, paper_tool_list(services.config), mode="auto")
+    # nobody to answer: denied, nothing removed
+    [denied] = await executor.execute([call("remove_paper", json.dumps({"paper_id": halo}))], make_ctx(services, Recorder()))
+    assert denied.output.is_error and "no one is there to answer" in denied.output.content
+    assert (await services.library.get(halo)).state == "parsed" and await services.chunks.count(halo) > 0
+    asked: list[str] = []
+
+    async def allow(request) -> str:
+        asked.append(request.message)
+        return "allow"
+
+    [done] = await executor.execute([call("remove_paper", json.dumps({"paper_id": halo}))],
+                                    make_ctx(services, Recorder(), ask_permission=allow))
+    assert asked == [f"remove_paper wants to remove {halo} from the library (its passages, PDF copy and Markdown; notes stay)"]
+    assert not done.output.is_error and done.output.metadata["chunks"] > 0
+    assert await services.chunks.count() == 0 and await services.library.find(halo) is None
+    out = await run_tool(services, "rag_search", {"query": "Burkert profile dark matter halo"})
+    assert "no parsed papers yet" in out.content

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ....errors import AstroError
-from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
@@ -216,5 +216,32 @@ class GetPaperContentTool(AgentTool):
         )
 
 
+class RemovePaperTool(AgentTool):
+    name = "remove_paper"
+    description = (
+        "Remove a paper from the library: its parsed passages (rag_search stops finding them), its PDF copy "
+        "and Markdown. Notes on it are kept. Always asks the user first."
+    )
+    parameters = {"type": "object", "properties": {"paper_id": _PAPER_ID}, "required": ["paper_id"], "additionalProperties": False}
+    interrupt_behavior = InterruptBehavior.BLOCK
+    defer_loading = True
+
+    def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
+        paper_id = str(args.get("paper_id") or "")
+        return [PermissionRule("ask", self.name, f"remove_paper wants to remove {paper_id} from the library "
+                                                 "(its passages, PDF copy and Markdown; notes stay)")]
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        paper_id = str(args.get("paper_id") or "").strip()
+        if not paper_id:
+            return ToolOutput.error("remove_paper needs a 'paper_id' (library id, arXiv id, DOI or bibcode).")
+        try:
+            record, chunks = await ctx.services.parser.remove(paper_id)
+        except AstroError as exc:
+            return ToolOutput.error(f"Cannot remove {paper_id!r}: {exc}", paper_id=paper_id, reason=exc.reason)
+        return ToolOutput(f"Removed {record.title or record.id} ({record.id}) and its {chunks} passages from the library.",
+                          metadata={"paper_id": record.id, "chunks": chunks})
+
+
 def tools(config: "AstroConfig") -> list[AgentTool]:
-    return [ParsePaperTool(), GetPaperContentTool()]
+    return [ParsePaperTool(), GetPaperContentTool(), RemovePaperTool()]
