@@ -271,10 +271,13 @@ class AgentRuntime:
             from .compaction import load_history
 
             history = await load_history(self.services, state.session_id)  # summary of compacted messages first
-            user_msg = {"role": "user", "content": prompt + state.prompt_context}  # e.g. the open notebook
             changed = state.previous_model  # this turn runs another model than the last
-            turn_meta = {"model": state.model or self.llm.model, "previous_model": changed} if changed else None
-            await self.services.messages.append(state.session_id, user_msg, run_id=state.run_id, metadata=turn_meta)
+            turn_meta = {"model": state.model or self.llm.model, "previous_model": changed} if changed else {}
+            if state.prompt_context:  # e.g. the open notebook: stored apart from what the user typed
+                turn_meta["context"] = state.prompt_context
+            await self.services.messages.append(state.session_id, {"role": "user", "content": prompt},
+                                                run_id=state.run_id, metadata=turn_meta or None)
+            user_msg = {"role": "user", "content": prompt + state.prompt_context}
             state.messages = [{"role": "system", "content": system}, *history, user_msg]
             reason = await self._loop(handle, registry)
         except asyncio.CancelledError:

@@ -41,8 +41,13 @@ class MessageRecord:
         )
 
     def to_chat(self) -> dict[str, Any]:
-        """The message as the chat-completions API wants it."""
-        msg: dict[str, Any] = {"role": self.role, "content": self.content}
+        """The message as the chat-completions API wants it. A prompt's ``context`` (the note about the
+        open notebook the model was given) is stored apart from what the user typed, and joined
+        back here: the model sees what it saw then, the user's bubble and search only the words."""
+        content = self.content
+        if self.role == "user" and isinstance(self.metadata.get("context"), str):
+            content += self.metadata["context"]
+        msg: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
             msg["tool_calls"] = self.tool_calls
         if self.tool_call_id:

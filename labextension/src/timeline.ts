@@ -295,6 +295,9 @@ export class TimelineModel {
 
   add(item: TimelineItem, parent: ISubagentItem | null, at?: number): void {
     item.parent = parent;
+    // every item says when it happened: a replayed tool line, question or banner carries its
+    // stored event's time (the "Astro · 21:04" header above a tool line read the reopen time)
+    item.time ??= this.now();
     if (item.runId) {
       const mine = this.byRun.get(item.runId);
       if (mine) {

@@ -92,3 +92,24 @@ describe('reopened session, rendered', () => {
     expect(html.replace(/ data-message-id="\d+"/g, '')).toEqual(markup(live).replace(/ data-message-id="\d+"/g, ''));
   });
 });
+
+describe('reopened session, times', () => {
+  it('stamps the agent header with when the run happened, not when it was reopened', () => {
+    const prompt: IStoredMessage = { id: 1, session_id: 's', run_id: 'r1', role: 'user', content: 'Where is M 87?',
+      created_at: '2026-01-05T09:30:00Z' } as IStoredMessage;
+    // the first thing the agent did was a tool call (no text item carries a time of its own)
+    const stored: IStoredEvent[] = run.slice(0, 1).concat(run.slice(7)).map((event, i) => ({
+      run_id: 'r1', seq: i + 1, time: '2026-01-05T09:31:00Z', event
+    }));
+    const model = new TimelineModel();
+    const view = new TimelineView(model, ctx());
+    document.body.appendChild(view.node);
+    model.loadMessages([prompt], null, new Map([['r1', 'max_steps']]), stored);
+    view.flush();
+    const times = Array.from(view.node.querySelectorAll('time')).map(t => t.getAttribute('datetime'));
+    expect(times).toEqual(['2026-01-05T09:30:00.000Z', '2026-01-05T09:31:00.000Z']);
+    for (const item of model.walk(model.items)) {
+      expect(item.time).toBe(Date.parse('2026-01-05T09:31:00Z') - (item.kind === 'user' ? 60_000 : 0));
+    }
+  });
+});

@@ -182,6 +182,10 @@ async def test_open_notebook_goes_through_the_sidebar_bridge(
     first = openai_server.chat_requests[0]["messages"][-1]["content"]
     assert first.startswith("fix this cell") and "root_dir/analysis.ipynb open in JupyterLab" in first
     assert nb.cells[1].id in first
+    # what the user typed is stored apart from that note: a reopened session's bubble shows the words only
+    status, stored = await api("GET", f"astro/api/sessions/{started['session_id']}/messages")
+    prompt = next(m for m in stored["messages"] if m["role"] == "user")
+    assert prompt["content"] == "fix this cell" and "open in JupyterLab" in prompt["metadata"]["context"]
     assert [(r["action"], r["path"]) for r in requests] == [
         ("read", "analysis.ipynb"), ("edit", "analysis.ipynb"), ("run", "analysis.ipynb"), ("edit", "other.ipynb")]
     assert all(r["tool_call_id"] for r in requests)

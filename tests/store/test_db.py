@@ -195,3 +195,13 @@ async def test_has_compacted_follows_mark_compacted(services) -> None:
     assert await services.messages.has_compacted(session.id) is True
     assert await services.messages.has_compacted(other.id) is False
     assert [m["content"] for m in await services.messages.chat_history(session.id)] == ["m2"]
+
+
+@pytest.mark.asyncio
+async def test_a_prompts_context_note_is_stored_apart_and_given_back_to_the_model(services) -> None:
+    session = await services.sessions.create(title="notebook")
+    note = "\n\n[The user has the notebook lc.ipynb open in JupyterLab.]"
+    await services.messages.append(session.id, {"role": "user", "content": "plot the light curve"}, metadata={"context": note})
+    [stored] = await services.messages.list(session.id)
+    assert stored.content == "plot the light curve"  # what the user typed: their bubble, search, export
+    assert await services.messages.chat_history(session.id) == [{"role": "user", "content": "plot the light curve" + note}]

@@ -203,7 +203,7 @@ export class TimelineView extends Widget {
     for (const item of this.model.walk(chunk)) {
       if (!item.parent) {
         if (item.kind !== 'user' && last === 'user') {
-          frag.appendChild(messageHeader('Astro', 'time' in item ? item.time ?? Date.now() : Date.now()));
+          frag.appendChild(messageHeader('Astro', item.time ?? Date.now()));
         }
         last = item.kind;
       }
@@ -342,7 +342,7 @@ export class TimelineView extends Widget {
       if (host === this.list && !item.parent) {
         // "Astro · 21:04" above the first thing the agent says after a prompt
         if (item.kind !== 'user' && this.lastTopKind === 'user') {
-          this.list.appendChild(messageHeader('Astro', 'time' in item ? item.time ?? Date.now() : Date.now()));
+          this.list.appendChild(messageHeader('Astro', item.time ?? Date.now()));
         }
         this.lastTopKind = item.kind;
       }
