@@ -177,6 +177,12 @@ class TextView extends ItemView<ITextItem> {
       const wrap = h('div', { class: 'jp-Astro-code' });
       pre.replaceWith(wrap);
       wrap.append(pre, bar);
+      scrollsSideways(pre, 'Code, scrolls sideways');
+    }
+    for (const table of Array.from(this.host.querySelectorAll('table'))) {
+      if (!table.parentElement?.classList.contains('jp-Astro-scroll-body')) {
+        scrollsSideways(table, 'Table, scrolls sideways');
+      }
     }
   }
 
@@ -192,6 +198,50 @@ class TextView extends ItemView<ITextItem> {
     }
     this.renderer?.dispose();
   }
+}
+
+/**
+ * Let `el` (a table or a code block) scroll sideways instead of breaking numbers and tokens in a
+ * narrow sidebar ("187.705" over "9"), with a visible cue: the edge that hides more content fades
+ * (`data-overflow` on the wrapper says which: "left", "right" or both). The scrolling box is
+ * focusable, so the keyboard can scroll it too.
+ */
+export function scrollsSideways(el: HTMLElement, label: string): HTMLElement {
+  const outer = h('div', { class: 'jp-Astro-scroll' });
+  el.replaceWith(outer);
+  let body: HTMLElement = el;
+  if (el.tagName === 'TABLE') {
+    body = h('div', {});
+    body.appendChild(el);
+  }
+  body.classList.add('jp-Astro-scroll-body');
+  body.tabIndex = 0;
+  body.setAttribute('role', 'region');
+  body.setAttribute('aria-label', label);
+  outer.appendChild(body);
+  const update = (): void => {
+    const sides: string[] = [];
+    if (body.scrollLeft > 1) {
+      sides.push('left');
+    }
+    if (body.scrollLeft + body.clientWidth < body.scrollWidth - 1) {
+      sides.push('right');
+    }
+    const value = sides.join(' ');
+    if ((outer.dataset.overflow ?? '') !== value) {
+      if (value) {
+        outer.dataset.overflow = value;
+      } else {
+        delete outer.dataset.overflow;
+      }
+    }
+  };
+  body.addEventListener('scroll', update, { passive: true });
+  if (typeof ResizeObserver !== 'undefined') {
+    new ResizeObserver(update).observe(body);
+  }
+  requestAnimationFrame(update);
+  return outer;
 }
 
 class SubagentView extends ItemView<ISubagentItem> {
