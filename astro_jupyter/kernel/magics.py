@@ -306,7 +306,7 @@ class AstroMagics(Magics):
                 pass
             timeline.finish("cancelled", handle.session_id)
             raise
-        timeline.finish(done.reason, handle.session_id)
+        timeline.finish(done.reason, handle.session_id, handle.final_text)
         return AgentAnswer(handle.final_text, handle.session_id, handle.run_id, done.reason, calls, errors, shown=True)
 
 

@@ -117,7 +117,8 @@ class TextTimeline(LinePrinter):
     def ask(self, event: Any, timeout: float | None = None) -> str:
         return ask_text(event, self.input_fn)
 
-    def finish(self, reason: str, session_id: str) -> None:
+    def finish(self, reason: str, session_id: str, answer: str = "") -> None:
+        """The answer was printed as it streamed; the closing line says how the run ended."""
         self._line(f"[{reason} · session {session_id}]" if session_id else f"[{reason}]")
 
 
@@ -129,6 +130,7 @@ class WidgetTimeline:
         import ipywidgets as w
 
         self.w = w
+        self.display_fn = display_fn
         self.input_fn = input_fn
         self.route = route
         self.on_stop = on_stop
@@ -301,13 +303,20 @@ class WidgetTimeline:
         self._append(self.cards, w.HTML(f"<small>answered: {said}</small>"))
         return answer
 
-    def finish(self, reason: str, session_id: str) -> None:
+    def finish(self, reason: str, session_id: str, answer: str = "") -> None:
+        """The run ended. The final answer leaves the widget for a ``text/markdown`` output of its own:
+        a widget's state is not in a saved notebook, so GitHub, ``nbconvert --to markdown`` and an
+        agent reading the file would otherwise see ``VBox(children=…)`` instead of the answer."""
         if self.stop_button is not None:  # nothing left to stop: the button goes
             self.stop_button.disabled = True
             self.stop_button.layout.display = "none"
-        self._flush_text(force=True)
         where = f" · session <code>{html.escape(session_id)}</code>" if session_id else ""
         self.status.value = f"<b>astro</b> · {html.escape(reason)}{where}"
+        if answer.strip():
+            self.text.layout.display = "none"
+            self.display_fn({"text/markdown": answer, "text/plain": answer}, raw=True)
+        else:
+            self._flush_text(force=True)
 
 
 def make_timeline(shell: Any, *, force_text: bool = False, on_stop: Callable[[], None] | None = None,
