@@ -9,6 +9,7 @@ from ..errors import AstroError, InvalidRequest
 from .common import AppBase, unique
 
 MODEL_NAME_MAX = 200
+MODELS_SHOWN = 40  # names listed when a model is refused (an endpoint may serve hundreds)
 
 
 class ModelsMixin(AppBase):
@@ -56,8 +57,24 @@ class ModelsMixin(AppBase):
 
     async def switch_model(self, owner: str, model: Any) -> dict[str, Any]:
         """Switch ``owner``'s model only (another user's runs keep theirs); not persisted."""
+        name = await self.check_model(model)
+        previous = self.current_model(owner)
+        self._owner_models[owner] = name
+        return {"current": name, "previous": previous}
+
+    async def check_model(self, model: Any) -> str:
+        """``model`` when the endpoint lists it; ``InvalidRequest`` naming the models it does list
+        otherwise (a name it does not know would only fail at the next prompt, with a 404). When the
+        endpoint cannot be asked, or lists nothing, the name is taken as given."""
         if not isinstance(model, str) or not model.strip() or len(model) > MODEL_NAME_MAX:
             raise InvalidRequest("'model' must be a non-empty model name", reason="invalid_model")
-        previous = self.current_model(owner)
-        self._owner_models[owner] = model.strip()
-        return {"current": self._owner_models[owner], "previous": previous}
+        name = model.strip()
+        try:
+            available = list(await asyncio.wait_for(self._llm().list_models(), timeout=self.config.http_timeout_secs))
+        except (asyncio.TimeoutError, AstroError):
+            return name
+        if available and name not in available:
+            shown = ", ".join(available[:MODELS_SHOWN]) + (f" and {len(available) - MODELS_SHOWN} more"
+                                                          if len(available) > MODELS_SHOWN else "")
+            raise InvalidRequest(f"the LLM endpoint has no model named {name!r}; it lists: {shown}", reason="unknown_model")
+        return name

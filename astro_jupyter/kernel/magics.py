@@ -178,6 +178,13 @@ class AstroMagics(Magics):
     def _model(self, rest: str) -> str:
         name = rest.strip()
         if name:
+            async def check() -> str:
+                return await (await self.rt.app()).check_model(name)
+
+            try:
+                name = self.rt.call(check)
+            except Exception as exc:  # noqa: BLE001 - an unknown name: the message lists the endpoint's models
+                raise UsageError(f"%astro model: {exc}") from None
             self.rt.model = name
             print(f"%%astro runs in this kernel now use model {name!r}")
             return name

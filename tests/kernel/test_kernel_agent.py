@@ -60,8 +60,13 @@ def test_cell_runs_tools_and_returns_the_answer(load, llm_env, project: Path, ca
 
 
 def test_model_switch_and_flags_reach_the_llm(load, llm_env) -> None:
+    from IPython.core.error import UsageError
+
+    llm_env.models.extend(["tiny-model", "big-model"])
     llm_env.script(Turn.say("ok"))
     ip = load()
+    with pytest.raises(UsageError, match="no model named 'tiny-modle'; it lists: big-model, chain-a, .*tiny-model"):
+        ip.run_line_magic("astro", "model tiny-modle")  # a typo is refused with the endpoint's names
     ip.run_line_magic("astro", "model tiny-model")
     ip.run_cell_magic("astro", "--max-steps 1", "hello")
     assert llm_env.chat_requests[-1]["model"] == "tiny-model"

@@ -39,6 +39,13 @@ async def test_models_list_and_switch_used_by_the_next_run(api: Api, openai_serv
         assert status == 400 and err["reason"] == "invalid_model"
     status, err = await api("PUT", "astro/api/models/current", raw=b"nope")
     assert status == 400 and err["reason"] == "invalid_json"
+    # a name the endpoint does not list is refused at once, with the names it does list
+    status, err = await api("PUT", "astro/api/models/current", body={"model": "gpt-4o-mni"})
+    assert status == 400 and err["reason"] == "unknown_model"
+    assert err["message"] == ("the LLM endpoint has no model named 'gpt-4o-mni'; it lists: "
+                              "chain-a, chain-b, fallback-model, gpt-4o-mini")
+    status, models = await api("GET", "astro/api/models")
+    assert models["current"] == "chain-a"  # unchanged
 
 
 class TestUnreachableEndpoint:
@@ -52,3 +59,6 @@ class TestUnreachableEndpoint:
         assert status == 200 and models["source"] == "config"
         assert models["models"] == ["m-main", "m-fallback", "m-c"] and models["current"] == "m-main"
         assert models["warning"] and "model" in models["warning"]
+        # an endpoint that cannot be asked cannot refuse a name: it is taken as given
+        status, switched = await api("PUT", "astro/api/models/current", body={"model": "m-other"})
+        assert status == 200 and switched["current"] == "m-other"
