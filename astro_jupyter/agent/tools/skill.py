@@ -46,7 +46,7 @@ class LoadSkillTool(AgentTool):
         return (args.get("mode") or "inline") == "inline"
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        library = ctx.services.skills
+        library = ctx.services.skills_for(ctx.owner)  # installed + this identity's own
         name = str(args.get("name") or "").strip()
         mode = str(args.get("mode") or "inline")
         if mode not in ("inline", "fork"):

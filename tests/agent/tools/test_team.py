@@ -135,7 +135,7 @@ async def test_spawned_teammate_works_in_the_background_and_reports_to_the_lead(
         events = [e for _, e in await collect(handle)]
         spawn = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == "sp")
         assert not spawn.is_error and "Teammate photometry started" in spawn.output
-        task = live_teammates(services).get("photometry")
+        task = live_teammates(services).get(("", "photometry"))
         if task is not None:
             await asyncio.wait_for(task, 10)
         assert lead_turns == [] and mate_turns == []
@@ -149,7 +149,7 @@ async def test_spawned_teammate_works_in_the_background_and_reports_to_the_lead(
             ("photometry", "result", "Vega has V = 0.03 mag."),
         ]
         assert services.team.profile("photometry")["status"] == "done"
-        assert "photometry" not in live_teammates(services)
+        assert ("", "photometry") not in live_teammates(services)
     finally:
         await runtime.close()
         await services.close()
