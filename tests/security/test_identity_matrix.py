@@ -28,7 +28,7 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 import httpx2
 import nbformat
@@ -39,6 +39,7 @@ from jupyter_server.auth.identity import IdentityProvider, User
 from astro_jupyter.agent.tools.team import live_teammates
 from astro_jupyter.app import AstroApp
 from astro_jupyter.services.owners import owner_dir, owner_key
+from astro_jupyter.services.team import TeamInbox
 from tests.fakes.openai_server import ScriptedCall, Turn
 from tests.server.conftest import Api, api, astro_service, jp_server_config, live_url  # noqa: F401 - the server fixtures
 
@@ -101,15 +102,19 @@ class Doors:
         self.doors.append(Door(name))
         return self.doors[-1]
 
+    def table(self) -> str:
+        return "\n".join(d.line() for d in self.doors)
+
     def verify(self) -> None:
-        print("\n" + "\n".join(d.line() for d in self.doors))
         failures = [f"{d.name} / {f}" for d in self.doors for f in d.failures]
         assert not failures, "\n".join(failures)
 
 
 @pytest.fixture
-def door() -> Doors:
-    return Doors()
+def door() -> Iterator[Doors]:
+    doors = Doors()
+    yield doors
+    print("\n" + doors.table())  # the table lines, also when a test stopped early
 
 
 Answer = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -147,7 +152,7 @@ class Server:
                         reply = await answer(run_id, event) if answer else "allow"
                         response = await client.post(self.url(f"astro/api/runs/{run_id}/answers"),
                                                      json={"request_id": event["request_id"], "answer": reply})
-                        assert response.status_code == 200, response.text
+                        event["_answer_status"] = response.status_code  # 200: the owner's answer was the one taken
                     if event["type"] == "done":
                         break
         return events
@@ -294,13 +299,20 @@ async def test_skills(server: Server, door: Doors) -> None:
         asked.append(event)
         return "allow"
 
+    root = {who: config.skills_dir / f"{who}-root" / "SKILL.md" for who in WHO if OWNER[who]}
     for who in WHO:
         asked: list[dict[str, Any]] = []
-        _, events = await server.run(who, "save a skill", Turn.call("file_write", {"path": str(path[who]),
-                                                                                 "content": skill_text(who)}, id="w"),
-                                     Turn.say("saved"), answer=owner_answers)
-        skills.check(f"{who} write asks showing the text", len(asked) == 1 and skill_text(who) in asked[0]["message"], asked)
-        assert not results(events)["w"]["is_error"], results(events)["w"]
+        writes = [ScriptedCall("file_write", {"path": str(path[who]), "content": skill_text(who)}, "w")]
+        if who in root:  # a named identity writing among the installed skills, which everyone reads
+            text = skill_text(who).replace(f"name: {who}-skill", f"name: {who}-root")
+            writes.append(ScriptedCall("file_write", {"path": str(root[who]), "content": text}, "root"))
+        _, events = await server.run(who, "save a skill", Turn.calls_(*writes), Turn.say("saved"), answer=owner_answers)
+        out = results(events)
+        skills.check(f"{who} write asks showing the text", len(asked) >= 1 and skill_text(who) in asked[0]["message"], asked)
+        assert not out["w"]["is_error"], out["w"]
+        if who in root:
+            skills.check(f"{who} cannot install a skill for everyone", out["root"]["is_error"] and not root[who].exists(),
+                         out["root"]["output"])
     for actor in WHO:
         others = [v for v in WHO if v != actor]
         probes = [ScriptedCall("load_skill", {}, "list")]
@@ -315,11 +327,11 @@ async def test_skills(server: Server, door: Doors) -> None:
 
         _, events = await server.run(actor, "which skills?", Turn.calls_(*probes), Turn.say("ok"), answer=refuse)
         out = results(events)
-        assert f"{actor}-skill" in out["list"]["output"]
+        skills.check(f"{actor} lists its own skill", f"{actor}-skill" in out["list"]["output"], out["list"]["output"])
         for victim in others:
             seen = shared_rows_visible(actor, victim)  # the shared identity's skills are the installed ones
-            skills.check(f"{actor}->{victim} load_skill list", (f"{victim}-skill" in out["list"]["output"]) == seen,
-                         out["list"]["output"])
+            skills.check(f"{actor}->{victim} load_skill list", (f"{victim}-skill" in out["list"]["output"]) == seen
+                         and f"{victim}-root" not in out["list"]["output"], out["list"]["output"])
             load = out[f"load-{victim}"]
             skills.check(f"{actor}->{victim} load_skill", (SECRET[victim] in load["output"]) == seen, load["output"][:200])
             read = out[f"read-{victim}"]
@@ -328,7 +340,9 @@ async def test_skills(server: Server, door: Doors) -> None:
                          out["grep"]["output"][:300])
             skills.check(f"{actor}->{victim} file_edit", out[f"edit-{victim}"]["is_error"], out[f"edit-{victim}"]["output"])
     for who in WHO:
-        assert path[who].read_text() == skill_text(who)
+        for other in WHO:
+            if other != who:
+                skills.check(f"{other}->{who} skill file intact", path[who].read_text() == skill_text(who), path[who].read_text())
     door.verify()
 
 
@@ -370,7 +384,7 @@ async def test_teams(server: Server, door: Doors) -> None:
                    Turn.say("ok")]
         _, events = await server.run(actor, "check on the team")
         out = results(events)
-        assert word[actor] in out["inbox"]["output"], out["inbox"]  # its own result, not consumed by anyone before
+        teams.check(f"{actor} reads its own teammate's result", word[actor] in out["inbox"]["output"], out["inbox"])
         assert not out["send"]["is_error"] and out["cast"]["metadata"]["recipients"] == ["mate"], out["cast"]
         for victim in others:
             teams.check(f"{actor}->{victim} check_team_inbox", word[victim] not in out["inbox"]["output"], out["inbox"]["output"])
@@ -381,7 +395,7 @@ async def test_teams(server: Server, door: Doors) -> None:
             where = os.path.join("owners", owner_key(victim), "mate") if OWNER[victim] else os.path.join("team", "mate")
             teams.check(f"{actor}->{victim} glob_files", where not in out["glob"]["output"], out["glob"]["output"][:300])
     for who in WHO:  # what reached each identity's teammate: its own lead's messages only
-        got = [m["content"] for m in services.team_for(OWNER[who]).read("mate", consume=False).messages]
+        got = [m["content"] for m in TeamInbox(owner_dir(config.team_dir, OWNER[who])).read("mate", consume=False).messages]
         for victim in WHO:
             if victim != who:
                 teams.check(f"{victim}->{who} send/broadcast", not any(victim in m for m in got), got)
@@ -405,17 +419,17 @@ async def test_sessions_runs_and_remembered_answers(server: Server, door: Doors,
     todos, background, model = door("todos"), door("background tasks"), door("current model")
     services = (await server.service.start()).services
     notebook(jp_root_dir)
-    session, task = {}, {}
+    session, run, task = {}, {}, {}
 
     for who in WHO:  # each identity: its own model, a todo list, "Allow for this notebook", a background task
         status, switched = await server.call(who, "PUT", "astro/api/models/current", body={"model": f"{who}-model"})
         assert status == 200 and switched["current"] == f"{who}-model"
     for who in WHO:
         async def answer(run_id: str, event: dict[str, Any], who: str = who) -> str:
-            for other in WHO:  # every other identity tries to answer first
+            for other in WHO:  # every other identity tries to answer first (as the owner would)
                 if other != who:
                     status, err = await server.call(other, "POST", "astro/api/runs", run_id, "answers",
-                                                    body={"request_id": event["request_id"], "answer": "allow"})
+                                                    body={"request_id": event["request_id"], "answer": "always"})
                     changes.check(f"{other}->{who} answer a question", status in (403, 404), (status, err))
             return "always"
 
@@ -425,21 +439,38 @@ async def test_sessions_runs_and_remembered_answers(server: Server, door: Doors,
             Turn.calls_(ScriptedCall("todo_write", {"todos": [{"id": "1", "content": f"todo of {who}", "status": "pending"}]}, "t"),
                         ScriptedCall("notebook_edit", EDIT, "e")),
             Turn.say("done"), answer=answer)
+        taken = [e.get("_answer_status") for e in events if e["type"] == "permission_request"]
+        changes.check(f"{who} answers its own question", taken == [200], taken)
         assert not results(events)["e"]["is_error"], results(events)["e"]
         assert {r["model"] for r in server.llm.chat_requests[before:]} == {f"{who}-model"}
-        session[who] = started["session_id"]
+        session[who], run[who] = started["session_id"], started["run_id"]
         task[who] = await services.bg_tasks.create("download_paper", {"paper_id": "2401.00001"}, session_id=session[who])
         await services.bg_tasks.finish(task[who], ok=True, result=f"downloaded for {who}")
 
     for actor, victim in PAIRS:
-        status, err = await server.start(actor, "continue", session[victim])  # would inherit its "always" answers
-        changes.check(f"{actor}->{victim} continue a session", status in (403, 404), (status, err))
+        mine = {"todos": [{"id": "1", "content": f"todo of {actor}", "status": "pending"}]}
+        server.llm.script(Turn.calls_(ScriptedCall("notebook_edit", EDIT, "e"), ScriptedCall("todo_write", mine, "t")),
+                          Turn.say("ok"))
+        status, started = await server.start(actor, "continue", session[victim])  # would inherit its "always"
+        changes.check(f"{actor}->{victim} continue a session", status in (403, 404), (status, started))
+        asked = []
+        if status == 201:  # it went on in the victim's session: was the victim's "always" used?
+
+            async def deny(run_id: str, event: dict[str, Any]) -> str:
+                asked.append(event["name"])
+                return "deny"
+
+            await server.follow(actor, started["run_id"], deny)
+        else:
+            asked = ["refused before any tool ran"]
+            with server.llm.lock:
+                server.llm.turns.clear()
+        remembered.check(f"{victim}'s 'Allow for this notebook' -> {actor}", asked != [], "edited without a question")
         status, err = await server.call(actor, "PATCH", "astro/api/sessions", session[victim], body={"title": "mine"})
         changes.check(f"{actor}->{victim} rename", status in (403, 404), (status, err))
         status, err = await server.call(actor, "DELETE", "astro/api/sessions", session[victim])
         changes.check(f"{actor}->{victim} delete", status in (403, 404), (status, err))
-        runs = await services.runs.list_for_session(session[victim])
-        status, err = await server.call(actor, "POST", "astro/api/runs", runs[0].id, "cancel", body={})
+        status, err = await server.call(actor, "POST", "astro/api/runs", run[victim], "cancel", body={})
         changes.check(f"{actor}->{victim} cancel", status in (403, 404), (status, err))
         status, models = await server.call(actor, "GET", "astro/api/models")
         model.check(f"{actor}->{victim} models/current", models["current"] == f"{actor}-model", models)
