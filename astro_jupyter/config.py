@@ -565,7 +565,7 @@ class AstroConfig(Configurable):
 
     @property
     def notes_dir(self) -> Path:
-        """The agent's own Markdown notes: like skills/, file_write may write here without asking."""
+        """The agent's own Markdown notes: file_write may write here without asking (skills/ asks)."""
         return self.home_path / "notes"
 
     @property

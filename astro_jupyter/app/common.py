@@ -40,6 +40,13 @@ def visible_to(row_owner: str, owner: Owner) -> bool:
     return owner is None or can_see(row_owner, owner)
 
 
+def may_change(row_owner: str, owner: Owner) -> bool:
+    """Changing a row (a run in a session, which inherits its "always" answers; rename, delete,
+    cancel, answer a question) is for its owner alone: a named identity sees the ownerless rows
+    but does not act in them. The local user (``None``) holds the database and may."""
+    return owner is None or row_owner == owner
+
+
 class AppBase:
     """What every resource mixin of ``AstroApp`` relies on (set by ``AstroApp.__init__``)."""
 

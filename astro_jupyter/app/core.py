@@ -9,7 +9,9 @@ Direct tool calls are in ``tools.py``, following a run and answering its questio
 
 Ownership: sessions and runs carry the ``owner`` that created them. An owner sees its own
 rows and ownerless ones (made by the kernel magics or the CLI, which have no web identity);
-anything else answers "not found", never "forbidden", so ids do not leak.
+anything else answers "not found", never "forbidden", so ids do not leak. Changing a row
+(continuing a session, renaming, deleting, cancelling, answering) is for its owner alone: a
+visible ownerless row answers "forbidden" to a named identity (``common.may_change``).
 """
 
 from __future__ import annotations

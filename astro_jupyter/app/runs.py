@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from ..errors import InvalidRequest, RunConflict, RunNotFound
-from .common import AppBase, Owner, encode_wire, visible_to
+from ..errors import InvalidRequest, PermissionDenied, RunConflict, RunNotFound
+from .common import AppBase, Owner, encode_wire, may_change, visible_to
 from .event_batches import Batch, coalesce_stored, live_batches
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class RunsMixin(AppBase):
         client, context_note = parse_notebook_context(notebook, self.services)
         previous: bool | None = None
         if session_id:
-            record = await self.session(owner, session_id)  # type: ignore[attr-defined]
+            record = await self.session(owner, session_id, change=True)  # type: ignore[attr-defined]
             if coordinator is None:
                 coordinator = record.coordinator
             elif coordinator != record.coordinator:
@@ -102,8 +102,11 @@ class RunsMixin(AppBase):
             return None
         return self._runtime.get_run(run_id)
 
-    async def _run_owner_check(self, owner: Owner, run_id: str) -> tuple[Any, "RunRecord | None"]:
-        """(live handle or None, stored record or None); RunNotFound if neither or not visible."""
+    async def _run_owner_check(
+        self, owner: Owner, run_id: str, *, change: bool = False
+    ) -> tuple[Any, "RunRecord | None"]:
+        """(live handle or None, stored record or None); RunNotFound if neither or not visible;
+        with ``change`` (cancel, answer) PermissionDenied for a visible run of another identity."""
         handle = self.live_run(run_id)
         record: RunRecord | None = None
         try:
@@ -115,6 +118,11 @@ class RunsMixin(AppBase):
         run_owner = record.owner if record is not None else handle.state.owner
         if not visible_to(run_owner, owner):
             raise RunNotFound(f"no run {run_id!r}")
+        if change and not may_change(run_owner, owner):
+            raise PermissionDenied(
+                f"run {run_id!r} belongs to the server's shared identity: you can follow it but not cancel it "
+                "or answer its questions"
+            )
         return handle, record
 
     async def run_events(self, owner: Owner, run_id: str, after_seq: int = 0) -> AsyncIterator[Batch] | None:
@@ -171,7 +179,7 @@ class RunsMixin(AppBase):
             await asyncio.sleep(STORE_POLL_SECS)
 
     async def cancel_run(self, owner: Owner, run_id: str) -> dict[str, Any]:
-        handle, record = await self._run_owner_check(owner, run_id)
+        handle, record = await self._run_owner_check(owner, run_id, change=True)
         if handle is not None and not handle.finished:
             handle.cancel()
             return {"run_id": run_id, "status": "cancelling"}
@@ -180,7 +188,7 @@ class RunsMixin(AppBase):
 
     async def answer(self, owner: Owner, run_id: str, request_id: str, answer: Any) -> dict[str, Any]:
         """Answer an open ``ask_user`` / ``permission_request`` of a live run."""
-        handle, _record = await self._run_owner_check(owner, run_id)
+        handle, _record = await self._run_owner_check(owner, run_id, change=True)
         if handle is None or handle.finished:
             raise RunConflict(f"run {run_id!r} is not running; nothing is waiting for an answer")
         accepted = handle.answer(request_id, answer)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidRequest, RunConflict, RunNotFound, SessionNotFound
+from ..errors import InvalidRequest, PermissionDenied, RunConflict, RunNotFound, SessionNotFound
 from ..events import fold_deltas
-from .common import AppBase, Owner, visible_to
+from .common import AppBase, Owner, may_change, visible_to
 
 if TYPE_CHECKING:
     from ..store.sessions import SessionRecord
@@ -16,11 +16,17 @@ TITLE_MAX = 200
 
 
 class SessionsMixin(AppBase):
-    async def session(self, owner: Owner, session_id: str) -> "SessionRecord":
-        """The session if ``owner`` may see it; else SessionNotFound (never "forbidden": ids do not leak)."""
+    async def session(self, owner: Owner, session_id: str, *, change: bool = False) -> "SessionRecord":
+        """The session if ``owner`` may see it; else SessionNotFound (never "forbidden": ids do not leak).
+        With ``change``, a visible session of another identity (an ownerless one) is PermissionDenied."""
         record = await self.services.sessions.find(session_id)
         if record is None or not visible_to(record.owner, owner):
             raise SessionNotFound(f"no session {session_id!r}")
+        if change and not may_change(record.owner, owner):
+            raise PermissionDenied(
+                f"session {session_id!r} belongs to the server's shared identity (the kernel, the CLI, the token "
+                "login): you can read it but not change it or continue it; start a new session"
+            )
         return record
 
     async def list_sessions(
@@ -58,11 +64,11 @@ class SessionsMixin(AppBase):
             fields["coordinator"] = _coordinator(coordinator)
         if not fields:
             raise InvalidRequest('PATCH takes {"title": "...", "coordinator": true|false} (at least one)')
-        await self.session(owner, session_id)
+        await self.session(owner, session_id, change=True)
         return self._session_dict(await self.services.sessions.update(session_id, **fields))
 
     async def delete_session(self, owner: Owner, session_id: str) -> None:
-        await self.session(owner, session_id)
+        await self.session(owner, session_id, change=True)
         active = self.active_run_id(session_id)
         if active:
             raise RunConflict(f"session {session_id!r} has a running run ({active}); cancel it first")

@@ -152,16 +152,26 @@ class ServiceContainer:
 
     @cached_property
     def skills(self) -> Any:
+        """The skills an ownerless run sees (``skills_for``)."""
+        return self.skills_for("")
+
+    def skills_for(self, owner: str) -> Any:
+        """The installed skills plus ``owner``'s own (``services/skills.py``)."""
         from .skills import SkillLibrary
 
-        return SkillLibrary(self.config.skills_dir)
+        return SkillLibrary(self.config.skills_dir, owner)
 
     @cached_property
     def team(self) -> Any:
-        """File inboxes under ``ASTRO_HOME/team/`` (``services/team.py``)."""
+        """The ownerless team's file inboxes (``team_for``)."""
+        return self.team_for("")
+
+    def team_for(self, owner: str) -> Any:
+        """``owner``'s team: file inboxes under ``ASTRO_HOME/team/`` (``services/team.py``), per owner."""
+        from .owners import owner_dir
         from .team import TeamInbox
 
-        return TeamInbox(self.config.team_dir)
+        return TeamInbox(owner_dir(self.config.team_dir, owner))
 
     # -- external services (each family adds its own property here) ---------------------
     @cached_property

@@ -94,7 +94,10 @@ def quality_problem(content: str) -> str:
 
 
 class MemoryService:
-    """The gate in front of ``agent_memories``; also renders the system-prompt block."""
+    """The gate in front of ``agent_memories``; also renders the system-prompt block.
+
+    A run sees the memories of its owner and the ownerless ones; an ownerless run (the kernel,
+    the CLI, the shared-token user) sees the ownerless ones only, never a named identity's."""
 
     def __init__(self, repo: "MemoryRepository", *, threshold: float = JACCARD_THRESHOLD) -> None:
         self.repo = repo
@@ -109,7 +112,7 @@ class MemoryService:
         text = " ".join(content.split())
         new = tokens(text)
         best: tuple[float, "MemoryRecord | None"] = (0.0, None)
-        for existing in await self.repo.list(owner=owner or None):
+        for existing in await self.repo.list(owner=owner):  # "" (an ownerless run): ownerless rows only
             score = jaccard(new, tokens(existing.content))
             if score > best[0]:
                 best = (score, existing)
@@ -125,7 +128,7 @@ class MemoryService:
 
     async def prompt_block(self, *, owner: str = "", limit: int = 50) -> str:
         """The memories section of a system prompt ('' when there are none)."""
-        memories = await self.repo.list(owner=owner or None, limit=limit)
+        memories = await self.repo.list(owner=owner, limit=limit)  # never every owner's: "" is ownerless
         if not memories:
             return ""
         lines = [f"- [{m.category}] {m.content}" for m in reversed(memories)]

@@ -3,6 +3,11 @@
 Layout: ``<skills_dir>/<anything>/SKILL.md`` (or ``<skills_dir>/<name>.md``). The front matter
 is the block between the first two ``---`` lines, ``key: value`` per line; ``name`` and
 ``description`` are required. Skills are read on demand so editing a file takes effect at once.
+
+Whose skills: those directly under ``skills/`` are installed by the server's owner (by hand,
+or by an ownerless run after a question that quoted them) and every identity reads them; a
+named identity's own live in ``skills/owners/<key>/`` (``services/owners.py``) and only it
+reads them. On a name clash the installed skill wins and the clash is reported.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import AstroError
+from .owners import OWNERS_DIR, owner_dir
 
 
 class SkillError(AstroError):
@@ -52,13 +58,18 @@ def parse_skill(path: Path) -> Skill:
 
 
 class SkillLibrary:
-    def __init__(self, skills_dir: Path) -> None:
-        self.skills_dir = Path(skills_dir)
+    """The skills one identity sees: the installed ones and, for a named ``owner``, its own."""
+
+    def __init__(self, skills_dir: Path, owner: str = "") -> None:
+        self.installed_dir = Path(skills_dir)
+        self.skills_dir = owner_dir(self.installed_dir, owner)  # where this identity's skills go
 
     def _files(self) -> list[Path]:
-        if not self.skills_dir.is_dir():
-            return []
-        found = sorted(self.skills_dir.glob("*/SKILL.md")) + sorted(self.skills_dir.glob("*.md"))
+        found: list[Path] = []
+        for base in dict.fromkeys((self.installed_dir, self.skills_dir)):
+            if base.is_dir():
+                found += sorted(p for p in base.glob("*/SKILL.md") if p.parent.name != OWNERS_DIR)
+                found += sorted(base.glob("*.md"))
         return [p for p in found if p.is_file()]
 
     def scan(self) -> tuple[list[Skill], list[str]]:

@@ -1,5 +1,9 @@
 """File inboxes for teammates under ``ASTRO_HOME/team/``: one file per message, moved, never rewritten.
 
+A team belongs to the identity whose run made it: ``team/`` for ownerless runs (the kernel,
+the CLI, the shared-token user: one person), ``team/owners/<key>/`` for a named identity
+(``services/owners.py``); no other identity's tools reach it (``ServiceContainer.team_for``).
+
 Layout, per member ``<team>/<name>/``: ``profile.json``, ``inbox/`` (unread), ``read/``
 (delivered to the reader), ``corrupt/`` (files that could not be parsed, kept for a human).
 
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AstroError
+from .owners import OWNERS_DIR
 
 LEAD = "lead"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
@@ -45,6 +50,8 @@ def check_name(name: str) -> str:
         raise TeamError(
             f"invalid teammate name {name!r}: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit"
         )
+    if clean == OWNERS_DIR:
+        raise TeamError(f"{clean!r} is reserved (it holds the teams of named users); choose another name")
     return clean
 
 
@@ -95,7 +102,7 @@ class TeamInbox:
     def members(self) -> list[str]:
         if not self.team_dir.is_dir():
             return []
-        return sorted(p.name for p in self.team_dir.iterdir() if p.is_dir() and _NAME.match(p.name))
+        return sorted(p.name for p in self.team_dir.iterdir() if p.is_dir() and _NAME.match(p.name) and p.name != OWNERS_DIR)
 
     def exists(self, name: str) -> bool:
         return check_name(name) == LEAD or (self._member_dir(name) / "profile.json").is_file()

@@ -39,6 +39,7 @@ class MemoryRepository:
         )
 
     async def list(self, *, owner: str | None = None, limit: int = 1000) -> list[MemoryRecord]:
+        """``owner``'s memories and the ownerless ones ("" = ownerless only); None: every row (admin)."""
         if owner is None:
             rows = await self.db.fetchall("SELECT * FROM agent_memories ORDER BY id DESC LIMIT ?", (limit,))
         else:

@@ -1,6 +1,7 @@
 """``load_skill``: read a SKILL.md (inline) or let a subagent carry it out (fork).
 
-Skills are Markdown playbooks under ``ASTRO_HOME/skills`` (front matter: name, description).
+Skills are Markdown playbooks under ``ASTRO_HOME/skills`` (front matter: name, description): the
+installed ones, which every identity sees, and the run's own identity's (``skills/owners/<key>/``).
 ``inline`` returns the text so the model follows it here; ``fork`` starts a subagent whose
 system prompt is the skill, given ``task``, and returns only its summary.
 """
@@ -46,7 +47,7 @@ class LoadSkillTool(AgentTool):
         return (args.get("mode") or "inline") == "inline"
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        library = ctx.services.skills
+        library = ctx.services.skills_for(ctx.owner)  # installed + this identity's own
         name = str(args.get("name") or "").strip()
         mode = str(args.get("mode") or "inline")
         if mode not in ("inline", "fork"):

@@ -1,5 +1,7 @@
 """Team tools: teammates are subagents in the background that talk through file inboxes.
 
+A team belongs to the identity of the run that made it (``ServiceContainer.team_for(owner)``):
+another identity's tools neither list, read, consume nor reach its members.
 ``spawn_teammate`` registers a member under ``ASTRO_HOME/team/<name>/`` and starts a
 subagent working on its task with its own copies of the message tools (signed with its
 name); when it finishes, its summary lands in the lead's inbox. ``send_teammate_message``,
@@ -31,8 +33,9 @@ Work on your task with your tools. Use check_team_inbox to read messages and sen
 (to "lead" or another teammate) to share findings. You cannot ask the user questions.
 Finish with a short, self-contained summary: it is delivered to the lead's inbox."""
 
-class Teammates(dict[str, "asyncio.Task[None]"]):
-    """The running teammates of one service container; closed with it (each reports being stopped)."""
+class Teammates(dict[tuple[str, str], "asyncio.Task[None]"]):
+    """The running teammates of one service container by (owner, name): two identities' teams
+    may use the same names. Closed with the container (each reports being stopped)."""
 
     def __init__(self, services: "ServiceContainer | None" = None) -> None:
         super().__init__()
@@ -67,7 +70,7 @@ class SendTeammateMessageTool(AgentTool):
         self.sender = sender
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        team = ctx.services.team
+        team = ctx.services.team_for(ctx.owner)
         to = str(args.get("to") or "")
         try:
             recipient = check_name(to)
@@ -94,7 +97,7 @@ class TeamBroadcastTool(AgentTool):
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
-            recipients = ctx.services.team.broadcast(self.sender, str(args.get("content") or ""))
+            recipients = ctx.services.team_for(ctx.owner).broadcast(self.sender, str(args.get("content") or ""))
         except TeamError as exc:
             return ToolOutput.error(str(exc))
         if not recipients:
@@ -118,7 +121,7 @@ class CheckTeamInboxTool(AgentTool):
         return False  # reading marks the messages read: two reads in one turn would race
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        result = ctx.services.team.read(self.member)
+        result = ctx.services.team_for(ctx.owner).read(self.member)
         lines = [f"[{m.get('kind', 'message')} from {m.get('from', '?')}] {m.get('content', '')}" for m in result.messages]
         if not lines and not result.errors:
             text = "No new messages."
@@ -154,7 +157,7 @@ class SpawnTeammateTool(AgentTool):
     defer_loading = True
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        team = ctx.services.team
+        team = ctx.services.team_for(ctx.owner)
         try:
             name = check_name(str(args.get("name") or ""))
             steps = resolve_max_steps(ctx.config, args.get("max_steps"))
@@ -167,8 +170,8 @@ class SpawnTeammateTool(AgentTool):
         role, task = str(args.get("role") or "").strip(), str(args.get("task") or "").strip()
         if not task:
             return ToolOutput.error("spawn_teammate needs a task")
-        live = live_teammates(ctx.services)
-        if name in live and not live[name].done():
+        live, key = live_teammates(ctx.services), (ctx.owner, name)
+        if key in live and not live[key].done():
             return ToolOutput.error(f"teammate {name!r} is already working; message it instead")
         if ctx.scope is None or ctx.scope.runner is None:
             return ToolOutput.error("spawn_teammate needs a running agent loop")
@@ -179,7 +182,7 @@ class SpawnTeammateTool(AgentTool):
         team.register(name, role, status="working", task=task)
         prompt = TEAMMATE_PROMPT.format(name=name, role=role or "general research assistant")
         child_ctx = dataclasses.replace(ctx, emit=_tolerant(ctx.emit))
-        live[name] = asyncio.get_running_loop().create_task(
+        live[key] = asyncio.get_running_loop().create_task(
             _work(child_ctx, name, task, steps, registry, prompt), name=f"teammate:{name}"
         )
         return ToolOutput(
@@ -201,7 +204,7 @@ def _tolerant(emit: Any) -> Any:
 
 
 async def _work(ctx: ToolContext, name: str, task: str, steps: int, registry: "ToolRegistry", prompt: str) -> None:
-    team = ctx.services.team
+    team = ctx.services.team_for(ctx.owner)
     try:
         outcome = await spawn(ctx, task, max_steps=steps, registry=registry, system_prompt=prompt)
         summary, failed = outcome.summary, outcome.is_error
@@ -215,7 +218,7 @@ async def _work(ctx: ToolContext, name: str, task: str, steps: int, registry: "T
     except Exception:  # noqa: BLE001
         log.warning("could not deliver teammate %s's result", name, exc_info=True)
     finally:
-        live_teammates(ctx.services).pop(name, None)
+        live_teammates(ctx.services).pop((ctx.owner, name), None)
 
 
 def tools(config: "AstroConfig") -> list[AgentTool]:

@@ -95,3 +95,17 @@ async def test_memories_saved_in_one_run_reach_the_owners_next_system_prompt(tmp
     assert GOOD not in openai_server.chat_requests[0]["messages"][0]["content"]
     assert f"[preference] {GOOD}" in openai_server.chat_requests[3]["messages"][0]["content"]
     assert GOOD not in openai_server.chat_requests[4]["messages"][0]["content"]  # not bob's memory
+
+
+@pytest.mark.asyncio
+async def test_an_ownerless_run_sees_ownerless_memories_only(services) -> None:
+    """The kernel, the CLI and the shared token (owner "") used to list every identity's rows (issue 22, item 3)."""
+    memories = services.memories
+    alice = await memories.save(GOOD, owner="alice")
+    shared = await memories.save("The group measures every distance with Gaia DR3 parallaxes.", owner="")
+    assert (await memories.save(GOOD, owner="")).status == "saved"  # not "already remembered as" Alice's
+    ownerless = await memories.prompt_block(owner="")
+    assert "Gaia DR3" in ownerless and ownerless.count("Planck 2018") == 1  # its own copy only
+    assert [m.id for m in await memories.repo.list(owner="")] == [alice.memory_id + 2, shared.memory_id]
+    named = await memories.prompt_block(owner="alice")
+    assert "Gaia DR3" in named and "Planck 2018" in named  # her own and the ownerless ones

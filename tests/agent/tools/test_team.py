@@ -108,6 +108,33 @@ async def test_message_tools_and_inbox_errors(services) -> None:
     assert "[message from lead] cross-match 2MASS" in carol.content
 
 
+def test_owners_is_not_a_teammate_name(tmp_path) -> None:
+    """``team/owners/`` holds the named identities' teams: an ownerless lead may not name a teammate so."""
+    with pytest.raises(TeamError, match="reserved"):
+        TeamInbox(tmp_path / "team").register("owners", "x")
+
+
+@pytest.mark.asyncio
+async def test_each_identity_has_its_own_team(services) -> None:
+    """Issue 22, item 1: Bob's tools neither read, consume nor reach Alice's team (nor the ownerless one)."""
+    from astro_jupyter.agent.run import RunState
+
+    ctx = {who: make_ctx(services, state=RunState(run_id="r", session_id="s", owner=who))[0] for who in ("alice", "bob", "")}
+    for who in ctx:
+        services.team_for(who).register("mate", "helper")
+        services.team_for(who).send("lead", "mate", f"result for {who or 'shared'}")
+    assert services.team_for("alice").team_dir != services.team_for("bob").team_dir != services.config.team_dir
+    for who in ctx:
+        read = await CheckTeamInboxTool().execute({}, ctx[who])
+        assert read.content == f"[message from mate] result for {who or 'shared'}"
+        sent = await SendTeammateMessageTool().execute({"to": "mate", "content": f"from {who or 'shared'}"}, ctx[who])
+        assert not sent.is_error
+    for who in ctx:
+        got = [m["content"] for m in services.team_for(who).read("mate").messages]
+        assert got == [f"from {who or 'shared'}"]
+    assert services.team.members() == ["lead", "mate"]  # team/owners/ is no member of the ownerless team
+
+
 @pytest.mark.asyncio
 async def test_spawned_teammate_works_in_the_background_and_reports_to_the_lead(tmp_path, openai_server) -> None:
     lead_turns = [
@@ -135,7 +162,7 @@ async def test_spawned_teammate_works_in_the_background_and_reports_to_the_lead(
         events = [e for _, e in await collect(handle)]
         spawn = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == "sp")
         assert not spawn.is_error and "Teammate photometry started" in spawn.output
-        task = live_teammates(services).get("photometry")
+        task = live_teammates(services).get(("", "photometry"))
         if task is not None:
             await asyncio.wait_for(task, 10)
         assert lead_turns == [] and mate_turns == []
@@ -149,7 +176,7 @@ async def test_spawned_teammate_works_in_the_background_and_reports_to_the_lead(
             ("photometry", "result", "Vega has V = 0.03 mag."),
         ]
         assert services.team.profile("photometry")["status"] == "done"
-        assert "photometry" not in live_teammates(services)
+        assert ("", "photometry") not in live_teammates(services)
     finally:
         await runtime.close()
         await services.close()

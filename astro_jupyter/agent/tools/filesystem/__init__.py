@@ -2,7 +2,7 @@
 
 Read-only and concurrency-safe: ``read_file``, ``grep_files``, ``glob_files``.
 Side effects: ``run_bash`` (asks permission, Cancel), ``file_write`` and ``file_edit``
-(Block: a started write finishes; they ask outside the library's notes/skills folders).
+(Block: a started write finishes; they ask outside the library's notes folder).
 ``security.py`` holds the path sandbox, ``protected.py`` the hard deny list inside it.
 """
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .read import format_lines, looks_binary
 from .regular import NotRegularFile, read_regular, run_fs
-from .security import PathNotAllowed, display_path, resolve_path, write_permission_rules
+from .security import PathNotAllowed, display_path, resolve_path, run_owner, write_permission_rules
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
@@ -56,11 +56,12 @@ class FileEditTool(AgentTool):
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         old, new = args.get("old_string"), args.get("new_string")
-        what = "edit it"
+        what, text = "edit it", None
         if isinstance(old, str) and isinstance(new, str):
             every = "every occurrence of " if args.get("replace_all") else ""
             what = f"replace {every}{len(old)} characters with {len(new)} characters"
-        return write_permission_rules(self.name, args.get("path"), self.config, what)
+            text = f"In it, replace{' every occurrence of' if every else ''}:\n{old}\nwith:\n{new}"
+        return write_permission_rules(self.name, args.get("path"), self.config, what, text)
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         old, new = args.get("old_string"), args.get("new_string")
@@ -71,7 +72,7 @@ class FileEditTool(AgentTool):
         if old == new:
             return ToolOutput.error("file_edit: old_string and new_string are identical; nothing to change")
         try:
-            path = resolve_path(args.get("path", ""), ctx.config, access="write")
+            path = resolve_path(args.get("path", ""), ctx.config, access="write", owner=run_owner(ctx))
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_edit: {exc}")
         return await run_fs(ctx.config, self._edit, path, old, new, bool(args.get("replace_all", False)), ctx)

@@ -13,7 +13,9 @@ there leaks credentials or other people's data:
   ``.config`` ...), all of ``tool-results/``, Jupyter data directories (kernelspecs,
   extensions), ``site-packages`` and the interpreter's directories, ``*.pth`` files,
   ``sitecustomize.py``, and config files by name (``jupyter_*_config.py``, ``ipython_*config.py``);
-- both: whatever ``fs_protected_paths`` adds.
+- both: whatever ``fs_protected_paths`` adds; another owner's ``team/`` folder (the ownerless
+  team included: a team is private) and ``skills/owners/<key>/``;
+- writes of a named owner: the shared ``skills/`` outside its own ``skills/owners/<key>/``.
 
 Dot-names are judged below the deepest root that holds the path, so the library itself
 (``~/.astro_jupyter``) is not a "dot-directory" to its own ``skills/``.
@@ -22,9 +24,7 @@ Dot-names are judged below the deepest root that holds the path, so the library 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
-import re
 import site
 import sys
 import sysconfig
@@ -33,8 +33,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ....services.owners import OWNERS_DIR, owner_dir, owner_key
+
 if TYPE_CHECKING:
     from ....config import AstroConfig
+
+__all__ = ["OWNERS_DIR", "owner_key", "protection", "tool_results_dir_for"]
 
 # File names that execute or configure code wherever they sit (checked on every write).
 EXECUTING_NAMES = ("*.pth", "sitecustomize.py", "usercustomize.py", "jupyter_*config.py", "jupyter_*config.json",
@@ -86,23 +90,10 @@ def host_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return _host_paths(tuple(os.environ.get(k) for k in _PATH_ENV))
 
 
-OWNERS_DIR = "owners"
-
-
-def owner_key(owner: str) -> str:
-    """The folder of ``owner``'s persisted outputs under ``tool-results/owners/``: readable,
-    file-system safe, distinct per owner (hash). The same layout and key as the executor's
-    per-owner persistence (``tools/persist.py``: ``owner_results_dir``)."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", owner).lstrip(".")[:120] or "call"
-    digest = hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{stem[:48].strip('_') or 'user'}-{digest}"
-
-
 def tool_results_dir_for(config: "AstroConfig", owner: str = "") -> Path:
     """Where a run's persisted outputs live: ``tool-results/`` itself for ownerless runs (kernel,
     CLI, the shared-token user), ``tool-results/owners/<key>/`` for a named identity."""
-    base = config.tool_results_dir
-    return base / OWNERS_DIR / owner_key(owner) if owner else base
+    return owner_dir(config.tool_results_dir, owner)
 
 
 @dataclass(frozen=True)
@@ -115,10 +106,15 @@ class Protection:
     results: str
     owners: str  # tool-results/owners: the named owners' folders
     own_results: str
+    teams: str  # team/: the ownerless team, and owners/<key>/ per named identity
+    own_team: str
+    skills: str  # skills/: installed skills everyone reads, and owners/<key>/ per named identity
+    own_skills: str
     secret_dirs: tuple[str, ...]
     code_dirs: tuple[str, ...]
     secret_names: tuple[str, ...]
     extra: tuple[str, ...]
+    owner_known: bool = True  # False: judged before the run's owner is known, its folders are judged later
 
     def reason(self, path: Path | str, *, write: bool) -> str | None:
         """Why ``path`` (already resolved) is shut for this access, or None when it is not."""
@@ -133,6 +129,13 @@ class Protection:
             named = self.own_results != self.results
             if _under(p, self.owners) and not (named and (p == self.owners or _under(p, self.own_results))):
                 return "it belongs to another user's tool results"  # a named owner may pass owners/ to its own
+        if self.owner_known:
+            if self._another_team(p):
+                return "it belongs to another user's team"
+            if _under(p, self.skills) and _another_owners(p, self.skills, self.own_skills):
+                return "it belongs to another user's skills"
+            if write and _under(p, self.skills) and self.own_skills != self.skills and not _under(p, self.own_skills):
+                return f"the shared skills are installed by the server's owner; your own skills go in {self.own_skills}"
         for pattern in self.extra:
             if _under(p, pattern) or fnmatch.fnmatch(p, pattern) or fnmatch.fnmatch(name, pattern):
                 return "it is listed in fs_protected_paths"
@@ -157,6 +160,16 @@ class Protection:
             return "it is inside a Python package directory"
         return None
 
+    def _another_team(self, p: str) -> bool:
+        """Teams are private, the ownerless one (team/ minus owners/) too: a named owner passes
+        team/ and team/owners/ on the way to its own folder and sees nothing else there."""
+        if not _under(p, self.teams) or p == self.teams:
+            return False
+        owners = os.path.join(self.teams, OWNERS_DIR)
+        if self.own_team == self.teams:
+            return _under(p, owners)
+        return not (p == owners or _under(p, self.own_team))
+
     def _below_root(self, p: str) -> list[str]:
         for root in self.roots:
             if _under(p, root):
@@ -164,8 +177,17 @@ class Protection:
         return [part for part in p.split(os.sep) if part]
 
 
-def protection(config: "AstroConfig", owner: str | None = "") -> Protection:
-    """Build the deny list for ``config`` and the run's ``owner`` (None or "" = ownerless)."""
+def _another_owners(p: str, base: str, own: str) -> bool:
+    """``p`` lies in ``base/owners/`` but not in the run's own folder ``own`` (``base`` itself when
+    ownerless), nor is it ``owners/`` itself, which a named owner passes on the way to its own."""
+    owners = os.path.join(base, OWNERS_DIR)
+    return _under(p, owners) and not (own != base and (p == owners or _under(p, own)))
+
+
+def protection(config: "AstroConfig", owner: str | None = "", *, owner_known: bool = True) -> Protection:
+    """Build the deny list for ``config`` and the run's ``owner`` (None or "" = ownerless).
+    ``owner_known=False`` (a permission rule, judged from the arguments alone) leaves out the
+    per-owner team and skills folders; the tool's own ``resolve_path`` judges them with the owner."""
     secret_dirs, code_dirs = host_paths()
     roots = {_real(r) for r in (config.home_path, config.skills_dir, config.project_root or os.getcwd())}
     extra = tuple(_real(p) if os.sep in p and not any(c in p for c in "*?[") else p
@@ -177,16 +199,22 @@ def protection(config: "AstroConfig", owner: str | None = "") -> Protection:
         results=_real(config.tool_results_dir),
         owners=os.path.join(_real(config.tool_results_dir), OWNERS_DIR),
         own_results=_real(tool_results_dir_for(config, owner or "")),
+        teams=_real(config.team_dir),
+        own_team=_real(owner_dir(config.team_dir, owner)),
+        skills=_real(config.skills_dir),
+        own_skills=_real(owner_dir(config.skills_dir, owner)),
         secret_dirs=secret_dirs,
         code_dirs=code_dirs,
         secret_names=tuple(n.casefold() for n in config.fs_secret_names),
         extra=extra,
+        owner_known=owner_known,
     )
 
 
 def free_write_dirs(config: "AstroConfig") -> list[Path]:
-    """The library's own notes and skills folders: writes there need no question."""
-    return [Path(_real(config.notes_dir)), Path(_real(config.skills_dir))]
+    """The library's own notes folder: writes there need no question (skills/ asks, showing the
+    skill: ``security.write_permission_rules``)."""
+    return [Path(_real(config.notes_dir))]
 
 
 def root_warning(config: "AstroConfig") -> str | None:

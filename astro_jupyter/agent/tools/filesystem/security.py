@@ -33,6 +33,7 @@ Access = Literal["read", "write"]
 MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
 MAX_DEPTH = 64  # components; deeper trees are almost surely a runaway loop, not research
+SKILL_QUESTION_MAX_CHARS = 20_000  # a skill write quotes its text in full; longer ones are refused
 
 
 class PathNotAllowed(InvalidInput):
@@ -129,10 +130,14 @@ def protected_message(raw: str, resolved: Path, why: str, access: Access) -> str
     return f"path {_short(raw)}{via} cannot be {verb}: {why}. This is a hard limit no permission can lift."
 
 
-def write_permission_rules(tool_name: str, raw: Any, config: "AstroConfig | None", what: str) -> list[PermissionRule]:
-    """The permission rule of a write: Deny on the hard deny list, none in the library's notes and
-    skills folders, Ask everywhere else. A path the sandbox refuses gets no rule: the tool
-    itself then reports the sandbox error. ``what`` describes the change for the question."""
+def write_permission_rules(
+    tool_name: str, raw: Any, config: "AstroConfig | None", what: str, text: str | None = None
+) -> list[PermissionRule]:
+    """The permission rule of a write: Deny on the hard deny list, none in the library's notes
+    folder, Ask everywhere else. A path the sandbox refuses gets no rule: the tool itself then
+    reports the sandbox error. ``what`` describes the change for the question; ``text`` shows what
+    will be written, quoted in full when the file is in the skills folder (a skill is
+    instructions a later run follows, so the user must see them before they exist)."""
     if config is None:  # built without a config: nothing to judge against, so a person decides
         return [PermissionRule("ask", tool_name, f"{tool_name} wants to change {raw!r}: {what}")]
     if not isinstance(raw, str):
@@ -141,12 +146,21 @@ def write_permission_rules(tool_name: str, raw: Any, config: "AstroConfig | None
         path = resolve_path(raw, config, access=None)
     except PathNotAllowed:
         return []
-    why = protection(config).reason(path, write=True)
+    why = protection(config, owner_known=False).reason(path, write=True)
     if why:
         return [PermissionRule("deny", tool_name, protected_message(raw, path, why, "write"))]
+    shown = display_path(path, config)
+    if inside_roots(path, [real_path(config.skills_dir)]):
+        if text is None or len(text) > SKILL_QUESTION_MAX_CHARS:
+            size = "content that cannot be shown" if text is None else f"{len(text)} characters"
+            return [PermissionRule("deny", tool_name, f"{tool_name} wants to change the skill file {shown} with {size}; "
+                                   f"a skill change is shown in full in its question, at most {SKILL_QUESTION_MAX_CHARS} "
+                                   "characters: write a shorter skill")]
+        return [PermissionRule("ask", tool_name, f"{tool_name} wants to change the skill file {shown}: {what}. A skill "
+                               "is instructions later runs follow (load_skill).\n" + text)]
     if inside_roots(path, free_write_dirs(config)):
         return []
-    return [PermissionRule("ask", tool_name, f"{tool_name} wants to change {display_path(path, config)}: {what}")]
+    return [PermissionRule("ask", tool_name, f"{tool_name} wants to change {shown}: {what}")]
 
 
 def is_allowed_file(path: Path, roots: Iterable[Path]) -> bool:

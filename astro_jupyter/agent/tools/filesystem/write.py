@@ -3,7 +3,8 @@
 The text goes to a temporary file in the same directory and is renamed over the
 target, so a crash or cancel never leaves half a file (the tool is ``Block``: once
 started it finishes). The existing file's permission bits are kept. A write outside the
-library's notes and skills folders asks first; the hard deny list refuses outright.
+library's notes folder asks first (in skills/ the question quotes the whole text); the hard
+deny list refuses outright.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ....atomic_write import atomic_write_text
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .regular import NotRegularFile, kind_of, run_fs
-from .security import PathNotAllowed, display_path, resolve_path, write_permission_rules
+from .security import PathNotAllowed, display_path, resolve_path, run_owner, write_permission_rules
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
@@ -43,14 +44,15 @@ class FileWriteTool(AgentTool):
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         content = args.get("content")
         size = f"{len(content)} characters" if isinstance(content, str) else "content"
-        return write_permission_rules(self.name, args.get("path"), self.config, f"write {size}")
+        text = f"The whole new content:\n{content}" if isinstance(content, str) else None
+        return write_permission_rules(self.name, args.get("path"), self.config, f"write {size}", text)
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         content = args.get("content")
         if not isinstance(content, str):
             return ToolOutput.error("file_write: content must be a string")
         try:
-            path = resolve_path(args.get("path", ""), ctx.config, access="write")
+            path = resolve_path(args.get("path", ""), ctx.config, access="write", owner=run_owner(ctx))
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_write: {exc}")
         return await run_fs(ctx.config, self._write, path, content, ctx)
