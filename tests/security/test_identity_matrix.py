@@ -72,6 +72,7 @@ def extra_server_config() -> dict[str, Any]:
 
 @pytest.fixture
 def astro_overrides(openai_server: Any) -> dict[str, Any]:
+    openai_server.models.extend(["shared-default", *(f"{who}-model" for who in WHO)])  # switching checks the list
     return {"openai_base_url": openai_server.url, "openai_api_key": "k", "llm_model": "shared-default",
             "max_output_chars": 1500, "persisted_preview_chars": 100, "permission_timeout_secs": 20.0,
             "sse_keepalive_secs": 0.2}
