@@ -31,6 +31,7 @@
     ├── RunNotFound / SessionNotFound
     ├── RunConflict            a second run started while one is active in the session
     ├── QuestionCancelled      the run was cancelled while a question waited for its answer
+    ├── QuestionUnanswered     no one answered a question (no one there, no input, the wait ran out)
     ├── RunInterrupted         the user interrupted the kernel while a call waited
     ├── NotOpen                the sidebar does not have that notebook open (the server acts itself)
     ├── InvalidRequest         a request that asks for something that cannot be (400 unless ``status``)
@@ -114,6 +115,13 @@ class RunConflict(AstroError):
 
 class QuestionCancelled(AstroError):
     reason = "cancelled"
+
+
+class QuestionUnanswered(AstroError):
+    """No one answered (a front end with no one at it, no input, buttons withdrawn): not the user's "deny".
+    ``str(exc)`` says why, for the run's record and the model."""
+
+    reason = "unanswered"
 
 
 class InvalidRequest(AstroError):

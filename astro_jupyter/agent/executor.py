@@ -19,6 +19,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ..errors import QuestionCancelled, QuestionUnanswered
 from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResult
 from ..textsafe import clean_text
 from .calls import CallSlot, ExecutedCall, ToolCallRequest, ToolMetrics, elapsed_ms, repair_call_id
@@ -211,9 +212,20 @@ class ToolExecutor:
             return await self._permission_answered(slot, ctx, verdict, "timeout")
         try:
             answer = str(asking.result() or "").strip().lower()
+        except QuestionCancelled:  # the run was cancelled (an interrupt) while the question waited
+            self.cancel_before_start(slot)
+            return PermissionDecision("deny", "cancelled", "ask")
+        except QuestionUnanswered as exc:
+            if ctx.cancelled.is_set():  # an interrupt at the prompt: the run is being cancelled
+                self.cancel_before_start(slot)
+                return PermissionDecision("deny", "cancelled", "ask")
+            verdict = PermissionDecision("deny", f"{decision.reason} (no one answered: {exc})", "ask")
+            return await self._permission_answered(slot, ctx, verdict, "")
         except Exception as exc:  # noqa: BLE001 - a broken asker means no consent
-            answer = ""
-            log.warning("ask_permission failed: %r", exc)
+            log.warning("asking for permission for %s failed: %s: %s", slot.name, type(exc).__name__, exc)
+            verdict = PermissionDecision("deny", f"{decision.reason} (the question could not be asked: "
+                                                 f"{type(exc).__name__}: {exc})", "ask")
+            return await self._permission_answered(slot, ctx, verdict, "")
         if answer == "always":
             self.permissions.allow_always(slot.name, ctx.session_id, scope)
         if answer in ALLOW_ANSWERS:
