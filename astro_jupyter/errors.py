@@ -12,6 +12,7 @@
     │   ├── ServiceTimeoutError
     │   │   └── llm.client.DeadlineExceeded     one LLM request past its overall deadline
     │   ├── NotebookError      a notebook that cannot be read, changed or run as asked
+    │   │   └── CellChanged    the cell is not the code the user allowed (not run; ask again)
     │   └── services.download._ChannelError     one download channel failed (the next is tried)
     ├── ToolInputError         arguments that do not fit a tool's schema
     ├── wire_contract.UnsupportedAnnotation (also a TypeError)  an event field type the wire contract cannot express
@@ -91,6 +92,14 @@ class ServiceTimeoutError(ServiceError):
 
 class NotebookError(ServiceError):
     reason = "notebook"
+
+
+class CellChanged(NotebookError):
+    """A notebook cell no longer holds the code the user was shown and allowed, so it was not run."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ToolInputError(AstroError):

@@ -125,6 +125,9 @@ def permission_lines(event: Any, width: int | None = None, *, header: bool = Tru
     if message:
         body_width = None if width is None else max(12, width - len(indent) - 2)
         lines += [f"{indent}  {line}" for line in wrap_escaped(visible(message), body_width)]
+    code = getattr(event, "code", "")
+    if isinstance(code, str) and code:  # what will run, read from where it runs (e.g. a notebook cell)
+        lines += _value_lines("code that will run", code, width, indent + "  ")
     arguments = getattr(event, "arguments", None)
     if isinstance(arguments, dict):
         for key, value in arguments.items():
