@@ -184,7 +184,7 @@ class ToolExecutor:
                 raise
             self.cancel_before_start(slot)  # the run was cancelled while the tool looked (a bridge request withdrawn)
             return PermissionDecision("deny", "cancelled", "ask")
-        except Exception as exc:  # noqa: BLE001 - the question still goes out; the tool refuses what it could not show
+        except Exception as exc:  # noqa: BLE001 - a broken preview: the question goes out with the rule's reason
             log.warning("permission_preview of %s failed: %s: %s", slot.name, type(exc).__name__, exc)
             preview = None
         if preview is not None:

@@ -259,8 +259,8 @@ class NotebookRunTool(_NotebookTool):
             if cell.cell_type != "code":
                 raise NotebookError(f"cell {cell_id} is a {cell.cell_type} cell; only code cells run")
             source = _source(cell)
-        except (PathNotAllowed, NotebookError) as exc:
-            why = str(exc)
+        except Exception as exc:  # noqa: BLE001 - whatever stops the lookup, the question says so and nothing runs
+            why = str(exc) if isinstance(exc, (PathNotAllowed, NotebookError)) else f"{type(exc).__name__}: {exc}"
             return PermissionPreview(f"{reason}, but its code cannot be shown: {why}. It will not run.",
                                      pin=_ShownCell(None, why))
         lines = source.count("\n") + 1
