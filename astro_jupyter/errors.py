@@ -12,6 +12,7 @@
     │   ├── ServiceTimeoutError
     │   │   └── llm.client.DeadlineExceeded     one LLM request past its overall deadline
     │   ├── NotebookError      a notebook that cannot be read, changed or run as asked
+    │   │   └── CellChanged    the cell is not the code the user allowed (not run; ask again)
     │   └── services.download._ChannelError     one download channel failed (the next is tried)
     ├── ToolInputError         arguments that do not fit a tool's schema
     ├── wire_contract.UnsupportedAnnotation (also a TypeError)  an event field type the wire contract cannot express
@@ -31,6 +32,7 @@
     ├── RunNotFound / SessionNotFound
     ├── RunConflict            a second run started while one is active in the session
     ├── QuestionCancelled      the run was cancelled while a question waited for its answer
+    ├── QuestionUnanswered     no one answered a question (no one there, no input, the wait ran out)
     ├── RunInterrupted         the user interrupted the kernel while a call waited
     ├── NotOpen                the sidebar does not have that notebook open (the server acts itself)
     ├── InvalidRequest         a request that asks for something that cannot be (400 unless ``status``)
@@ -92,6 +94,14 @@ class NotebookError(ServiceError):
     reason = "notebook"
 
 
+class CellChanged(NotebookError):
+    """A notebook cell no longer holds the code the user was shown and allowed, so it was not run."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class ToolInputError(AstroError):
     reason = "invalid_arguments"
 
@@ -114,6 +124,13 @@ class RunConflict(AstroError):
 
 class QuestionCancelled(AstroError):
     reason = "cancelled"
+
+
+class QuestionUnanswered(AstroError):
+    """No one answered (a front end with no one at it, no input, buttons withdrawn): not the user's "deny".
+    ``str(exc)`` says why, for the run's record and the model."""
+
+    reason = "unanswered"
 
 
 class InvalidRequest(AstroError):

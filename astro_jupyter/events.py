@@ -111,6 +111,7 @@ class PermissionRequest(Event):
     arguments: Any
     message: str = ""
     scope: str = ""  # what "always" covers: "" = the tool for this session, else e.g. one notebook's path
+    code: str = ""  # the exact code that will run, when it is not an argument (notebook_run: the cell, from where it runs)
 
 
 @dataclass(frozen=True, kw_only=True)

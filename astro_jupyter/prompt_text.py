@@ -115,15 +115,19 @@ def _value_lines(key: str, value: Any, width: int | None, indent: str) -> list[s
     return [head, *(f"{indent}{_BAR}{line}" for line in wrap_escaped(text, body_width))]
 
 
-def permission_lines(event: Any, width: int | None = None) -> list[str]:
-    """The full text of a permission request: what, why, and every argument in full."""
+def permission_lines(event: Any, width: int | None = None, *, header: bool = True) -> list[str]:
+    """The full text of a permission request: what, why, and every argument in full. Without ``header``
+    for a caller whose own title already names the tool (said once, not twice)."""
     indent = "    " if getattr(event, "subagent_id", None) else ""
     name = visible(str(getattr(event, "name", "")))
-    lines = [f"{indent}? permission for {name}"]
+    lines = [f"{indent}? permission for {name}"] if header else []
     message = str(getattr(event, "message", "") or "")
     if message:
         body_width = None if width is None else max(12, width - len(indent) - 2)
         lines += [f"{indent}  {line}" for line in wrap_escaped(visible(message), body_width)]
+    code = getattr(event, "code", "")
+    if isinstance(code, str) and code:  # what will run, read from where it runs (e.g. a notebook cell)
+        lines += _value_lines("code that will run", code, width, indent + "  ")
     arguments = getattr(event, "arguments", None)
     if isinstance(arguments, dict):
         for key, value in arguments.items():

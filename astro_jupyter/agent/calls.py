@@ -64,6 +64,7 @@ class CallSlot:
     safe: bool = False
     contexts: list[str] = field(default_factory=list)
     permission: PermissionDecision | None = None
+    question_pin: Any = None  # what the question showed, for the tool to check before it acts
 
 
 def elapsed_ms(start: float) -> int:

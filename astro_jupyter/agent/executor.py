@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..errors import QuestionCancelled, QuestionUnanswered
 from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResult
 from ..textsafe import clean_text
 from .calls import CallSlot, ExecutedCall, ToolCallRequest, ToolMetrics, elapsed_ms, repair_call_id
@@ -173,16 +175,31 @@ class ToolExecutor:
             return await self._permission_answered(slot, ctx, PermissionDecision("deny", f"{decision.reason} ({why})", "ask"), "")
         assert slot.tool is not None and slot.args is not None
         scope = permission_scope(slot.tool, slot.args)
+        message, code = decision.reason, ""
+        try:  # what will really happen, read now, just before asking
+            preview = await slot.tool.permission_preview(slot.args, ctx.for_call(slot.id, ctx.step), decision.reason)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling() or not ctx.cancelled.is_set():
+                raise
+            self.cancel_before_start(slot)  # the run was cancelled while the tool looked (a bridge request withdrawn)
+            return PermissionDecision("deny", "cancelled", "ask")
+        except Exception as exc:  # noqa: BLE001 - a broken preview: the question goes out with the rule's reason
+            log.warning("permission_preview of %s failed: %s: %s", slot.name, type(exc).__name__, exc)
+            preview = None
+        if preview is not None:
+            message, code, slot.question_pin = preview.message, preview.code, preview.pin
         request = PermissionRequest(
             request_id=f"perm_{uuid.uuid4().hex[:16]}",
             tool_call_id=slot.id,
             name=slot.name,
             arguments=slot.args,
-            message=decision.reason,
+            message=message,
             subagent_id=ctx.subagent_id,
             scope=scope,
+            code=code,
         )
-        payload = {**self._payload(slot, ctx), "request_id": request.request_id, "message": decision.reason}
+        payload = {**self._payload(slot, ctx), "request_id": request.request_id, "message": message}
         outcome = await self.hooks.run(HookEventName.PERMISSION_REQUEST, payload, tool_name=slot.name)
         await self._hook_warnings(outcome, ctx)
         if outcome.blocked:
@@ -211,9 +228,20 @@ class ToolExecutor:
             return await self._permission_answered(slot, ctx, verdict, "timeout")
         try:
             answer = str(asking.result() or "").strip().lower()
+        except QuestionCancelled:  # the run was cancelled (an interrupt) while the question waited
+            self.cancel_before_start(slot)
+            return PermissionDecision("deny", "cancelled", "ask")
+        except QuestionUnanswered as exc:
+            if ctx.cancelled.is_set():  # an interrupt at the prompt: the run is being cancelled
+                self.cancel_before_start(slot)
+                return PermissionDecision("deny", "cancelled", "ask")
+            verdict = PermissionDecision("deny", f"{decision.reason} (no one answered: {exc})", "ask")
+            return await self._permission_answered(slot, ctx, verdict, "")
         except Exception as exc:  # noqa: BLE001 - a broken asker means no consent
-            answer = ""
-            log.warning("ask_permission failed: %r", exc)
+            log.warning("asking for permission for %s failed: %s: %s", slot.name, type(exc).__name__, exc)
+            verdict = PermissionDecision("deny", f"{decision.reason} (the question could not be asked: "
+                                                 f"{type(exc).__name__}: {exc})", "ask")
+            return await self._permission_answered(slot, ctx, verdict, "")
         if answer == "always":
             self.permissions.allow_always(slot.name, ctx.session_id, scope)
         if answer in ALLOW_ANSWERS:
@@ -241,7 +269,8 @@ class ToolExecutor:
         loop = asyncio.get_running_loop()
         timeout = float(getattr(tool, "timeout_secs", None) or self.config.tool_timeout_secs)
         poll = max(0.01, float(self.config.cancel_poll_secs))
-        task = loop.create_task(tool.execute_with_progress(args, ctx.for_call(slot.id, ctx.step), self._reporter(slot, ctx)))
+        call_ctx = replace(ctx.for_call(slot.id, ctx.step), question_pin=slot.question_pin)
+        task = loop.create_task(tool.execute_with_progress(args, call_ctx, self._reporter(slot, ctx)))
         interruptible = tool.interrupt_behavior is InterruptBehavior.CANCEL
         watch: set[asyncio.Future[Any]] = {task}
         if interruptible:

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from ..errors import QuestionCancelled
+from ..errors import QuestionCancelled, QuestionUnanswered
 from ..events import Done, Event, QuestionAnswered
 
 if TYPE_CHECKING:
@@ -74,6 +74,14 @@ class PendingAnswers:
 
     def discard(self, request_id: str) -> None:
         self._futures.pop(request_id, None)
+
+    def withdraw(self, request_id: str, why: str) -> bool:
+        """No one answered (``why``): the waiting call is told so, not handed a "deny" nobody said."""
+        future = self._futures.pop(request_id, None)
+        if future is None or future.done():
+            return False
+        future.set_exception(QuestionUnanswered(why))
+        return True
 
     def cancel_all(self) -> None:
         """A cancelled run stops waiting for answers: ask_user and permission waits end at once
@@ -136,6 +144,13 @@ class RunHandle:
         accepted = self.answers.resolve(request_id, str(answer))
         if accepted:  # stored with the run: other tabs and a later reload show it answered
             self.bus.publish(QuestionAnswered(request_id=request_id, answer=str(answer)))
+        return accepted
+
+    def withdraw(self, request_id: str, why: str) -> bool:
+        """The front end could not get an answer (no one there, no input, time ran out); False if not pending."""
+        accepted = self.answers.withdraw(request_id, why)
+        if accepted:  # other views close the question and say why
+            self.bus.publish(QuestionAnswered(request_id=request_id, answer=f"(no answer: {why})"))
         return accepted
 
     async def wait(self) -> Done:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AsyncIterator, Protocol, Union
 
+from ..errors import QuestionUnanswered
 from ..events import AskUser, PermissionRequest
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ PERMISSION_REPLIES = {"y": "allow", "yes": "allow", "allow": "allow", "a": "alwa
 
 
 class Answerer(Protocol):
-    """Answers a run's question: ``allow`` / ``always`` / ``deny`` for a permission, free text for ``ask_user``."""
+    """Answers a run's question: ``allow`` / ``always`` / ``deny`` for a permission, free text for ``ask_user``;
+    raises ``QuestionUnanswered`` (saying why) when no one answered, which refuses without a "deny" nobody said."""
 
     async def answer(self, question: Question) -> str: ...
 
@@ -36,7 +38,9 @@ class Refuser:
         self.no_answer = no_answer
 
     async def answer(self, question: Question) -> str:
-        return "deny" if question.type == "permission_request" else self.no_answer
+        if question.type == "permission_request":
+            raise QuestionUnanswered("it was asked where no one can answer")
+        return self.no_answer
 
 
 def permission_answer(reply: str) -> str:
@@ -54,6 +58,10 @@ async def follow(handle: "RunHandle", answerer: Answerer | None = None, *, after
     async for _, event in handle.events(after_seq=after_seq):
         yield event
         if answerer is not None and is_question(event):
-            reply = await answerer.answer(event)  # type: ignore[arg-type]
+            try:
+                reply = await answerer.answer(event)  # type: ignore[arg-type]
+            except QuestionUnanswered as exc:
+                handle.withdraw(event.request_id, str(exc))  # type: ignore[attr-defined]
+                continue
             handle.answer(event.request_id, reply)  # type: ignore[attr-defined]
 

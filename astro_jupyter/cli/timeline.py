@@ -9,6 +9,7 @@ import sys
 from typing import TextIO
 
 from ..app.follow import Question, permission_answer
+from ..errors import QuestionUnanswered
 from ..events import Event
 from ..prompt_text import permission_lines, visible
 from ..timeline_text import LinePrinter
@@ -71,7 +72,7 @@ class TerminalAnswerer:
         if not self.interactive:
             if question.type == "permission_request":
                 err(f"denied {visible(question.name)}: a non-interactive CLI cannot grant permission")
-                return "deny"
+                raise QuestionUnanswered("a non-interactive CLI cannot grant permission")
             return CLI_NO_ANSWER
         if question.type == "permission_request":
             prompt = f"allow {visible(question.name)}? [y/N/always] "
@@ -82,5 +83,7 @@ class TerminalAnswerer:
         try:
             reply = (await loop.run_in_executor(None, input, prompt)).strip()
         except EOFError:
+            if question.type == "permission_request":
+                raise QuestionUnanswered("the terminal's input ended before an answer") from None
             reply = ""
         return permission_answer(reply) if question.type == "permission_request" else reply

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 
-from ..errors import RunInterrupted
+from ..errors import QuestionUnanswered, RunInterrupted
 from ..background_loop import BackgroundLoop
 
 if TYPE_CHECKING:
@@ -282,11 +282,18 @@ class KernelLoopThread:
 
         try:
             question.future.set_result(question.fn(question.event))
+        except QuestionUnanswered as exc:  # no one answered (no input, buttons withdrawn): a refusal that says so
+            question.future.set_exception(exc)
         except BaseException as exc:  # noqa: BLE001 - includes KeyboardInterrupt at the prompt
             if reraise:
                 question.future.cancel()  # withdrawn: the run ends cancelled, still waiting for it
                 raise
-            question.future.set_result("deny" if question.event.type == "permission_request" else NO_ANSWER)
+            if question.event.type != "permission_request":
+                question.future.set_result(NO_ANSWER)
+            elif isinstance(exc, KeyboardInterrupt):
+                question.future.set_exception(QuestionUnanswered("the question was interrupted before an answer"))
+            else:
+                question.future.set_exception(QuestionUnanswered(f"the question could not be shown ({type(exc).__name__}: {exc})"))
             if isinstance(exc, KeyboardInterrupt):
                 raise
 

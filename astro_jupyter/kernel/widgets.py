@@ -25,6 +25,7 @@ from typing import Any, Callable, TextIO
 from IPython.core.error import StdinNotImplementedError
 
 from ..app.follow import permission_answer
+from ..errors import QuestionUnanswered
 from ..prompt_text import permission_lines, visible
 from ..timeline_text import LinePrinter, short
 
@@ -83,8 +84,8 @@ def ask_text(event: Any, input_fn: InputFn = _input) -> str:
         always = "always (this notebook)" if getattr(event, "scope", "") else "always"
         try:
             reply = input_fn(f"Allow {visible(event.name)}? [y/N/{always}] ")
-        except (EOFError, StdinNotImplementedError):
-            return "deny"  # no one can answer here: no consent
+        except (EOFError, StdinNotImplementedError):  # no one can answer here: no consent, and no "deny" either
+            raise QuestionUnanswered("this kernel has no input to answer with") from None
         return permission_answer(reply)
     options = f" ({' / '.join(visible(str(o)) for o in event.options)})" if getattr(event, "options", None) else ""
     return input_fn(f"{visible(event.question, keep=chr(10))}{options}: ")
@@ -229,7 +230,7 @@ class WidgetTimeline:
                 self._append(self._subagents[event.id],
                              self.w.HTML(f"<small>summary: {html.escape(short(event.summary, 400))}</small>"))
         elif kind == "permission_request":  # in full, scrollable: what is allowed is what runs
-            shown = html.escape("\n".join(permission_lines(event)))
+            shown = html.escape("\n".join(permission_lines(event, header=False)))  # the title names the tool
             self._append(self.cards, self._card(
                 f"❓ Permission for <code>{html.escape(visible(event.name))}</code>",
                 "<pre class='astro-permission' style='white-space:pre-wrap;word-break:break-all;max-height:24em;"
@@ -298,10 +299,14 @@ class WidgetTimeline:
             button.disabled = True
         if text_box is not None:
             text_box.disabled = True
-        answer = chosen[0] if chosen else ("deny" if event.type == "permission_request" else "")
-        said = html.escape(visible(answer)) if chosen else f"no answer in time ({html.escape(answer or 'nothing')})"
-        self._append(self.cards, w.HTML(f"<small>answered: {said}</small>"))
-        return answer
+        if not chosen:
+            waited = f"within {timeout:g} s" if timeout else "in time"
+            self._append(self.cards, w.HTML(f"<small>no answer {waited}: the question was withdrawn</small>"))
+            if event.type == "permission_request":  # refused, and said so: not a "deny" nobody clicked
+                raise QuestionUnanswered(f"no answer {waited}; the buttons were withdrawn")
+            return ""
+        self._append(self.cards, w.HTML(f"<small>answered: {html.escape(visible(chosen[0]))}</small>"))
+        return chosen[0]
 
     def finish(self, reason: str, session_id: str, answer: str = "") -> None:
         """The run ended. The final answer leaves the widget for a ``text/markdown`` output of its own:

@@ -311,6 +311,7 @@ class LlmClient:
         partial: dict[int, dict[str, Any]] = {}
         emitted: set[int] = set()
         finish = "stop"
+        finished = False
         usage: dict[str, int] = {}
 
         def ready(index: int) -> ToolCallReady:
@@ -352,8 +353,15 @@ class LlmClient:
                         part["args"].append(frag.arguments)
                 if view.finish_reason:
                     finish = view.finish_reason
+                    finished = True
         finally:
             await views.aclose()
+        if not (finished or text or thinking or partial):  # e.g. one huge line that never ended an event
+            raise LlmError(
+                f"The LLM endpoint's answer ended without a readable chunk (model {model!r}): no text, no tool call "
+                "and no finish reason arrived, so there is no answer to show. The endpoint may have sent something "
+                "that is not an event stream, or a line too long to end; try again or check the endpoint."
+            )
         calls: list[ToolCallReady] = []
         for index in sorted(partial):
             if index not in emitted:

@@ -291,6 +291,8 @@ class DownloadService:
                         size = await self._stream_body(response, tmp, current, channel, progress, cancelled)
                 except httpx2.HTTPError as exc:
                     raise http_failure(channel, exc) from exc
+                except httpx2.InvalidURL as exc:  # not an HTTPError: a URL the guard let through but httpx2 cannot use
+                    raise _ChannelError(f"not a valid URL: {exc}") from None
                 os.replace(tmp, target)
                 return current, size
             raise _ChannelError(f"more than {MAX_REDIRECTS} redirects")

@@ -89,15 +89,19 @@ async def resolve_host(host: str, port: int) -> list[str]:
 async def check_url(url: str, *, allow_private: bool, allowed_hosts: Iterable[str] = ()) -> None:
     """Raise ``BlockedAddressError`` (or ServiceError for a bad URL) unless ``url`` may be fetched.
     ``allowed_hosts`` names hosts exempt from the address check (matched by name, not address)."""
-    parts = urlsplit(url)
+    shown = url if len(url) <= 300 else url[:300] + "…"
+    try:  # a port like "5:80" or a bad IPv6 literal is a ValueError here: a bad URL, not a crash
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise ServiceError(f"refusing to fetch {shown!r}: not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https"):
-        raise ServiceError(f"refusing to fetch {url!r}: only http and https URLs are allowed")
-    host = parts.hostname
+        raise ServiceError(f"refusing to fetch {shown!r}: only http and https URLs are allowed")
     if not host:
-        raise ServiceError(f"refusing to fetch {url!r}: no host")
+        raise ServiceError(f"refusing to fetch {shown!r}: no host")
     if allow_private or host.lower() in {h.lower() for h in allowed_hosts}:
         return
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    port = port or (443 if parts.scheme == "https" else 80)
     for address in await resolve_host(host, port):
         if not is_public_address(address):
             raise BlockedAddressError(

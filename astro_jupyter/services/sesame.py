@@ -174,6 +174,9 @@ def merge_records(records: list[TargetRecord]) -> TargetRecord:
     return dataclasses.replace(first, aliases=aliases, databases=databases, extra=dict(first.extra))
 
 
+MAX_NAME_CHARS = 256  # the longest designations (2MASS, SDSS, Gaia DR3 ...) are under 40
+
+
 class SesameClient:
     def __init__(self, http: "httpx2.AsyncClient", config: "AstroConfig", *, db: "Database | None" = None) -> None:
         self.http = http
@@ -219,6 +222,9 @@ class SesameClient:
         name = _clean(name)
         if not name:
             raise NotFoundError("an empty name cannot be resolved")
+        if len(name) > MAX_NAME_CHARS:  # no object is called that; the URL would be refused or worse
+            raise ServiceError(f"an object name of {len(name):,} characters is not a name Sesame can resolve "
+                               f"(at most {MAX_NAME_CHARS}); give the object's designation, e.g. 'M 31'")
         key = self.cache_key(name, databases)
         if use_cache and self.db is not None:
             try:

@@ -93,6 +93,7 @@ export interface IPermissionRequestEvent {
   arguments: unknown;
   message?: string;
   scope?: string;
+  code?: string;
 }
 
 /** An `ask_user` or `permission_request` got its answer. Every open view of the run closes the question, and a reopened session shows what was answered, not "expired". */

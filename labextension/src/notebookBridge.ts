@@ -26,6 +26,7 @@ export interface INotebookRequestEvent {
 export type NotebookAnswer =
   | ({ status: 'ok' } & Record<string, unknown>)
   | { status: 'not_open' }
+  | { status: 'changed'; source: string }
   | { status: 'error'; message: string };
 
 /** An executed code cell as nbformat JSON (what `run` answers). */
@@ -40,8 +41,12 @@ export interface IOpenNotebook {
   readonly writable: boolean;
   /** The document as nbformat v4 JSON (`model.toJSON()`). */
   toJSON(): unknown;
-  /** Execute a code cell through the notebook's session context; resolves when it finished. */
-  runCell(cellId: string): Promise<CellJSON>;
+  /**
+   * Execute a code cell through the notebook's session context; resolves when it finished. With
+   * `expectedSource` (the code the user allowed), a cell that holds anything else at the moment it
+   * would start is not run: `CellChangedError`.
+   */
+  runCell(cellId: string, expectedSource?: string): Promise<CellJSON>;
   /** Scroll the notebook to a cell (best effort). */
   reveal(cellId: string): void;
 }
@@ -55,6 +60,13 @@ const CELL_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** An error for the model: answered as `{"status": "error", "message": …}`. */
 export class BridgeError extends Error {}
+
+/** The cell is not the code the user was asked about: answered as `{"status": "changed", "source": …}`. */
+export class CellChangedError extends Error {
+  constructor(readonly source: string) {
+    super('the cell changed after the question');
+  }
+}
 
 /** Normalise a path the way the server sends it (relative to the root, `/`-separated). */
 export function normalizePath(path: string): string {
@@ -206,8 +218,14 @@ export class NotebookBridge {
           if (notebook.sharedModel.cells[index].cell_type !== 'code') {
             throw new BridgeError(`cell ${cellId} is a ${notebook.sharedModel.cells[index].cell_type} cell, not code`);
           }
+          // the code the user was shown and allowed; anything else in the cell now does not run
+          const expected = typeof args.expected_source === 'string' ? args.expected_source : undefined;
+          const now = notebook.sharedModel.cells[index].getSource();
+          if (expected !== undefined && now !== expected) {
+            return { status: 'changed', source: now };
+          }
           notebook.reveal(cellId);
-          const cell = await notebook.runCell(cellId);
+          const cell = await notebook.runCell(cellId, expected);
           const after = notebook.sharedModel.cells.findIndex(c => c.id === cellId);
           return { status: 'ok', cell: { ...cell, cell_type: 'code' }, index: after >= 0 ? after : index, cells: notebook.sharedModel.cells.length };
         }
@@ -215,6 +233,9 @@ export class NotebookBridge {
           throw new BridgeError(`unknown request action ${JSON.stringify(request.action)}`);
       }
     } catch (error) {
+      if (error instanceof CellChangedError) {
+        return { status: 'changed', source: error.source };
+      }
       const message = error instanceof Error ? error.message : String(error);
       return { status: 'error', message: message || 'failed' };
     }

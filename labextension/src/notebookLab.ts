@@ -11,6 +11,7 @@ import type { ISharedNotebook } from '@jupyter/ydoc';
 import type { RunModel } from './model';
 import {
   BridgeError,
+  CellChangedError,
   CellJSON,
   cellForAnswer,
   diffLines,
@@ -55,7 +56,7 @@ class LabNotebook implements IOpenNotebook {
     return this.panel.content.model?.toJSON();
   }
 
-  async runCell(cellId: string): Promise<CellJSON> {
+  async runCell(cellId: string, expectedSource?: string): Promise<CellJSON> {
     const widget = this.panel.content.widgets.find(w => w.model.id === cellId);
     if (!(widget instanceof CodeCell)) {
       throw new BridgeError(`cell ${cellId} is not a code cell of the open notebook`);
@@ -66,6 +67,9 @@ class LabNotebook implements IOpenNotebook {
       throw new BridgeError('the open notebook has no kernel (the user can pick one in its kernel menu)');
     }
     const source = widget.model.sharedModel.getSource();
+    if (expectedSource !== undefined && source !== expectedSource) {
+      throw new CellChangedError(source); // changed while the kernel got ready: not what the user allowed
+    }
     const reply = await CodeCell.execute(widget, session, { deletedCells: [], recordTiming: false });
     if (!reply && source.trim()) {
       throw new BridgeError('the cell did not finish: the kernel was interrupted or restarted');

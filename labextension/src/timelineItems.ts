@@ -113,6 +113,8 @@ export interface IQuestionItem extends IItemBase {
   toolName: string;
   toolCallId: string;
   arguments: unknown;
+  /** The exact code that will run when it is not an argument (notebook_run: the cell, read where it runs). */
+  code: string;
   /** The answer given (or 'expired' when the run ended first). */
   answer: string | null;
   pending: boolean;
@@ -201,14 +203,14 @@ export function resultStatus(result: IToolResult): ToolStatus {
 /** What a question item takes from its event (the item's state is added by the model). */
 export type QuestionFields = Pick<
   IQuestionItem,
-  'variant' | 'requestId' | 'question' | 'options' | 'toolName' | 'toolCallId' | 'arguments'
+  'variant' | 'requestId' | 'question' | 'options' | 'toolName' | 'toolCallId' | 'arguments' | 'code'
 >;
 
 /** An `ask_user` or `permission_request` event as the question the timeline shows. */
 export function questionOf(event: IAskUserEvent | IPermissionRequestEvent): QuestionFields {
   if (event.type === 'ask_user') {
     const q = { requestId: event.request_id, question: event.question, options: event.options ?? [] };
-    return { variant: 'ask_user', ...q, toolName: '', toolCallId: '', arguments: null };
+    return { variant: 'ask_user', ...q, toolName: '', toolCallId: '', arguments: null, code: '' };
   }
   return {
     variant: 'permission',
@@ -217,6 +219,7 @@ export function questionOf(event: IAskUserEvent | IPermissionRequestEvent): Ques
     options: [],
     toolName: event.name,
     toolCallId: event.tool_call_id,
-    arguments: event.arguments
+    arguments: event.arguments,
+    code: typeof event.code === 'string' ? event.code : ''
   };
 }

@@ -170,6 +170,17 @@ describe('NotebookBridge answers', () => {
     expect(md.status).toBe('error');
     expect(md.message).toMatch(/markdown/);
   });
+
+  it('run with expected_source runs only the code the user allowed; a changed cell answers changed', async () => {
+    const { doc, bridge } = open();
+    const same = (await bridge.handle(request('run', { cell_id: 'code1', expected_source: 'x = 20\nx + 1' }))) as any;
+    expect(same.status).toBe('ok');
+    expect(doc.ran).toEqual(['code1']);
+    doc.sharedModel.getCell(1).setSource('import os\nos.remove("data.fits")');
+    const changed = (await bridge.handle(request('run', { cell_id: 'code1', expected_source: 'x = 20\nx + 1' }))) as any;
+    expect(changed).toEqual({ status: 'changed', source: 'import os\nos.remove("data.fits")' });
+    expect(doc.ran).toEqual(['code1']); // not run again
+  });
 });
 
 describe('NotebookRequestGate', () => {

@@ -353,3 +353,21 @@ async def test_blank_call_id_is_repaired_in_the_call_and_its_result_alike(tmp_pa
     finally:
         await runtime.close()
         await services.close()
+
+
+@pytest.mark.parametrize("io", ["inline", "thread", "process"])
+@pytest.mark.asyncio
+async def test_an_answer_that_is_one_huge_line_tells_the_user(tmp_path, openai_server, sesame_server, io):
+    """8 MB and no newline: the run used to end 'finished' with an empty answer and nothing said."""
+    openai_server.script(Turn(raw_body=b'data: {"choices": [{"delta": {"content": "' + b"x" * (8 << 20)))
+    config = make_config(tmp_path, openai_server.url, sesame_server.url, llm_io=io)
+    services, runtime = await make_runtime(config)
+    try:
+        handle = await runtime.start_run("say something")
+        items = await collect(handle)
+        assert types(items)[-2:] == ["error", "done"] and items[-1][1].reason == "error", types(items)
+        message = items[-2][1].message
+        assert "ended without a readable chunk" in message and "no text, no tool call" in message
+    finally:
+        await runtime.close()
+        await services.close()

@@ -75,3 +75,68 @@ async def test_the_local_user_sees_every_session_and_prompts_are_checked(local_a
 def test_permission_answer_maps_typed_replies() -> None:
     assert [permission_answer(r) for r in ("y", " YES ", "allow", "a", "always", "", "n", "sure")] == [
         "allow", "allow", "allow", "always", "always", "deny", "deny", "deny"]
+
+
+@pytest.mark.asyncio
+async def test_no_one_to_answer_is_said_as_such_not_as_the_users_deny(local_app: AstroApp, openai_server: Any) -> None:
+    """A refuser (a script, no terminal) used to answer "deny", and the model read "the user answered 'deny'"."""
+    _script(openai_server)
+    handle = await local_app.start_run_handle(None, "write down the band I choose")
+    events = [e async for e in follow(handle, Refuser())]
+    assert (await handle.wait()).reason == "finished"
+    written = {e.tool_call_id: e for e in events if e.type == "tool_result"}["w1"]
+    assert written.is_error and "no one answered: it was asked where no one can answer" in written.output
+    assert "the user answered" not in written.output and "'deny'" not in written.output
+    [closed] = [e for e in events if e.type == "question_answered" and e.answer != "(no answer: the question was asked where no one can answer)"]
+    assert closed.answer == "(no answer: it was asked where no one can answer)"
+
+
+@pytest.mark.asyncio
+async def test_a_question_withdrawn_by_an_interrupt_says_cancelled_not_a_raw_repr(tmp_path: Path, caplog: Any) -> None:
+    """After an interrupt the log said "ask_permission failed: QuestionCancelled(...)" and the result
+    "the user answered 'nothing'"."""
+    import asyncio
+    import json
+    import logging
+
+    from astro_jupyter.agent.executor import ToolCallRequest, ToolExecutor
+    from astro_jupyter.agent.permissions import PermissionChecker
+    from astro_jupyter.agent.tools.base import ToolContext
+    from astro_jupyter.agent.tools.file_state import FileStateCache
+    from astro_jupyter.agent.tools.filesystem import tools
+    from astro_jupyter.agent.tools.registry import ToolRegistry
+    from astro_jupyter.config import AstroConfig
+    from astro_jupyter.errors import QuestionCancelled, QuestionUnanswered
+    from astro_jupyter.services.container import ServiceContainer
+
+    config = AstroConfig(home=str(tmp_path / "home"), project_root=str(tmp_path))
+    services = await ServiceContainer(config).start()
+    cancelled = asyncio.Event()
+
+    async def interrupted(request: Any) -> str:
+        cancelled.set()
+        raise QuestionCancelled("the run was cancelled before the question was answered")
+
+    async def no_input(request: Any) -> str:
+        raise QuestionUnanswered("this kernel has no input to answer with")
+
+    async def emit(event: Any) -> None:
+        return None
+
+    try:
+        outputs = []
+        for asker, flag in ((interrupted, cancelled), (no_input, asyncio.Event())):
+            ctx = ToolContext(config=config, services=services, session_id="s", cancelled=flag, emit=emit,
+                              file_state=FileStateCache(), ask_permission=asker)
+            executor = ToolExecutor(ToolRegistry(tools(config)), PermissionChecker([], "auto"), None, config)
+            with caplog.at_level(logging.WARNING):
+                [done] = await executor.execute([ToolCallRequest("c1", "file_write", json.dumps(
+                    {"path": "a.txt", "content": "x"}))], ctx)
+            outputs.append(done.output.content)
+    finally:
+        await services.close()
+    assert outputs[0] == "Error: file_write was cancelled by the user before it started."
+    assert "no one answered: this kernel has no input to answer with" in outputs[1]
+    assert not (tmp_path / "a.txt").exists()
+    said = " ".join(outputs) + caplog.text
+    assert "QuestionCancelled(" not in said and "the user answered" not in said

@@ -62,6 +62,7 @@ class Turn:
     usage: dict[str, int] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     raw_chunks: list[Any] | None = None  # sent verbatim as `data:` payloads (str as-is, else JSON) instead of the script
+    raw_body: bytes | None = None  # the whole streamed body, verbatim (no SSE framing, no [DONE]), then the end
     keepalive_secs: float = 0.0  # send SSE comment lines for this long (then continue) ...
     keepalive_after: int = 0  # ... after this many chunks (0: right after the headers)
     keepalive_interval: float = 0.2  # seconds between two comment lines
@@ -245,6 +246,13 @@ class _OpenAIHandler(FakeHandler):
             self.wfile.flush()
 
         try:
+            if turn.raw_body is not None:  # e.g. one huge line with no newline: not even the first event ends
+                for start in range(0, len(turn.raw_body), 1 << 16):
+                    part = turn.raw_body[start:start + (1 << 16)]
+                    self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+                return
             send(delta_chunk({"role": "assistant", "content": ""}))
             if turn.raw_chunks is not None:
                 for payload in turn.raw_chunks:

@@ -135,3 +135,26 @@ def test_search_results_become_an_astropy_table_and_a_dataframe() -> None:
     text_only = AstroResult("read_file", {}, "a file", False, {"path": "x"})
     with pytest.raises(ValueError, match="no list of records"):
         text_only.to_table()
+
+
+def test_a_permission_card_names_the_tool_once_and_a_withdrawn_question_says_so() -> None:
+    """The card read "Permission for kernel_run? permission for kernel_run"; a question nobody answered
+    said "answered: no answer in time (deny)" and handed the run a "deny" nobody gave."""
+    import html
+    import re
+
+    from astro_jupyter.errors import QuestionUnanswered
+    from astro_jupyter.events import PermissionRequest
+
+    tl = WidgetTimeline(lambda w: None, route=lambda w: None, on_stop=lambda: None)
+    request = PermissionRequest(request_id="p1", tool_call_id="c9", name="kernel_run", arguments={"code": "x = 1"},
+                                message="kernel_run wants to run the code below in your kernel's namespace")
+    tl.show(request)
+    card = tl.cards.children[-1].value
+    text = html.unescape(re.sub(r"<[^>]+>", " ", card))
+    assert len(re.findall(r"(?i)permission for\s+kernel_run", text)) == 1, text
+    assert "x = 1" in text and "kernel's namespace" in text
+    with pytest.raises(QuestionUnanswered, match="no answer within 0.05 s"):
+        tl.ask(request, timeout=0.05)
+    said = tl.cards.children[-1].value
+    assert "withdrawn" in said and "deny" not in said and "answered:" not in said

@@ -380,3 +380,20 @@ async def test_complete_sends_full_history_and_no_tools_key(openai_server):
     assert body["messages"] == _HISTORY
     assert "tools" not in body
     await client.aclose()
+
+
+@pytest.mark.parametrize("body", [
+    b'data: {"id": "x", "choices": [{"index": 0, "delta": {"content": "' + b"a" * (8 << 20) + b'"}}]}',  # no newline
+    b"a" * (8 << 20),  # not even an SSE field
+], ids=["8MB-data-line", "8MB-garbage"])
+@pytest.mark.asyncio
+async def test_one_huge_line_without_a_newline_is_an_error_not_an_empty_answer(openai_server, body):
+    """An answer that never completes a single event used to end as an empty, "finished" answer."""
+    openai_server.script(Turn(raw_body=body), Turn.say("unused"))
+    client = make_client(openai_server.url)
+    try:
+        with pytest.raises(LlmError, match="ended without") as info:
+            await collect(client)
+    finally:
+        await client.aclose()
+    assert "no text, no tool call" in str(info.value) and len(str(info.value)) < 600

@@ -512,3 +512,82 @@ def test_non_interactive_cli_run_denies_a_write_at_once(tmp_path: Path, openai_s
     assert not (tmp_path / "proj" / "report.md").exists()
     assert not out["w2"]["is_error"] and (tmp_path / "home" / "notes" / "ok.md").read_text() == "# ok"  # notes: no question
     assert [e["name"] for e in events if e["type"] == "permission_request"] == ["file_write"]
+
+
+# -- files that run code: pyvenv.cfg, $PATH directories, $PYTHONSTARTUP, the library's own folders ----------------
+
+# (where the protected file is, below $HOME); the environment below puts work/bin on PATH and names the startup file
+CODE_TARGETS = [
+    "pröj/venv/pyvenv.cfg",  # its home line picks the interpreter
+    "bin/ls",  # ~/bin: first on PATH once it exists (Debian's .profile)
+    "wörk/bin/fit",  # a directory on $PATH inside the root
+    "wörk/stärtup.py",  # $PYTHONSTARTUP
+    ".astro_jupyter/team/lead/inbox.json",
+    ".astro_jupyter/papers/2401.00001/paper.md",
+    ".astro_jupyter/models/minilm/model.onnx",
+]
+VARIANTS = ["direct", "symlink", "hardlink", "case", "unicode", "dotdot"]
+
+
+def _variant(home: Path, target: str, variant: str) -> str:
+    """The path the attacker writes to reach ``target`` (a path below ``home``) in the way ``variant`` names."""
+    import unicodedata
+
+    if variant == "direct":
+        return target
+    if variant == "case":
+        return target.upper()
+    if variant == "unicode":  # decomposed, as macOS stores names; composed and decomposed are one file there
+        return unicodedata.normalize("NFD", target)
+    if variant == "dotdot":
+        return "innocent/../" + target
+    if variant == "symlink":  # a harmless-looking directory that is a link to the target's directory
+        parent = (home / target).parent
+        parent.mkdir(parents=True, exist_ok=True)
+        link = home / "shortcuts" / f"to-{abs(hash(target))}"
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(parent, target_is_directory=True)
+        return str(link.relative_to(home) / Path(target).name)
+    raise AssertionError(variant)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("target", CODE_TARGETS)
+@pytest.mark.asyncio
+async def test_files_that_run_code_stay_shut_under_allow_all_and_always(
+        box: Any, monkeypatch: pytest.MonkeyPatch, target: str, variant: str) -> None:
+    monkeypatch.setenv("PATH", f"{box.home / 'wörk' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("PYTHONSTARTUP", str(box.home / "wörk" / "stärtup.py"))
+    real = box.home / target
+    real.parent.mkdir(parents=True, exist_ok=True)
+    real.write_text("original")
+    if variant == "hardlink":  # a second name for the same file, in an ordinary folder: writing it must not change it
+        (box.home / "proj").mkdir(exist_ok=True)
+        os.link(real, box.home / "proj" / "twin.txt")
+        box.answer = "always"
+        out = await box.call("file_write", rules=[{"action": "allow", "tool": "*"}], path="proj/twin.txt", content="pwned")
+        assert real.read_text() == "original", out.content
+        return
+    path = _variant(box.home, target, variant)
+    box.answer = "always"
+    for attempt in (dict(rules=[{"action": "allow", "tool": "*"}], mode="auto"),
+                    dict(rules=[{"action": "ask", "tool": "*"}], mode="ask")):
+        for tool, args in (("file_write", {"path": path, "content": "pwned"}),
+                           ("file_edit", {"path": path, "old_string": "original", "new_string": "pwned"})):
+            out = await box.call(tool, **attempt, **args)
+            expected = "'..'" if variant == "dotdot" else "no permission can lift"
+            assert out.is_error and expected in out.content, (tool, path, attempt, out.content)
+    assert real.read_text() == "original"
+    written = [p for p in box.home.rglob("*") if p.is_file() and not p.is_symlink() and not p.name.startswith("astro.db")
+               and "pwned" in p.read_text("utf-8", "replace")]  # (the audit log in the database records the attempt)
+    assert not written
+
+
+def test_library_that_is_also_the_project_shuts_its_own_folders_only(user_home: Path) -> None:
+    """ASTRO_HOME = the project: papers/, team/, models/, tool-results/ stay shut, the user's own files do not."""
+    config = AstroConfig(home=str(user_home / "lab"), project_root=str(user_home / "lab"))
+    shut = protection(config)
+    for rel in ("papers/x.md", "team/t/inbox.json", "models/m.bin", "TEAM/t/inbox.json"):
+        assert shut.reason(str(user_home / "lab" / rel), write=True), rel
+    for rel in ("analysis.py", "notes/m31.md", "skills/s/SKILL.md", "paperwork.txt"):
+        assert shut.reason(str(user_home / "lab" / rel), write=True) is None, rel

@@ -186,10 +186,12 @@ async def test_open_notebook_goes_through_the_sidebar_bridge(
     status, stored = await api("GET", f"astro/api/sessions/{started['session_id']}/messages")
     prompt = next(m for m in stored["messages"] if m["role"] == "user")
     assert prompt["content"] == "fix this cell" and "open in JupyterLab" in prompt["metadata"]["context"]
+    # (the run's question first reads the cell from the open document: what it shows is what runs)
     assert [(r["action"], r["path"]) for r in requests] == [
-        ("read", "analysis.ipynb"), ("edit", "analysis.ipynb"), ("run", "analysis.ipynb"), ("edit", "other.ipynb")]
+        ("read", "analysis.ipynb"), ("edit", "analysis.ipynb"), ("read", "analysis.ipynb"), ("run", "analysis.ipynb"),
+        ("edit", "other.ipynb")]
     assert all(r["tool_call_id"] for r in requests)
-    assert [r["timeout_secs"] for r in requests] == [5.0, 5.0, 605.0, 5.0]  # a run waits for the cell too
+    assert [r["timeout_secs"] for r in requests] == [5.0, 5.0, 5.0, 605.0, 5.0]  # a run waits for the cell too
     read, edit, run, other = tool_results(events)
     assert read["metadata"]["via"] == "sidebar" and "unsaved = True" in read["output"]  # the open document, not the file
     assert edit["metadata"]["via"] == "sidebar" and edit["metadata"]["cell_id"] == "abc-123"
@@ -298,3 +300,123 @@ async def test_bridge_without_an_active_notebook_still_asks_the_sidebar(
     [edit] = tool_results(events)
     assert edit["metadata"]["via"] == "sidebar" and edit["metadata"]["cell_id"] == "new-1"
     assert (jp_root_dir / "analysis.ipynb").read_text() == before
+
+
+def _open_doc_sidebar(open_doc: nbformat.NotebookNode, log: list[dict[str, Any]],
+                      on_permission: Callable[[dict[str, Any]], None] = lambda e: None) -> Answer:
+    """A sidebar that keeps ``open_doc`` as its open document and follows the bridge protocol, including
+    ``expected_source`` on a run (it answers ``changed`` and runs nothing when the cell differs)."""
+
+    def answer(event: dict[str, Any]) -> Any:
+        log.append(event)
+        if event["type"] == "permission_request":
+            on_permission(event)
+            return "allow"
+        args = event["arguments"]
+        if event["action"] == "read":
+            return {"status": "ok", "notebook": open_doc}
+        ids = [c.id for c in open_doc.cells]
+        if event["action"] == "edit" and args["action"] == "insert":
+            cell = nbf.new_code_cell(args["source"])
+            open_doc.cells.append(cell)
+            return {"status": "ok", "cell_id": cell.id, "index": len(open_doc.cells) - 1, "cell_type": "code"}
+        if event["action"] == "edit":
+            cell = open_doc.cells[ids.index(args["cell_id"])]
+            old, cell.source = cell.source, args["source"]
+            return {"status": "ok", "cell_id": cell.id, "index": ids.index(cell.id), "cell_type": "code",
+                    "old_source": old}
+        cell = open_doc.cells[ids.index(args["cell_id"])]
+        if "expected_source" in args and cell.source != args["expected_source"]:
+            return {"status": "changed", "source": cell.source}
+        ran = nbf.new_code_cell(cell.source, execution_count=1)
+        ran.outputs = [nbf.new_output("stream", name="stdout", text="ran\n")]
+        return {"status": "ok", "cell": ran, "index": ids.index(cell.id), "cells": len(open_doc.cells)}
+
+    return answer
+
+
+async def test_run_question_shows_the_open_documents_code_with_its_line_breaks(
+        api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path) -> None:
+    """Issue 22 item 4: after a replace in the open notebook the question quoted the old code from disk (line
+    breaks collapsed), for a just-inserted cell only its id, and said outputs "are saved into the notebook"."""
+    nb = notebook(jp_root_dir)
+    open_doc = nbformat.read(jp_root_dir / "analysis.ipynb", as_version=4)
+    new_code = "import numpy as np\nflux = np.ones(3)\nprint(flux.sum())"
+    inserted = "for band in 'ugriz':\n    print(band)"
+    cell_id = nb.cells[1].id
+    openai_server.script(
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "replace", "cell_id": cell_id,
+                                    "source": new_code}),
+        Turn.call("notebook_run", {"path": "root_dir/analysis.ipynb", "cell_id": cell_id}),
+        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": inserted}),
+    )
+
+    def respond(body: dict[str, Any]) -> Turn:  # then run the cell the insert answered with
+        results = [m for m in body["messages"] if m.get("role") == "tool"]
+        if len(results) == 3:
+            new_id = results[-1]["content"].split("code cell ")[1].split(" ")[0]
+            return Turn.call("notebook_run", {"path": "root_dir/analysis.ipynb", "cell_id": new_id})
+        return Turn.say("Done.")
+
+    openai_server.respond_with(respond)
+
+    log: list[dict[str, Any]] = []
+    status, started = await api("POST", "astro/api/runs", body={
+        "prompt": "fix and run", "notebook": {"path": "analysis.ipynb", "bridge": True}})
+    assert status == 201
+    events = await sidebar(started["run_id"], _open_doc_sidebar(open_doc, log))
+    questions = [e for e in events if e["type"] == "permission_request" and e["name"] == "notebook_run"]
+    assert len(questions) == 2
+    replaced, fresh = questions
+    assert replaced["code"] == new_code and "\n" in replaced["code"]  # the new code, its real line breaks
+    assert "x = 20" not in replaced["code"] + replaced["message"]  # not the file's old code
+    assert fresh["code"] == inserted  # a just-inserted cell: its code, not only an id
+    for q in questions:
+        assert "open in JupyterLab" in q["message"] and "not saved" in q["message"]
+        assert "saved into the notebook" not in q["message"] and "saved into the file" not in q["message"]
+    runs = [e for e in log if e["type"] == "notebook_request" and e["action"] == "run"]
+    assert [r["arguments"]["expected_source"] for r in runs] == [new_code, inserted]
+    results = [e for e in tool_results(events) if e["name"] == "notebook_run"]
+    assert all(not r["is_error"] and "ran" in r["output"] for r in results), results
+
+
+async def test_a_cell_changed_after_the_question_does_not_run(
+        api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path) -> None:
+    """Between the question and the run the cell changes: in the open document (the sidebar answers
+    'changed') and in a closed notebook's file (the server's runner checks): neither runs, the model is told."""
+    nb = notebook(jp_root_dir)
+    notebook(jp_root_dir, "closed.ipynb")
+    closed = nbformat.read(jp_root_dir / "closed.ipynb", as_version=4)
+    open_doc = nbformat.read(jp_root_dir / "analysis.ipynb", as_version=4)
+    openai_server.script(
+        Turn.call("notebook_run", {"path": "root_dir/analysis.ipynb", "cell_id": nb.cells[1].id}),
+        Turn.call("notebook_run", {"path": "root_dir/closed.ipynb", "cell_id": closed.cells[1].id}),
+        Turn.say("Nothing ran."),
+    )
+    log: list[dict[str, Any]] = []
+
+    def swap(event: dict[str, Any]) -> None:  # after the question was put, before it is answered
+        if "analysis" in event["scope"]:
+            open_doc.cells[1].source = "import os; os.remove('data.fits')"
+        else:
+            changed = nbformat.read(jp_root_dir / "closed.ipynb", as_version=4)
+            changed.cells[1].source = "open('pwned', 'w').write('x')"
+            nbformat.write(changed, jp_root_dir / "closed.ipynb")
+
+    def answer(event: dict[str, Any]) -> Any:
+        if event["type"] == "notebook_request" and event["path"] == "closed.ipynb":
+            return {"status": "not_open"}
+        return _open_doc_sidebar(open_doc, log, swap)(event)
+
+    status, started = await api("POST", "astro/api/runs", body={
+        "prompt": "run them", "notebook": {"path": "analysis.ipynb", "bridge": True}})
+    events = await sidebar(started["run_id"], answer)
+    asked = [e for e in events if e["type"] == "permission_request"]
+    assert [q["code"] for q in asked] == ["x = 20\nx + 1", "x = 20\nx + 1"]
+    in_open, in_file = tool_results(events)
+    for result in (in_open, in_file):
+        assert result["is_error"] and "was not run: it changed after the user was asked" in result["output"], result
+        assert "Call notebook_run again" in result["output"]
+    assert not (jp_root_dir / "pwned").exists()
+    stored = nbformat.read(jp_root_dir / "closed.ipynb", as_version=4)
+    assert not stored.cells[1].outputs and stored.cells[1].execution_count is None

@@ -291,3 +291,39 @@ def test_replace_card_shows_a_diff_and_code_blocks_insert_and_run(page, lab, scr
     assert "print('six times seven is', 6 * 7)" in cells(notebook).nth(1).locator(".jp-InputArea").inner_text()
     shot(page, "notebook-bridge-diff-and-code-block")
     assert page.astro_errors == []
+
+
+def test_run_question_shows_the_replaced_code_from_the_open_notebook(page, lab, script):
+    """Issue 22 item 4: after the agent replaced a cell of the open notebook, the run question quoted the old
+    code from disk with its line breaks collapsed, and said the outputs "are saved into the notebook"."""
+    name = f"runq-{uuid.uuid4().hex[:6]}.ipynb"
+    nb = make_notebook(lab.root, name)
+    notebook = open_notebook(page, lab, name)
+    new_code = "flux = [1.5, 2.5]\ntotal = sum(flux)\nprint('total flux', total)"
+    cell_id = nb.cells[1].id
+    script.script(
+        Turn.call("notebook_edit", {"path": name, "action": "replace", "cell_id": cell_id, "source": new_code},
+                  id="call_nb_replace"),
+        Turn.call("notebook_run", {"path": name, "cell_id": cell_id}, id="call_nb_run"),
+        Turn.say("Ran the new cell."),
+    )
+    new_session(page)
+    send(page, "sum the fluxes and run it")
+    panel = page.locator(PANEL)
+    panel.locator(".jp-Astro-permission").first.get_by_role("button", name="Allow", exact=True).click()
+    run_question = panel.locator(".jp-Astro-permission").nth(1)
+    run_question.wait_for()
+    assert "notebook_run" in run_question.inner_text()
+    shown = run_question.locator(".jp-Astro-question-code")
+    assert shown.is_visible()
+    assert shown.inner_text() == new_code  # the NEW code, line by line, read from the open document
+    assert "x = 20" not in run_question.inner_text()  # not the saved file's old cell
+    assert "Code that will run (3 lines)" in run_question.inner_text()
+    detail = run_question.locator(".jp-Astro-question-detail").inner_text()
+    assert "open document, which is not saved" in detail and "saved into the notebook" not in detail
+    assert (lab.root / name).read_text().count("x = 20") == 1  # the file still holds the old code
+    shot(page, "notebook-bridge-run-question-shows-new-code")
+    run_question.get_by_role("button", name="Allow", exact=True).click()
+    cells(notebook).nth(1).locator(".jp-OutputArea-output", has_text="total flux 4.0").wait_for(timeout=60_000)
+    wait_done(page, timeout=60_000)
+    assert page.astro_errors == []

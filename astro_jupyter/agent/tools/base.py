@@ -40,6 +40,18 @@ class PermissionRule:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class PermissionPreview:
+    """What a question shows when the arguments alone do not say what will happen (``permission_preview``):
+    ``message`` replaces the rule's reason, ``code`` is the exact code that will run, read from where it
+    will run; ``pin`` reaches ``execute`` as ``ctx.question_pin`` so the tool can refuse to act on
+    anything other than what was shown (None: nothing could be shown, so nothing may run)."""
+
+    message: str
+    code: str = ""
+    pin: Any = None
+
+
 @dataclass
 class ToolOutput:
     """``content`` goes to the model (text); ``metadata`` is structured data for people and code."""
@@ -88,6 +100,7 @@ class ToolContext:
     ask_user: AskUserFn | None = None
     scope: "RunScope | None" = None  # the run's scope (loop registry, subagents, ...); None: no agent loop
     ask_permission: AskPermissionFn | None = None  # answers a permission_request; None = Ask is denied
+    question_pin: Any = None  # this call's ``PermissionPreview.pin`` when a question was asked (set per call)
 
     @property
     def owner(self) -> str:
@@ -125,6 +138,11 @@ class AgentTool(ABC):
     def permission_scope(self, args: dict[str, Any]) -> str:
         """What an "always" answer to this call covers: "" = the tool, else e.g. one notebook's path."""
         return ""
+
+    async def permission_preview(self, args: dict[str, Any], ctx: ToolContext, reason: str) -> PermissionPreview | None:
+        """Called only when the user is about to be asked: look up what will really happen (e.g. the code of a
+        notebook cell, from the open document) so the question shows that. None: ``reason`` says enough."""
+        return None
 
     def classifier_summary(self) -> str:
         """About fifteen words telling the model whether to load this tool: the first sentence."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...errors import NotebookError
+from ...errors import CellChanged, NotebookError
 from . import cells as nbcells
 from .cells import RenderLimits
 
@@ -170,12 +170,18 @@ class NotebookService:
                           total=len(nb.cells))
 
     # -- run -------------------------------------------------------------------------------------
-    async def run(self, path: Path, cell_id: str, *, run_id: str = "", shown: str = "") -> tuple[str, dict[str, Any]]:
-        """Execute one code cell, store its outputs in the notebook, return them as notebook_read shows them."""
+    async def run(self, path: Path, cell_id: str, *, run_id: str = "", shown: str = "",
+                  expected_source: str | None = None) -> tuple[str, dict[str, Any]]:
+        """Execute one code cell, store its outputs in the notebook, return them as notebook_read shows them.
+
+        ``expected_source``: the code the user was shown and allowed; a cell that holds anything else is not
+        run (``CellChanged``). The cell that runs is the one loaded here, so the check covers what executes."""
         self._check_writable(path)
         nb = await self.load(path)
         index = nbcells.find_cell(nb, cell_id)
         cell = nb.cells[index]
+        if expected_source is not None and nbcells._source(cell) != expected_source:
+            raise CellChanged(f"cell {cell_id} of {shown or path.name} is not the code the user allowed", shown)
         if cell.cell_type != "code":
             raise NotebookError(f"cell {cell_id} is a {cell.cell_type} cell; only code cells run")
         if not nbcells._source(cell).strip():

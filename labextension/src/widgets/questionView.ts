@@ -16,6 +16,8 @@ export class QuestionView extends ItemView<IQuestionItem> {
   private text!: HTMLElement;
   private detail!: HTMLElement;
   private what!: HTMLElement;
+  private codeHead!: HTMLElement;
+  private code!: HTMLPreElement;
   private args!: HTMLPreElement;
   private meta!: HTMLElement;
   private rest!: HTMLPreElement;
@@ -30,6 +32,8 @@ export class QuestionView extends ItemView<IQuestionItem> {
     this.text = h('div', { class: 'jp-Astro-question-text' });
     this.detail = h('div', { class: 'jp-Astro-question-detail', hidden: true });
     this.what = h('div', { class: 'jp-Astro-question-what', hidden: true });
+    this.codeHead = h('div', { class: 'jp-Astro-question-what jp-Astro-question-codehead', hidden: true });
+    this.code = h('pre', { class: 'jp-Astro-pre jp-Astro-question-code', hidden: true });
     this.args = h('pre', { class: 'jp-Astro-pre jp-Astro-question-command', hidden: true });
     this.meta = h('div', { class: 'jp-Astro-question-meta', hidden: true });
     this.rest = h('pre', { class: 'jp-Astro-pre jp-Astro-question-args', hidden: true });
@@ -72,6 +76,8 @@ export class QuestionView extends ItemView<IQuestionItem> {
       },
       h('div', { class: 'jp-Astro-question-head' }, iconEl(STATUS_ICON.waiting), this.text),
       this.detail,
+      this.codeHead,
+      this.code,
       this.what,
       this.args,
       this.meta,
@@ -91,6 +97,15 @@ export class QuestionView extends ItemView<IQuestionItem> {
       this.detail.hidden = !q.question;
       renderVisible(this.detail, q.question);
       this.detail.title = visibleText(q.question);
+      // the code that will run, read where it runs (a notebook cell): in full, with its line breaks
+      this.detail.classList.toggle('jp-mod-full', !!q.code);
+      this.codeHead.hidden = this.code.hidden = !q.code;
+      if (q.code && this.code.dataset.shown !== q.code) {
+        const lines = q.code.split('\n').length;
+        this.codeHead.textContent = `Code that will run (${lines} line${lines === 1 ? '' : 's'})`;
+        renderVisible(this.code, q.code);
+        this.code.dataset.shown = q.code;
+      }
     } else {
       renderVisible(this.text, q.question);
     }

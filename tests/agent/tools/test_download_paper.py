@@ -113,3 +113,22 @@ async def test_user_cancel_stops_and_cleans_up(paper_services: ServiceContainer,
 async def test_bad_identifier(paper_services: ServiceContainer) -> None:
     out = await run(paper_services, paper_id="the LSST paper")
     assert out.is_error and "not a paper identifier" in out.content
+
+
+@pytest.mark.parametrize("allowed", [{"download_allowed_hosts": ["127.0.0.1"]}, {"allow_private_downloads": True}])
+@pytest.mark.asyncio
+async def test_redirect_to_a_malformed_url_is_a_clean_error(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer,
+                                                            file_fake: FakeServer, allowed: dict[str, Any]) -> None:
+    """``http://127.0.0.1:PORT:80/x`` made the guard raise ValueError (a traceback, not a result)."""
+    bad = f"http://127.0.0.1:{file_fake.port}:80/x"
+    file_fake.state["routes"]["/pdf/2301.01234"] = Route(status=302, location=bad)
+    config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, **{"allow_private_downloads": False, **allowed})
+    services = await ServiceContainer(config).start()
+    try:
+        out = await run(services, paper_id="2301.01234")
+    finally:
+        await services.close()
+    assert out.is_error and "exception" not in out.metadata, out.content
+    arxiv = [a for a in out.metadata["attempts"] if a["channel"] == "arxiv"][0]
+    assert "not a valid URL" in arxiv["error"] and bad in arxiv["error"], arxiv
+    assert "ValueError" not in out.content and "Traceback" not in out.content

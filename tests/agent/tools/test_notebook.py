@@ -232,7 +232,8 @@ async def test_allow_for_this_notebook_is_remembered_per_notebook(services: Any,
     cell = nbformat.read(tmp_path / "a.ipynb", as_version=4).cells[1]
     run = await h.call("notebook_run", path="a.ipynb", cell_id=cell.id)
     assert len(h.asked) == 3 and run.is_error  # running is a separate permission
-    assert h.asked[2].message.endswith("may differ):\n" + cell.source)  # the user sees what would run
+    assert h.asked[2].code == cell.source  # the user sees what would run, read where it runs (here: the file)
+    assert "outputs are saved into the file" in h.asked[2].message
 
 
 @pytest.mark.asyncio
@@ -291,3 +292,38 @@ async def test_the_hard_deny_list_holds_for_notebooks(services: Any, tmp_path: P
     out = await h.call("notebook_edit", path=".secret/keys.ipynb", action="insert", source="x")
     assert out.is_error and "hard limit" in out.content and not h.asked
     assert (hidden / "keys.ipynb").read_text() == before
+
+
+@pytest.mark.asyncio
+async def test_a_cell_changed_between_the_question_and_the_run_does_not_run(services: Any, tmp_path: Path) -> None:
+    """File store (the kernel, the CLI): the question shows the cell as it is; if the file's cell changes before
+    the run, nothing runs and the model is told to ask again; a cell that cannot be read is refused, not run."""
+    path = tmp_path / "c.ipynb"
+    nb = nbf.new_notebook()
+    nb.cells = [nbf.new_code_cell("a = 1\nprint(a)")]
+    nbformat.write(nb, path)
+    cell_id = nb.cells[0].id
+    h = Harness(services, answers=["allow", "allow"])
+
+    def swap_then_allow(request: Any) -> "asyncio.Future[str]":  # the cell changes while the user reads
+        h.asked.append(request)
+        changed = nbformat.read(path, as_version=4)
+        changed.cells[0].source = "open('pwned', 'w').write('x')"
+        nbformat.write(changed, path)
+        future = asyncio.get_running_loop().create_future()
+        future.set_result("allow")
+        return future
+
+    async def emit(event: Any) -> None:
+        h.events.append(event)
+
+    ctx = ToolContext(config=services.config, services=services, session_id="ses_nb", cancelled=asyncio.Event(),
+                      emit=emit, file_state=FileStateCache(), run_id="run_swap", ask_permission=swap_then_allow)
+    [done] = await h.executor.execute([ToolCallRequest("c1", "notebook_run", json.dumps(
+        {"path": "c.ipynb", "cell_id": cell_id}))], ctx)
+    assert h.asked[0].code == "a = 1\nprint(a)"
+    assert done.output.is_error and "was not run: it changed after the user was asked" in done.output.content
+    assert not (tmp_path / "pwned").exists() and not nbformat.read(path, as_version=4).cells[0].outputs
+    missing = await h.call("notebook_run", path="c.ipynb", cell_id="nosuchcell")
+    assert "cannot be shown" in h.asked[-1].message and h.asked[-1].code == ""
+    assert missing.is_error and "was not run: the question could not show its code" in missing.content

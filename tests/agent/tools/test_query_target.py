@@ -62,3 +62,25 @@ async def test_service_down_is_an_error_result(ctx, sesame_server):
 async def test_empty_name(ctx):
     out = await QueryTargetTool().execute({"name": "  "}, ctx)
     assert out.is_error and "non-empty" in out.content
+
+
+@pytest.mark.asyncio
+async def test_a_3_mb_name_is_a_clean_error_and_never_sent(tmp_path, sesame_server):
+    """A 3 MB name raised httpx2's InvalidURL out of the tool; now a bounded length, said plainly, no request."""
+    from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
+    import json
+
+    cfg = AstroConfig(home=str(tmp_path / "home"), sesame_url=sesame_server.url, http_timeout_secs=0.5)
+    services = await ServiceContainer(cfg).start()
+    try:
+        executor = make_executor(services, [QueryTargetTool()], mode="auto")
+        before = len(sesame_server.requests)
+        [result] = await executor.execute([call("query_target", json.dumps({"name": "M" * 3_000_000}))],
+                                          make_ctx(services, Recorder()))
+    finally:
+        await services.close()
+    out = result.output
+    assert out.is_error and "exception" not in out.metadata, out.content[:300]
+    assert "3,000,000 characters" in out.content and "at most 256" in out.content
+    assert len(out.content) < 1000 and "InvalidURL" not in out.content
+    assert len(sesame_server.requests) == before

@@ -49,7 +49,8 @@ class QueryTargetTool(AgentTool):
                 not_found=True,
             )
         except ServiceError as exc:
-            return ToolOutput.error(f"Could not resolve {name!r}: {exc}", name=name, reason=exc.reason)
+            shown = name if len(name) <= 80 else name[:80] + "…"
+            return ToolOutput.error(f"Could not resolve {shown!r}: {exc}", name=shown, reason=exc.reason)
         aliases = rec.aliases[:_MAX_ALIASES]
         more = len(rec.aliases) - len(aliases)
         lines = [

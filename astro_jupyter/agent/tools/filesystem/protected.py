@@ -12,7 +12,11 @@ there leaks credentials or other people's data:
 - writes only: every other dotfile and dot-directory below a root (``.bashrc``, ``.git/hooks``,
   ``.config`` ...), all of ``tool-results/``, Jupyter data directories (kernelspecs,
   extensions), ``site-packages`` and the interpreter's directories, ``*.pth`` files,
-  ``sitecustomize.py``, and config files by name (``jupyter_*_config.py``, ``ipython_*config.py``);
+  ``sitecustomize.py``, a venv's ``pyvenv.cfg`` (its ``home`` line picks the interpreter), config
+  files by name (``jupyter_*_config.py``, ``ipython_*config.py``), the file ``$PYTHONSTARTUP`` names,
+  the entries of every directory on ``$PATH`` (and ``~/bin``, ``~/.local/bin``, which Debian's
+  ``.profile`` puts first on PATH once they exist), and the library's own folders other than
+  ``notes/`` and ``skills/`` (``papers/``, ``team/``, ``models/`` ...);
 - both: whatever ``fs_protected_paths`` adds; another owner's ``team/`` folder (the ownerless
   team included: a team is private) and ``skills/owners/<key>/``;
 - writes of a named owner: the shared ``skills/`` outside its own ``skills/owners/<key>/``.
@@ -28,6 +32,7 @@ import os
 import site
 import sys
 import sysconfig
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,20 +47,40 @@ __all__ = ["OWNERS_DIR", "owner_key", "protection", "tool_results_dir_for"]
 
 # File names that execute or configure code wherever they sit (checked on every write).
 EXECUTING_NAMES = ("*.pth", "sitecustomize.py", "usercustomize.py", "jupyter_*config.py", "jupyter_*config.json",
-                   "ipython_*config.py", "ipython_*config.json")
+                   "ipython_*config.py", "ipython_*config.json", "pyvenv.cfg")
+# Directories a login shell puts on PATH once they exist (Debian/Ubuntu ``~/.profile``), on PATH or not yet.
+USER_BIN_DIRS = ("~/bin", "~/.local/bin")
+# The library's own folders, when the library is also the project (else all of it but notes/ and skills/).
+LIBRARY_DIRS = ("papers", "team", "tool-results", "models")
 # Directory names that hold installed code wherever they sit.
 PACKAGE_DIRS = ("site-packages", "dist-packages")
 _PATH_ENV = ("HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_CONFIG_PATH", "JUPYTER_PATH", "JUPYTER_DATA_DIR",
              "JUPYTER_RUNTIME_DIR", "JUPYTER_PREFER_ENV_PATH", "JUPYTER_PLATFORM_DIRS", "JUPYTER_NO_CONFIG",
-             "IPYTHONDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "PYTHONUSERBASE")
+             "IPYTHONDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "PYTHONUSERBASE", "PATH",
+             "PYTHONSTARTUP")
 
 
 def _real(raw: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.path.expanduser(os.fspath(raw)))
 
 
+def _fold(path: str) -> str:
+    return unicodedata.normalize("NFC", path).casefold()
+
+
 def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
+
+
+@lru_cache(maxsize=8)
+def _run_paths(_env: tuple[str | None, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(directories whose entries a shell runs by name, files Python runs at start), as real paths.
+
+    Only absolute ``$PATH`` entries: a relative one (``.``) moves with the shell's directory."""
+    dirs = [d for d in (os.environ.get("PATH") or "").split(os.pathsep) if os.path.isabs(d)]
+    dirs += list(USER_BIN_DIRS)
+    files = [os.environ["PYTHONSTARTUP"]] if os.environ.get("PYTHONSTARTUP") else []
+    return tuple(dict.fromkeys(_real(d) for d in dirs)), tuple(dict.fromkeys(_real(f) for f in files))
 
 
 @lru_cache(maxsize=8)
@@ -90,6 +115,10 @@ def host_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return _host_paths(tuple(os.environ.get(k) for k in _PATH_ENV))
 
 
+def run_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return _run_paths(tuple(os.environ.get(k) for k in _PATH_ENV))
+
+
 def tool_results_dir_for(config: "AstroConfig", owner: str = "") -> Path:
     """Where a run's persisted outputs live: ``tool-results/`` itself for ownerless runs (kernel,
     CLI, the shared-token user), ``tool-results/owners/<key>/`` for a named identity."""
@@ -115,6 +144,10 @@ class Protection:
     secret_names: tuple[str, ...]
     extra: tuple[str, ...]
     owner_known: bool = True  # False: judged before the run's owner is known, its folders are judged later
+    bin_dirs: tuple[str, ...] = ()  # their entries run by name from a shell
+    startup_files: tuple[str, ...] = ()  # $PYTHONSTARTUP
+    library_shut: tuple[str, ...] = ()  # the library's own folders (or the library itself) ...
+    library_open: tuple[str, ...] = ()  # ... but for notes/ and skills/ (these four: NFC, casefolded)
 
     def reason(self, path: Path | str, *, write: bool) -> str | None:
         """Why ``path`` (already resolved) is shut for this access, or None when it is not."""
@@ -153,6 +186,17 @@ class Protection:
                 return f"{part} is a dotfile or dot-directory (shell, editor and tool configuration)"
         if any(fnmatch.fnmatch(folded, g) for g in EXECUTING_NAMES):
             return f"{name} is a file Python or Jupyter runs or loads as configuration"
+        same = _fold(p)  # as a case-insensitive, normalising file system (macOS) would see it
+        if same in self.startup_files:
+            return "it is the file $PYTHONSTARTUP names (Python runs it when it starts)"
+        parent = os.path.dirname(same)
+        for directory in self.bin_dirs:
+            if same == directory or parent == directory:
+                return f"{directory} is a directory on PATH (a shell runs what is in it by name)"
+        if not any(_under(same, d) for d in self.library_open):
+            for directory in self.library_shut:
+                if _under(same, directory):
+                    return "it is astro-jupyter's own data (only its notes/ and skills/ folders may be written)"
         for prefix in self.code_dirs:
             if _under(p, prefix):
                 return f"it is installed code or a Jupyter data directory ({prefix})"
@@ -189,7 +233,11 @@ def protection(config: "AstroConfig", owner: str | None = "", *, owner_known: bo
     ``owner_known=False`` (a permission rule, judged from the arguments alone) leaves out the
     per-owner team and skills folders; the tool's own ``resolve_path`` judges them with the owner."""
     secret_dirs, code_dirs = host_paths()
+    bin_dirs, startup_files = run_paths()
     roots = {_real(r) for r in (config.home_path, config.skills_dir, config.project_root or os.getcwd())}
+    library, project = _real(config.home_path), _real(config.project_root or os.getcwd())
+    # A library that is (or holds) the project: only its own folders are shut, not the user's files.
+    shut = (tuple(os.path.join(library, d) for d in LIBRARY_DIRS) if _under(project, library) else (library,))
     extra = tuple(_real(p) if os.sep in p and not any(c in p for c in "*?[") else p
                   for p in config.fs_protected_paths if p.strip())
     return Protection(
@@ -208,6 +256,10 @@ def protection(config: "AstroConfig", owner: str | None = "", *, owner_known: bo
         secret_names=tuple(n.casefold() for n in config.fs_secret_names),
         extra=extra,
         owner_known=owner_known,
+        bin_dirs=tuple(_fold(d) for d in bin_dirs if any(_under(d, r) for r in roots)),
+        startup_files=tuple(_fold(f) for f in startup_files),
+        library_shut=tuple(_fold(d) for d in shut),
+        library_open=(_fold(_real(config.notes_dir)), _fold(_real(config.skills_dir))),
     )
 
 

@@ -16,7 +16,7 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ....errors import NotebookError, NotOpen, QuestionCancelled
+from ....errors import CellChanged, NotebookError, NotOpen, QuestionCancelled
 from ....events import NotebookRequest
 from ...scope import ClientNotebook  # defined with the run scope; the server imports it from here
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ...run import PendingAnswers
     from ..base import ToolContext
 
-STATUSES = ("ok", "not_open", "error")
+STATUSES = ("ok", "not_open", "error", "changed")
 
 
 class BridgeTimeout(NotebookError):
@@ -74,10 +74,12 @@ async def ask_client(ctx: "ToolContext", action: str, path: str, arguments: dict
 def check_answer(answer: Any, action: str, path: str) -> dict[str, Any]:
     if not isinstance(answer, dict) or answer.get("status") not in STATUSES:
         raise NotebookError(f"the sidebar answered the {action} request for {path} with something that is not "
-                            "{\"status\": \"ok\" | \"not_open\" | \"error\", ...}")
+                            "{\"status\": \"ok\" | \"not_open\" | \"error\" | \"changed\", ...}")
     status = answer["status"]
     if status == "not_open":
         raise NotOpen(path)
+    if status == "changed":  # run with expected_source: the open cell differs, so the sidebar did not run it
+        raise CellChanged(f"the cell in the open notebook {path} is not the code the user allowed", path)
     if status == "error":
         message = str(answer.get("message") or "no reason given")[:2000]
         raise NotebookError(f"the sidebar could not {action} in {path}: {message}")

@@ -7,20 +7,23 @@ else through ``ctx.services.notebooks`` — files and own kernels in the kernel 
 CLI, the ContentsManager and the notebook's kernel session in the server.
 
 Edits and runs change the user's work, so they ask first (default Ask); an "always"
-answer covers that one notebook for the rest of the session.
+answer covers that one notebook for the rest of the session. A run's question shows the
+cell's code read from where it will run (the open document, else the file), and the run
+happens only if the cell still holds exactly that code (``CellChanged`` otherwise).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ....errors import NotebookError
-from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
+from ..base import AgentTool, InterruptBehavior, PermissionPreview, PermissionRule, ToolContext, ToolOutput
 from ..filesystem.protected import protection
 from ..filesystem.security import PathNotAllowed, display_path, protected_message, resolve_path, run_owner
-from .bridge import BridgeTimeout, NotOpen, ask_client, cell_from_answer, notebook_from_answer
+from .bridge import BridgeTimeout, CellChanged, NotOpen, ask_client, cell_from_answer, notebook_from_answer
 
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _PATH = {"type": "string", "description": "The .ipynb file (relative to the project root, or absolute inside a root)."}
@@ -185,11 +188,30 @@ def _edit_from_answer(answer: dict[str, Any], edit: dict[str, Any], shown: str) 
     return meta
 
 
+@dataclass(frozen=True)
+class _ShownCell:
+    """What the notebook_run question showed: the cell's source (None: it could not be shown) and where."""
+
+    source: str | None
+    why: str = ""
+
+
+# Where a cell runs and where its outputs go, as the question says it (by where the code was read).
+WHERE = {
+    "sidebar": ("It runs in the notebook open in JupyterLab, in that notebook's kernel. Its outputs appear in the "
+                "open document, which is not saved: the file on disk changes only when you save it."),
+    "contents": ("The notebook is not open in JupyterLab: the cell runs in the notebook's kernel session and its "
+                 "outputs are saved into the file (a checkpoint of the version before is kept)."),
+    "file": ("The cell runs in a kernel started for this notebook and its outputs are saved into the file (a "
+             "checkpoint of the version before is kept)."),
+}
+
+
 class NotebookRunTool(_NotebookTool):
     name = "notebook_run"
     description = (
         "Execute one code cell of a notebook in that notebook's kernel and return its outputs as notebook_read "
-        "shows them (the outputs are saved into the notebook)."
+        "shows them (in the notebook open in JupyterLab when it is open there, else saved into the file)."
     )
     parameters = {
         "type": "object",
@@ -207,40 +229,62 @@ class NotebookRunTool(_NotebookTool):
         return float(self.config.notebook_run_timeout_secs + self.config.notebook_kernel_startup_secs + 30)
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
-        reason = (f"notebook_run wants to run cell {args.get('cell_id')} of {args.get('path')} "
-                  "(its code runs in the notebook's kernel; its outputs are saved into the notebook)")
-        source = self._saved_source(args)
-        if source is not None:  # the notebook may come from anywhere: show what would run, in full
-            reason += f". The cell as saved on disk (an open notebook may differ):\n{source}"
+        # the question itself is built in permission_preview, from where the cell will run
+        reason = f"notebook_run wants to run cell {args.get('cell_id')} of {args.get('path')}"
         return notebook_rules(self.name, args.get("path"), self.config, reason)
 
-    def _saved_source(self, args: dict[str, Any]) -> str | None:
-        """The cell's source from the saved file, when it can be read here (best effort, never raises)."""
-        from ....services.notebooks.cells import _source, ensure_ids, find_cell
-        from ....services.notebooks.files import read_notebook_file
-
-        if self.config is None or not isinstance(args.get("path"), str) or not isinstance(args.get("cell_id"), str):
-            return None
+    async def permission_preview(self, args: dict[str, Any], ctx: ToolContext, reason: str) -> PermissionPreview:
+        """The cell's code as it is where it will run: the open document (through the sidebar), else the file
+        as the server or this process reads it. The run later checks the cell still holds exactly this."""
+        cell_id = args.get("cell_id")
         try:
-            nb = read_notebook_file(resolve_path(args["path"], self.config, access="read"))
-            if nb is None:
-                return None
+            if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id):
+                raise NotebookError(f"{cell_id!r} is not a cell id")
+            path, shown, client = _resolve(ctx, args.get("path"), "write")
+            notebooks = ctx.services.notebooks
+            note = ""
+            try:
+                nb = notebook_from_answer(await ask_client(ctx, "read", client, {}), client)
+                where = "sidebar"
+            except (NotOpen, BridgeTimeout) as exc:
+                nb = await notebooks.load(path)
+                where = notebooks.backend.where
+                if isinstance(exc, BridgeTimeout):  # it may still run there; then only if the cell is the same
+                    note = (" The sidebar did not send the open notebook in time, so this is the cell as saved; "
+                            "if the notebook is open, the cell runs there only if it holds exactly this code.")
+            from ....services.notebooks.cells import _source, ensure_ids, find_cell
+
             ensure_ids(nb)
-            return _source(nb.cells[find_cell(nb, args["cell_id"])])
-        except Exception:  # noqa: BLE001 - the tool itself reports what is wrong with the path or cell
-            return None
+            cell = nb.cells[find_cell(nb, cell_id)]
+            if cell.cell_type != "code":
+                raise NotebookError(f"cell {cell_id} is a {cell.cell_type} cell; only code cells run")
+            source = _source(cell)
+        except Exception as exc:  # noqa: BLE001 - whatever stops the lookup, the question says so and nothing runs
+            why = str(exc) if isinstance(exc, (PathNotAllowed, NotebookError)) else f"{type(exc).__name__}: {exc}"
+            return PermissionPreview(f"{reason}, but its code cannot be shown: {why}. It will not run.",
+                                     pin=_ShownCell(None, why))
+        lines = source.count("\n") + 1
+        message = (f"notebook_run wants to run cell {cell_id} of {shown} ({lines} line{'s' if lines != 1 else ''}, "
+                   f"shown below as it is now). {WHERE.get(where, WHERE['file'])}{note}")
+        return PermissionPreview(message, code=source, pin=_ShownCell(source))
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         cell_id = args.get("cell_id")
         if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id):
             return ToolOutput.error(f"notebook_run: {cell_id!r} is not a cell id (see notebook_read)")
+        shown_cell = ctx.question_pin if isinstance(ctx.question_pin, _ShownCell) else None
+        if shown_cell is not None and shown_cell.source is None:
+            return ToolOutput.error(f"notebook_run: cell {cell_id} was not run: the question could not show its "
+                                    f"code ({shown_cell.why})")
+        expected = shown_cell.source if shown_cell is not None else None  # None: allowed without a question
+        request = {"cell_id": cell_id} if expected is None else {"cell_id": cell_id, "expected_source": expected}
         try:
             path, shown, client = _resolve(ctx, args.get("path"), "write")
             notebooks = ctx.services.notebooks
             try:
-                answer = await ask_client(ctx, "run", client, {"cell_id": cell_id})
+                answer = await ask_client(ctx, "run", client, request)
             except NotOpen:
-                text, meta = await notebooks.run(path, cell_id, run_id=ctx.run_id, shown=shown)
+                text, meta = await notebooks.run(path, cell_id, run_id=ctx.run_id, shown=shown, expected_source=expected)
                 meta["via"] = notebooks.backend.where
             else:
                 from ....services.notebooks import cells as nbcells
@@ -251,6 +295,11 @@ class NotebookRunTool(_NotebookTool):
                 total = answer["cells"] if isinstance(answer.get("cells"), int) else 1
                 text = nbcells.render_records(shown, [record], total)
                 meta = {"path": shown, "cells": [record], "cell_id": cell_id, "via": "sidebar"}
+        except CellChanged as exc:
+            return ToolOutput.error(
+                f"notebook_run: cell {cell_id} of {exc.path or args.get('path')} was not run: it changed after the "
+                "user was asked, so the code they allowed is not the code it holds now. Call notebook_run again to "
+                "ask about the new code.", changed=True)
         except (PathNotAllowed, NotebookError) as exc:
             return self._fail(exc)
         return ToolOutput(text, metadata=meta)
