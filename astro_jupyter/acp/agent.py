@@ -9,6 +9,10 @@ the client never answers is denied when the run stops waiting, one it cancels is
 and either way the tool call says so. A cancelled or failed client request, a closed
 connection or ``session/cancel`` cancels the run; events already stored stay stored.
 
+When the client offers ``fs/read_text_file`` / ``fs/write_text_file``, ``read_file`` and
+``file_write`` use them (``AcpFiles``): the agent reads the editor's unsaved buffers and its writes
+land in them; the sandbox, the deny list and the permission question come first, as on disk.
+
 Modes: ``default`` and ``coordinator`` (the session's stored flag). The chat model is a
 ``select`` config option (category ``model``) per ACP session, from the endpoint's list.
 """
@@ -105,6 +109,23 @@ def _request_error(exc: AstroError) -> RequestError:
     if isinstance(exc, (InvalidRequest, RunConflict)):
         return RequestError(-32602, str(exc), {"reason": exc.reason})
     return RequestError(-32603, str(exc), {"reason": exc.reason})
+
+
+class AcpFiles:
+    """The client's file system for one session (``ClientFiles`` in ``agent/scope.py``): read_file and
+    file_write go through the editor, after our sandbox and permission checks, when it offers them."""
+
+    def __init__(self, conn: Any, session_id: str, capabilities: ClientCapabilities) -> None:
+        self.conn, self.session_id = conn, session_id
+        fs = capabilities.fs
+        self.can_read = bool(fs and fs.read_text_file)
+        self.can_write = bool(fs and fs.write_text_file)
+
+    async def read_text(self, path: str) -> str:
+        return (await self.conn.read_text_file(session_id=self.session_id, path=path)).content
+
+    async def write_text(self, path: str, content: str) -> None:
+        await self.conn.write_text_file(session_id=self.session_id, path=path, content=content)
 
 
 @dataclass
@@ -245,7 +266,9 @@ class AstroAcpAgent:
             raise RequestError(-32603, NOT_CONFIGURED, {"reason": "llm_unavailable"})
         try:
             self.app.check_prompt(text)
-            handle = await self.app.start_run_handle(OWNER, text, session_id=session_id, model=session.model)
+            files = AcpFiles(self.conn, session_id, self.client_capabilities)
+            handle = await self.app.start_run_handle(OWNER, text, session_id=session_id, model=session.model,
+                                                     client_files=files if files.can_read or files.can_write else None)
         except AstroError as exc:
             raise _request_error(exc) from None
         session.run = handle

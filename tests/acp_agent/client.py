@@ -19,8 +19,10 @@ class RecordingClient:
     """Records every update and question; answers permissions with ``choose(options) -> option_id | None``
     (None: dismiss), or never when ``choose`` is ``"never"``; serves fs requests from ``files`` on disk."""
 
-    def __init__(self, choose: Callable[[list[Any]], str | None] | str = lambda opts: "allow") -> None:
+    def __init__(self, choose: Callable[[list[Any]], str | None] | str = lambda opts: "allow",
+                 buffers: dict[str, str] | None = None) -> None:
         self.choose = choose
+        self.buffers = buffers or {}  # path → unsaved editor text, served instead of the disk
         self.updates: list[Any] = []
         self.questions: list[tuple[Any, list[Any]]] = []
         self.reads: list[str] = []
@@ -47,7 +49,7 @@ class RecordingClient:
     async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
                              **kwargs: Any) -> ReadTextFileResponse:
         self.reads.append(path)
-        return ReadTextFileResponse(content=Path(path).read_text())
+        return ReadTextFileResponse(content=self.buffers.get(path) or Path(path).read_text())
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         self.writes.append((path, content))

@@ -101,25 +101,15 @@ async def test_client_file_system_is_used_when_offered(tmp_path, openai_server, 
     )
     env = acp_env(tmp_path, openai_server.url, sesame_server.url)
     (project / "data.txt").write_text("on disk\n")
-    client = RecordingClient(lambda options: "allow")
+    # the editor has unsaved text in its buffer: the agent must read that, not the disk
+    client = RecordingClient(lambda options: "allow", buffers={str(project / "data.txt"): "in the editor buffer\n"})
     caps = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
     async with spawn_agent_process(client, *AGENT, env=env, cwd=str(project)) as (conn, _proc):
         await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=caps)
         new = await conn.new_session(cwd=str(project), mcp_servers=[])
-        # the editor has unsaved text in its buffer: the agent must read that, not the disk
-        client_buffer = {"text": "in the editor buffer\n"}
-        client.read_text_file = _buffer_reader(client, client_buffer)  # type: ignore[method-assign]
         await conn.prompt(session_id=new.session_id, prompt=[text_block("copy it")])
     assert client.reads == [str(project / "data.txt")]
     read = [u for u in client.of("tool_call_update") if u.tool_call_id == "r1" and u.status][-1]
     assert "in the editor buffer" in read.content[0].content.text
     assert client.writes == [(str(project / "out.txt"), "copied\n")]
 
-
-def _buffer_reader(client: RecordingClient, buffer: dict[str, str]):
-    from acp.schema import ReadTextFileResponse
-
-    async def read_text_file(session_id: str, path: str, line=None, limit=None, **kwargs):
-        client.reads.append(path)
-        return ReadTextFileResponse(content=buffer["text"])
-    return read_text_file
