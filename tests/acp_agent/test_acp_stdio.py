@@ -113,3 +113,60 @@ async def test_client_file_system_is_used_when_offered(tmp_path, openai_server, 
     assert "in the editor buffer" in read.content[0].content.text
     assert client.writes == [(str(project / "out.txt"), "copied\n")]
 
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_disconnects_mid_run_cancels_it_and_loses_nothing(tmp_path, openai_server, sesame_server):
+    from astro_jupyter.app import AstroApp
+    from astro_jupyter.config import AstroConfig
+
+    full = "star " * 300
+    openai_server.script(Turn.say(full, delay=0.02, chunk_size=5))
+    env = acp_env(tmp_path, openai_server.url, sesame_server.url)
+    client = RecordingClient()
+    async with spawn_agent_process(client, *AGENT, env=env, cwd=str(tmp_path / "project")) as (conn, proc):
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        new = await conn.new_session(cwd=str(tmp_path / "project"), mcp_servers=[])
+        prompt = asyncio.create_task(conn.prompt(session_id=new.session_id, prompt=[text_block("talk")]))
+        await client.wait_for(lambda: len(client.of("agent_message_chunk")) >= 3)
+        proc.stdin.close()  # the editor went away
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+        prompt.cancel()
+    async with AstroApp(AstroConfig(home=str(tmp_path / "home")), source="test") as app:
+        (run,) = (await app.get_session(None, new.session_id))["runs"]
+        stored = (await app.session_events(None, new.session_id))["events"]
+    assert run["status"] == "cancelled"
+    said = "".join(e["event"].get("delta", "") for e in stored if e["event"]["type"] == "text_delta")
+    assert full.startswith(client.text()) and said.startswith(client.text()) and len(said) < len(full)
+    assert stored[-1]["event"] == {"type": "done", "session_id": new.session_id, "run_id": run["id"], "reason": "cancelled"}
+
+
+@pytest.mark.asyncio
+async def test_malformed_requests_get_json_rpc_errors_and_no_traceback(tmp_path, openai_server, sesame_server):
+    env = acp_env(tmp_path, openai_server.url, sesame_server.url)
+    proc = await asyncio.create_subprocess_exec(*AGENT, env=env, cwd=str(tmp_path / "project"), stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    lines = [
+        "this is not json",
+        "[1, 2, 3]",
+        '{"jsonrpc": "2.0", "id": 1, "method": 42}',
+        '{"jsonrpc": "2.0", "id": 2, "method": "no/such_method", "params": {}}',
+        '{"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": "ses_x"}}',
+        '{"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": "hello"}',
+        '{"jsonrpc": "2.0", "id": 5, "method": "session/prompt", '
+        '"params": {"sessionId": "ses_nope", "prompt": [{"type": "text", "text": "hi"}]}}',
+        '{"jsonrpc": "2.0", "id": 6, "method": "initialize", "params": {"protocolVersion": 1}}',
+    ]
+    proc.stdin.write(("\n".join(lines) + "\n").encode())
+    await proc.stdin.drain()
+    replies = [json.loads(await asyncio.wait_for(proc.stdout.readline(), 60)) for _ in lines]
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    stderr = (await proc.stderr.read()).decode()
+    errors = {r.get("id"): r.get("error", {}).get("code") for r in replies if "error" in r}
+    unnumbered = [r["error"]["code"] for r in replies if r.get("id") is None]
+    assert sorted(unnumbered) == [-32700, -32600]  # not JSON; not an object
+    assert errors[1] == -32600 and errors[2] == -32601 and errors[3] == -32602 and errors[4] == -32602
+    assert errors[5] == -32002
+    assert next(r for r in replies if r.get("id") == 6)["result"]["agentInfo"]["name"] == "astro-jupyter"
+    assert "Traceback" not in stderr, stderr
