@@ -53,6 +53,8 @@ class RecordingClient:
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         self.writes.append((path, content))
+        if path in self.buffers:
+            self.buffers[path] = content
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(content)
         return WriteTextFileResponse()

@@ -96,6 +96,7 @@ async def test_client_file_system_is_used_when_offered(tmp_path, openai_server, 
     project = tmp_path / "project"
     openai_server.script(
         Turn.call("read_file", {"path": "data.txt"}, id="r1"),
+        Turn.call("file_edit", {"path": "data.txt", "old_string": "editor", "new_string": "edited"}, id="e1"),
         Turn.call("file_write", {"path": "out.txt", "content": "copied\n"}, id="w1"),
         Turn.say("Done."),
     )
@@ -108,10 +109,11 @@ async def test_client_file_system_is_used_when_offered(tmp_path, openai_server, 
         await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=caps)
         new = await conn.new_session(cwd=str(project), mcp_servers=[])
         await conn.prompt(session_id=new.session_id, prompt=[text_block("copy it")])
-    assert client.reads == [str(project / "data.txt")]
+    assert client.reads == [str(project / "data.txt")] * 2  # read_file, then file_edit
     read = [u for u in client.of("tool_call_update") if u.tool_call_id == "r1" and u.status][-1]
     assert "in the editor buffer" in read.content[0].content.text
-    assert client.writes == [(str(project / "out.txt"), "copied\n")]
+    # the edit applies to the buffer's text and is written back through the editor, as is the new file
+    assert client.writes == [(str(project / "data.txt"), "in the edited buffer\n"), (str(project / "out.txt"), "copied\n")]
 
 
 
