@@ -9,9 +9,9 @@ the client never answers is denied when the run stops waiting, one it cancels is
 and either way the tool call says so. A cancelled or failed client request, a closed
 connection or ``session/cancel`` cancels the run; events already stored stay stored.
 
-When the client offers ``fs/read_text_file`` / ``fs/write_text_file``, ``read_file`` and
-``file_write`` use them (``AcpFiles``): the agent reads the editor's unsaved buffers and its writes
-land in them; the sandbox, the deny list and the permission question come first, as on disk.
+When the client offers ``fs/read_text_file`` / ``fs/write_text_file``, ``read_file``,
+``file_edit`` and ``file_write`` use them (``AcpFiles``): the agent reads the editor's unsaved
+buffers and its edits and writes land in them; the sandbox, the deny list and the permission question come first, as on disk.
 
 Modes: ``default`` and ``coordinator`` (the session's stored flag). The chat model is a
 ``select`` config option (category ``model``) per ACP session, from the endpoint's list.
@@ -112,8 +112,8 @@ def _request_error(exc: AstroError) -> RequestError:
 
 
 class AcpFiles:
-    """The client's file system for one session (``ClientFiles`` in ``agent/scope.py``): read_file and
-    file_write go through the editor, after our sandbox and permission checks, when it offers them."""
+    """The client's file system for one session (``ClientFiles`` in ``agent/scope.py``): the file tools
+    go through the editor, after our sandbox and permission checks, when it offers them."""
 
     def __init__(self, conn: Any, session_id: str, capabilities: ClientCapabilities) -> None:
         self.conn, self.session_id = conn, session_id

@@ -74,7 +74,6 @@ async def test_a_whole_prompt_with_a_tool_call_and_a_permission(tmp_path, openai
     assert (project / "m31.md").read_text() == "# M 31\nRA 00:42:44.33\n"
     result = [u for u in client.of("tool_call_update") if u.tool_call_id == "w1" and u.status][-1]
     assert result.status == "completed" and result.locations[0].path == str(project / "m31.md")
-    assert proc.returncode is not None or True
 
     # the session is ours: listed by the CLI, and a new connection loads it with its history replayed
     listed = await asyncio.create_subprocess_exec(sys.executable, "-m", "astro_jupyter.cli", "sessions", "--json",
@@ -133,7 +132,9 @@ async def test_a_client_that_disconnects_mid_run_cancels_it_and_loses_nothing(tm
         await client.wait_for(lambda: len(client.of("agent_message_chunk")) >= 3)
         proc.stdin.close()  # the editor went away
         assert await asyncio.wait_for(proc.wait(), 60) == 0
+        stderr = (await proc.stderr.read()).decode()
         prompt.cancel()
+    assert "Traceback" not in stderr, stderr
     async with AstroApp(AstroConfig(home=str(tmp_path / "home")), source="test") as app:
         (run,) = (await app.get_session(None, new.session_id))["runs"]
         stored = (await app.session_events(None, new.session_id))["events"]
