@@ -36,7 +36,7 @@ def test_jupyter_ai_runs_astro_as_its_persona(tmp_path, openai_server, sesame_se
     env = acp_env(tmp_path, openai_server.url, sesame_server.url)
     project = tmp_path / "project"
     proc = subprocess.run([JAI_PYTHON, str(DRIVER), sys.executable, str(project), "Where is M 31? Note it."],
-                          env={**env, "PYTHONPATH": env["PYTHONPATH"]}, capture_output=True, text=True, timeout=180)
+                          env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["stop_reason"] == "end_turn" and out["exit"] == 0
