@@ -68,6 +68,7 @@ MODES = (
                 description="The agent plans and delegates to parallel workers, then synthesizes."),
 )
 MODEL_OPTION = "model"
+MODEL_LIST_SECS = 2.0  # how long session/new waits for the endpoint's model list
 NO_FREE_TEXT = ("(no answer: the question was asked in an ACP client, which can only pick one of offered options; "
                 "continue without the answer)")
 CANCELLED_ANSWER = "(no answer: the ACP client dismissed the question)"
@@ -145,6 +146,7 @@ class AstroAcpAgent:
         self.client_capabilities = ClientCapabilities()
         self.sessions: dict[str, AcpSession] = {}
         self._models: list[str] | None = None
+        self._listing: "asyncio.Future[dict[str, Any]] | None" = None
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -369,11 +371,20 @@ class AstroAcpAgent:
         return SessionModeState(current_mode_id="coordinator" if coordinator else "default", available_modes=list(MODES))
 
     async def _model_names(self, session: AcpSession) -> list[str]:
+        """The endpoint's models (listed once), else the configured ones: an endpoint that is down
+        must not hold up ``session/new`` for its retries (the listing goes on in the background)."""
         if self._models is None:
-            listing = await self.app.models("")
-            self._models = list(listing["models"])
+            if self._listing is None or (self._listing.done() and self._listing.exception() is not None):
+                self._listing = asyncio.ensure_future(self.app.models(""))
+            done, _ = await asyncio.wait({self._listing}, timeout=MODEL_LIST_SECS)
+            listing = self._listing.result() if done and self._listing.exception() is None else None
+            if listing is not None and listing["source"] == "endpoint":
+                self._models = list(listing["models"])
+            models = list(listing["models"]) if listing is not None else []
+        else:
+            models = self._models
         current = session.model or self.app.current_model("")
-        return self._models if current in self._models else [current, *self._models]
+        return models if current in models else [current, *models]
 
     async def _config_options(self, session: AcpSession) -> list[Any]:
         names = await self._model_names(session)
