@@ -53,7 +53,7 @@ from acp.schema import (
 from ..app.follow import follow, is_question
 from ..errors import AstroError, InvalidRequest, RunConflict, SessionNotFound
 from ..events import from_wire
-from .updates import stop_reason, to_update, tool_call_id
+from .updates import call_content, stop_reason, to_update, tool_call_id, tool_title
 
 if TYPE_CHECKING:
     from ..agent.run import RunHandle
@@ -321,9 +321,12 @@ class AstroAcpAgent:
         """Ask the client; a dismissal, an error or a broken connection is a denial (no answer)."""
         if question.type == "permission_request":
             options = permission_options(question)
+            # the call as the client shows it (its title, its diff), with why it asks
+            shown = call_content(question.name, question.arguments, self.app.config.project_root) or []
+            reason = [tool_content(text_block(question.message))] if question.message else []
             tool_call = ToolCallUpdate(tool_call_id=tool_call_id(question, call_id), status="pending",
-                                       title=f"Allow {question.name}?", raw_input=question.arguments,
-                                       content=[tool_content(text_block(question.message))] if question.message else None)
+                                       title=tool_title(question.name, question.arguments), raw_input=question.arguments,
+                                       content=[*shown, *reason] or None)
             refusal, dismissed = "deny", "the client dismissed the permission request: denied"
         else:
             if not question.options:

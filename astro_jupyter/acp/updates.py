@@ -80,6 +80,25 @@ def locations(arguments: Any, metadata: Any, project_root: str) -> list[ToolCall
     return [ToolCallLocation(path=path, line=line if isinstance(line, int) and line >= 0 else None)]
 
 
+DIFF_TOOLS = ("file_write", "file_edit")
+
+
+def call_content(name: str, arguments: Any, project_root: str) -> list[Any] | None:
+    """What a client shows for a call before it runs: the diff a file tool would make (the whole new
+    text for ``file_write``, the replaced passage for ``file_edit``)."""
+    if name not in DIFF_TOOLS or not isinstance(arguments, dict):
+        return None
+    where = locations(arguments, None, project_root)
+    if not where:
+        return None
+    if name == "file_write" and isinstance(arguments.get("content"), str):
+        return [tool_diff_content(where[0].path, arguments["content"])]
+    old, new = arguments.get("old_string"), arguments.get("new_string")
+    if name == "file_edit" and isinstance(old, str) and isinstance(new, str):
+        return [tool_diff_content(where[0].path, new, old)]
+    return None
+
+
 def _clip(text: str) -> str:
     if len(text) <= MAX_TOOL_TEXT:
         return text
@@ -96,14 +115,10 @@ def to_update(event: Event, project_root: str) -> Any | None:
         return None if sub else update_agent_thought_text(event.delta)  # type: ignore[attr-defined]
     if kind == "tool_call":
         name, args = event.name, event.arguments  # type: ignore[attr-defined]
-        content = None
-        if name == "file_write" and isinstance(args, dict) and isinstance(args.get("content"), str):
-            where = locations(args, None, project_root)
-            if where:
-                content = [tool_diff_content(where[0].path, args["content"])]
         return start_tool_call(
             tool_call_id(event, event.id), tool_title(name, args), kind=tool_kind(name),  # type: ignore[attr-defined,arg-type]
-            status="pending", content=content, locations=locations(args, None, project_root), raw_input=args,
+            status="pending", content=call_content(name, args, project_root),
+            locations=locations(args, None, project_root), raw_input=args,
         )
     if kind == "tool_progress":
         progress = event.progress  # type: ignore[attr-defined]
@@ -117,12 +132,14 @@ def to_update(event: Event, project_root: str) -> Any | None:
         )
     if kind == "tool_result":
         metadata = event.metadata  # type: ignore[attr-defined]
+        output = _clip(event.output)  # type: ignore[attr-defined]
+        keep_diff = event.name in DIFF_TOOLS and not event.is_error  # type: ignore[attr-defined]
         return update_tool_call(
             tool_call_id(event, event.tool_call_id),  # type: ignore[attr-defined]
             status="failed" if event.is_error else "completed",  # type: ignore[attr-defined]
-            content=[tool_content(text_block(_clip(event.output)))],  # type: ignore[attr-defined]
+            content=None if keep_diff else [tool_content(text_block(output))],  # None: the call's diff stays shown
             locations=locations(None, metadata, project_root),
-            raw_output={"is_error": event.is_error, "duration_ms": event.duration_ms},  # type: ignore[attr-defined]
+            raw_output={"output": output, "is_error": event.is_error, "duration_ms": event.duration_ms},  # type: ignore[attr-defined]
         )
     if kind == "todo_update" and not sub:
         return update_plan(

@@ -67,12 +67,14 @@ async def test_a_whole_prompt_with_a_tool_call_and_a_permission(tmp_path, openai
     assert write.content[0].type == "diff" and write.content[0].new_text.startswith("# M 31")
     # the permission question, with the options the sidebar offers, and what allowing it did
     (call, options), = client.questions
-    assert call.tool_call_id == "w1" and call.title == "Allow file_write?"
+    assert call.tool_call_id == "w1" and call.title == "file_write m31.md"
+    assert call.content[0].type == "diff" and call.content[0].path == str(tmp_path / "project" / "m31.md")  # shown when asked
     assert [(o.option_id, o.name, o.kind) for o in options] == [
         ("allow", "Allow", "allow_once"), ("always", "Always allow", "allow_always"), ("deny", "Deny", "reject_once")]
     assert (project / "m31.md").read_text() == "# M 31\nRA 00:42:44.33\n"
     result = [u for u in client.of("tool_call_update") if u.tool_call_id == "w1" and u.status][-1]
     assert result.status == "completed" and result.locations[0].path == str(project / "m31.md")
+    assert result.content is None and result.raw_output["output"].startswith("Created m31.md")  # the diff stays
 
     # the session is ours: listed by the CLI, and a new connection loads it with its history replayed
     listed = await asyncio.create_subprocess_exec(sys.executable, "-m", "astro_jupyter.cli", "sessions", "--json",
