@@ -16,7 +16,7 @@ import astro_jupyter
 PACKAGE_DIR = Path(astro_jupyter.__file__).resolve().parent
 PACKAGE = "astro_jupyter"
 CORE = ("agent", "services", "store", "llm")
-FRONT_ENDS = ("server", "kernel", "cli")
+FRONT_ENDS = ("server", "kernel", "cli", "acp")
 
 
 def _module_name(path: Path) -> str:

@@ -15,7 +15,7 @@ that need one say so plainly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .run import PendingAnswers, RunState
 
@@ -33,6 +33,26 @@ class ClientNotebook:
     path: str = ""
     cell_ids: tuple[str, ...] = ()
     bridge: bool = False
+    # an ACP client's file system (``astro_jupyter/acp/agent.py``): read_file / file_write go through
+    # it, so the agent sees and edits the editor's buffers; None: the disk
+    files: Any = field(default=None, compare=False, repr=False)
+
+
+class ClientFiles(Protocol):
+    """A front end's file system (the editor's open buffers), used after the sandbox checks passed."""
+
+    can_read: bool
+    can_write: bool
+
+    async def read_text(self, path: str) -> str: ...
+
+    async def write_text(self, path: str, content: str) -> None: ...
+
+
+def client_files(ctx: "ToolContext") -> ClientFiles | None:
+    """The run's client file system, if its front end offered one."""
+    client = ctx.scope.client if ctx.scope is not None else None
+    return getattr(client, "files", None)
 
 
 class SubagentRunner(Protocol):

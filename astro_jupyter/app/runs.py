@@ -60,15 +60,22 @@ class RunsMixin(AppBase):
         coordinator: bool | None = None,
         max_steps: int | None = None,
         notebook: Any = None,
+        client_files: Any = None,
     ) -> "RunHandle":
         """Start a run and return its live handle (for ``follow``). ``coordinator=None`` means
         "the session's stored mode"; an explicit value wins and becomes the session's mode
         (restored if the run cannot start). ``notebook`` is the sidebar's active notebook
-        (``notebook_context.py``)."""
+        (``notebook_context.py``); ``client_files`` an ACP client's file system (``agent/scope.py``)."""
         prompt = self.check_prompt(prompt)
         from .notebook_context import parse_notebook_context
 
         client, context_note = parse_notebook_context(notebook, self.services)
+        if client_files is not None:
+            import dataclasses
+
+            from ..agent.scope import ClientNotebook
+
+            client = dataclasses.replace(client or ClientNotebook(), files=client_files)
         previous: bool | None = None
         if session_id:
             record = await self.session(owner, session_id, change=True)  # type: ignore[attr-defined]

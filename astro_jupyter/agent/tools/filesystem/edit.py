@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...scope import client_files
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .read import format_lines, looks_binary
 from .regular import NotRegularFile, read_regular, run_fs
@@ -75,7 +76,32 @@ class FileEditTool(AgentTool):
             path = resolve_path(args.get("path", ""), ctx.config, access="write", owner=run_owner(ctx))
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_edit: {exc}")
-        return await run_fs(ctx.config, self._edit, path, old, new, bool(args.get("replace_all", False)), ctx)
+        replace_all = bool(args.get("replace_all", False))
+        files = client_files(ctx)
+        if files is not None and files.can_read and files.can_write:
+            return await self._edit_client(files, path, old, new, replace_all, ctx)
+        return await run_fs(ctx.config, self._edit, path, old, new, replace_all, ctx)
+
+    async def _edit_client(self, files: Any, path: Path, old: str, new: str, replace_all: bool,
+                           ctx: ToolContext) -> ToolOutput:
+        """Through an ACP client: the editor's buffer (unsaved text included) is read, edited and written back."""
+        shown = display_path(path, ctx.config)
+        if not await run_fs(ctx.config, path.is_file):
+            return ToolOutput.error(f"file_edit: {shown} is not an existing regular file; use file_write to create it",
+                                    path=str(path))
+        try:
+            text = await files.read_text(str(path))
+        except Exception as exc:  # noqa: BLE001 - the client's failure, told to the model
+            return ToolOutput.error(f"file_edit: the editor could not read {shown}: {exc}", path=str(path))
+        edited = self._replace(text, old, new, replace_all, shown, path)
+        if isinstance(edited, ToolOutput):
+            return edited
+        try:
+            await files.write_text(str(path), edited[0])
+        except Exception as exc:  # noqa: BLE001
+            return ToolOutput.error(f"file_edit: the editor could not write {shown}: {exc}", path=str(path))
+        ctx.file_state.forget(str(path))
+        return self._edited(shown, path, new, *edited)
 
     def _edit(self, path: Path, old: str, new: str, replace_all: bool, ctx: ToolContext) -> ToolOutput:
         shown = display_path(path, ctx.config)
@@ -95,6 +121,19 @@ class FileEditTool(AgentTool):
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return ToolOutput.error(f"file_edit: {shown} is not valid UTF-8; edit it another way", path=str(path))
+        edited = self._replace(text, old, new, replace_all, shown, path)
+        if isinstance(edited, ToolOutput):
+            return edited
+        try:
+            atomic_write_text(path, edited[0])
+        except OSError as exc:
+            return ToolOutput.error(f"file_edit: cannot write {shown}: {exc.strerror or exc}", path=str(path))
+        ctx.file_state.forget(str(path))
+        return self._edited(shown, path, new, *edited)
+
+    def _replace(self, text: str, old: str, new: str, replace_all: bool, shown: str,
+                 path: Path) -> "tuple[str, int, int] | ToolOutput":
+        """(the new text, replacements, index of the first) or the error: missing or ambiguous."""
         count = text.count(old)
         if count == 0:
             hint = ""
@@ -110,12 +149,9 @@ class FileEditTool(AgentTool):
             )
         first = text.index(old)
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-        try:
-            atomic_write_text(path, updated)
-        except OSError as exc:
-            return ToolOutput.error(f"file_edit: cannot write {shown}: {exc.strerror or exc}", path=str(path))
-        ctx.file_state.forget(str(path))
-        replaced = count if replace_all else 1
+        return updated, (count if replace_all else 1), first
+
+    def _edited(self, shown: str, path: Path, new: str, updated: str, replaced: int, first: int) -> ToolOutput:
         return ToolOutput(
             f"Edited {shown}: {replaced} replacement(s).\n{_snippet(updated, first, len(new))}",
             metadata={"path": str(path), "replacements": replaced},

@@ -7,9 +7,12 @@ limit) returns one line instead of the whole text again; the per-session
 
 from __future__ import annotations
 
+import os
 import stat
+from pathlib import Path
 from typing import Any
 
+from ...scope import client_files
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .regular import FileTooLarge, NotRegularFile, kind_of, read_regular, run_fs
 from .security import PathNotAllowed, display_path, resolve_path, run_owner
@@ -74,10 +77,31 @@ class ReadFileTool(AgentTool):
             limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1)
         except ValueError as exc:
             return ToolOutput.error(f"read_file: {exc}")
+        files = client_files(ctx)
+        if files is not None and files.can_read:
+            return await self._read_client(files, args.get("path", ""), offset, limit, ctx)
         # path resolution stats every component: on the pool, not the server's event loop
         return await run_fs(ctx.config, self._read, args.get("path", ""), offset, limit, ctx)
 
-    def _read(self, raw_path: Any, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
+    async def _read_client(self, files: Any, raw_path: Any, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
+        """Through an ACP client (its buffer may hold unsaved text): the same sandbox and file checks
+        on the path first; no unchanged-stub (a buffer has no mtime)."""
+        found = await run_fs(ctx.config, self._locate, raw_path, ctx)
+        if isinstance(found, ToolOutput):
+            return found
+        path, _st = found
+        try:
+            text = await files.read_text(str(path))
+        except Exception as exc:  # noqa: BLE001 - the client's failure, told to the model
+            return ToolOutput.error(f"read_file: the editor could not read {display_path(path, ctx.config)}: {exc}",
+                                    path=str(path))
+        if len(text) > ctx.config.fs_max_file_bytes:
+            return ToolOutput.error(f"read_file: {display_path(path, ctx.config)} is over the "
+                                    f"{ctx.config.fs_max_file_bytes}-byte limit", path=str(path))
+        return self._page(text, path, offset, limit, ctx)
+
+    def _locate(self, raw_path: Any, ctx: ToolContext) -> "tuple[Path, os.stat_result] | ToolOutput":
+        """The resolved path of a regular file within the limits, or the error the model sees."""
         try:
             path = resolve_path(raw_path, ctx.config, owner=run_owner(ctx))
         except PathNotAllowed as exc:
@@ -98,6 +122,14 @@ class ReadFileTool(AgentTool):
                 f"read_file: {shown} is {st.st_size} bytes, over the {ctx.config.fs_max_file_bytes}-byte limit",
                 path=str(path),
             )
+        return path, st
+
+    def _read(self, raw_path: Any, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
+        found = self._locate(raw_path, ctx)
+        if isinstance(found, ToolOutput):
+            return found
+        path, st = found
+        shown = display_path(path, ctx.config)
         key = str(path)
         if ctx.file_state.unchanged(key, st.st_mtime_ns, offset, limit):
             end = offset + limit - 1 if limit else "end"
@@ -114,7 +146,14 @@ class ReadFileTool(AgentTool):
         if looks_binary(data[:8192]):
             hint = " (a PDF: use parse_paper / get_paper_content)" if data[:5] == b"%PDF-" else ""
             return ToolOutput.error(f"read_file: {shown} is a binary file{hint}", path=str(path))
-        text = data.decode("utf-8", errors="replace")
+        out = self._page(data.decode("utf-8", errors="replace"), path, offset, limit, ctx)
+        if not out.is_error:
+            ctx.file_state.remember(key, st.st_mtime_ns, offset, limit)
+        return out
+
+    def _page(self, text: str, path: Path, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
+        """Lines ``offset``..``offset+limit-1`` of ``text``, numbered."""
+        shown = display_path(path, ctx.config)
         lines = text.splitlines()
         total = len(lines)
         if total and offset > total:
@@ -127,7 +166,6 @@ class ReadFileTool(AgentTool):
         more = total - end_line
         if more > 0:
             body += f"\n... {more} more lines; continue with offset={end_line + 1}"
-        ctx.file_state.remember(key, st.st_mtime_ns, offset, limit)
         return ToolOutput(
             body,
             metadata={

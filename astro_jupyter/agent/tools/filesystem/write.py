@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ....atomic_write import atomic_write_text
+from ...scope import client_files
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .regular import NotRegularFile, kind_of, run_fs
 from .security import PathNotAllowed, display_path, resolve_path, run_owner, write_permission_rules
@@ -55,7 +56,23 @@ class FileWriteTool(AgentTool):
             path = resolve_path(args.get("path", ""), ctx.config, access="write", owner=run_owner(ctx))
         except PathNotAllowed as exc:
             return ToolOutput.error(f"file_write: {exc}")
+        files = client_files(ctx)
+        if files is not None and files.can_write:
+            return await self._write_client(files, path, content, ctx)
         return await run_fs(ctx.config, self._write, path, content, ctx)
+
+    async def _write_client(self, files: Any, path: Path, content: str, ctx: ToolContext) -> ToolOutput:
+        """Through an ACP client: the editor writes (its open buffer follows, its undo works)."""
+        shown = display_path(path, ctx.config)
+        existed = await run_fs(ctx.config, path.exists)
+        if existed and not await run_fs(ctx.config, path.is_file):  # a directory, FIFO or device node
+            return ToolOutput.error(f"file_write: {shown} is not a regular file", path=str(path))
+        try:
+            await files.write_text(str(path), content)
+        except Exception as exc:  # noqa: BLE001 - the client's failure, told to the model
+            return ToolOutput.error(f"file_write: the editor could not write {shown}: {exc}", path=str(path))
+        ctx.file_state.forget(str(path))
+        return self._written(path, content, len(content.encode("utf-8")), existed, ctx)
 
     def _write(self, path: Path, content: str, ctx: ToolContext) -> ToolOutput:
         shown = display_path(path, ctx.config)
@@ -70,6 +87,10 @@ class FileWriteTool(AgentTool):
         except OSError as exc:
             return ToolOutput.error(f"file_write: cannot write {shown}: {exc.strerror or exc}", path=str(path))
         ctx.file_state.forget(str(path))
+        return self._written(path, content, written, existed, ctx)
+
+    def _written(self, path: Path, content: str, written: int, existed: bool, ctx: ToolContext) -> ToolOutput:
+        shown = display_path(path, ctx.config)
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
         verb = "Overwrote" if existed else "Created"
         return ToolOutput(
