@@ -46,7 +46,7 @@ export function button(label: string, onClick: (ev: MouseEvent) => void, attrs: 
  */
 export function renderSnippet(host: HTMLElement, snippet: string): void {
   host.textContent = '';
-  let rest = snippet;
+  let rest = markdownAsText(snippet);
   while (rest.length > 0) {
     const start = rest.indexOf(MARK_START);
     if (start < 0) {
@@ -66,6 +66,25 @@ export function renderSnippet(host: HTMLElement, snippet: string): void {
     host.appendChild(mark);
     rest = rest.slice(end + 1);
   }
+}
+
+/**
+ * A Markdown snippet as the words a reader sees: no `**`, backticks, heading `#`s, table pipes
+ * and rules, `[text](url)` as its text. A snippet is a window into a message, so its syntax is
+ * often cut in half; this only drops marks, never the words (or the « » match markers).
+ */
+export function markdownAsText(text: string): string {
+  return text
+    .replace(/!?\[([^\]\n]*)\]\([^)\n]*\)/g, '$1') // [text](url), ![alt](src)
+    .replace(/^\s{0,3}#{1,6}\s+/gm, '') // heading marks
+    .replace(/^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$/gm, '') // a table's rule row
+    .replace(/[ \t]*\|[ \t]*/g, ' · ') // table cells
+    .replace(/(\*\*|__|~~|`+)/g, '') // strong, strike, code
+    .replace(/(^|[\s(«])[*_](?=\S)|(?<=\S)[*_](?=[\s).,;:!?»]|$)/g, '$1') // emphasis
+    .replace(/^[ \t]*(?:[-*+]|\d+\.)[ \t]+/gm, '') // list bullets
+    .replace(/^(?: · )+|(?: · )+$/gm, '')
+    .replace(/[ \t]{2,}/g, ' ')
+    .trim();
 }
 
 export function formatBytes(n: number): string {

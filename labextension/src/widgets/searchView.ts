@@ -234,6 +234,11 @@ export class SessionsView extends Widget {
     this.status.textContent = hits.length
       ? `${hits.length} message${hits.length === 1 ? '' : 's'} in ${groups.size} session${groups.size === 1 ? '' : 's'}`
       : 'No matches.';
+    if (hits.some(hit => hit.role === 'session')) {
+      // full-text search found titles (by their words: "galaxies" finds "Galaxy survey") that the
+      // letter-by-letter filter above did not: "No session titles match" would contradict them
+      this.list.querySelector('.jp-Astro-session-none')?.remove();
+    }
     this.results.textContent = '';
     for (const [sessionId, list] of groups) {
       const title = visibleText(list[0].session_title || 'Untitled session');
