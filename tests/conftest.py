@@ -99,3 +99,7 @@ def sesame_server():
         yield server
     finally:
         server.stop()
+
+
+# A real GAVO DaCHS TAP server on loopback for the catalog tools (tests/fakes/dachs.py; one per session).
+from tests.fakes.dachs import dachs_server  # noqa: E402,F401

@@ -315,7 +315,7 @@ class TapService:
         except BaseException as exc:
             tmp.unlink(missing_ok=True)
             if not isinstance(exc, (asyncio.CancelledError, QueryCancelled)):
-                message = getattr(exc, "service_message", "") or str(exc)
+                message = str(exc) or type(exc).__name__
                 await self._record(result_id, ref, adql, maxrec, mode, owner, session_id, started, error=message)
             raise
         table, truncated = parsed
@@ -535,6 +535,24 @@ class TapService:
         return name, found
 
     # -- stored results --------------------------------------------------------------------------------
+    async def as_csv(self, path: Path) -> bytes:
+        """A stored VOTable as CSV (for the sidebar's download link)."""
+
+        def convert() -> bytes:
+            import io
+
+            from astropy.table import Table
+
+            table = Table.read(str(path), format="votable")
+            for name in table.colnames:  # CSV holds scalars: array cells become their text
+                if table[name].ndim > 1:
+                    table[name] = [" ".join(map(str, v)) for v in table[name]]
+            out = io.StringIO()
+            table.write(out, format="ascii.csv")
+            return out.getvalue().encode("utf-8")
+
+        return await asyncio.to_thread(convert)
+
     async def get(self, result_id: str) -> "CatalogRecord":
         try:
             return await self.repo.get(str(result_id))

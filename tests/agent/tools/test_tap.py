@@ -12,7 +12,7 @@ import re
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -26,15 +26,6 @@ from tests.fakes.base import FakeHandler, FakeServer
 pytestmark = pytest.mark.skipif(not dachs.installed(), reason="GAVO DaCHS is not installed (.ci/run installs gavodachs2-server)")
 
 STARS = "astrojup.stars"
-
-
-@pytest.fixture(scope="session")
-def dachs_server() -> Iterator[dachs.DachsServer]:
-    server = dachs.DachsServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 class Scripted:
@@ -281,7 +272,7 @@ async def test_cone_search_by_coordinates_finds_the_planted_stars_nearest_first(
     ids = [r["source_id"] for r in rows]
     assert 900000 in ids and all(900000 <= i < 900012 for i in ids)
     assert [r["dist_deg"] for r in rows] == sorted(r["dist_deg"] for r in rows) and rows[0]["source_id"] == 900000
-    assert "CONTAINS(POINT('ICRS', ra, dec), CIRCLE('ICRS', 187.70593, 12.39112" in run.metadata["catalog"]["adql"]
+    assert "CONTAINS(POINT('ICRS', t.ra, t.dec), CIRCLE('ICRS', 187.70593, 12.39112" in run.metadata["catalog"]["adql"]
 
 
 @pytest.mark.asyncio

@@ -349,9 +349,9 @@ def _ident(name: str) -> str:
 
 def cone_adql(table: str, ra_col: str, dec_col: str, ra: float, dec: float, radius_deg: float) -> str:
     """The one ADQL template: everything within the circle, nearest first, the distance in degrees."""
-    point = f"POINT('ICRS', {_ident(ra_col)}, {_ident(dec_col)})"
+    point = f"POINT('ICRS', t.{_ident(ra_col)}, t.{_ident(dec_col)})"
     centre = f"POINT('ICRS', {ra!r}, {dec!r})"
-    return (f"SELECT *, DISTANCE({point}, {centre}) AS dist_deg FROM {table} "
+    return (f"SELECT t.*, DISTANCE({point}, {centre}) AS dist_deg FROM {table} AS t "
             f"WHERE 1 = CONTAINS({point}, CIRCLE('ICRS', {ra!r}, {dec!r}, {radius_deg!r})) ORDER BY dist_deg")
 
 
