@@ -29,14 +29,14 @@ class CatalogResultHandler(AstroHandler):
         self.set_header("Content-Disposition", f'attachment; filename="{name}"')
         self.set_header("X-Content-Type-Options", "nosniff")
         if download.data is not None:
-            self.finish(download.data)
-            return
-        assert download.path is not None
-        with open(download.path, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                self.write(chunk)
-                await self.flush()
-        self.finish()
+            self.write(download.data)
+        else:
+            assert download.path is not None
+            with open(download.path, "rb") as fh:
+                while chunk := fh.read(_CHUNK):
+                    self.write(chunk)
+                    await self.flush()
+        self.finish(set_content_type=download.media_type)  # APIHandler would say application/json
 
 
 handlers = [
