@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ....errors import AstroError, InvalidInput, NotFoundError, ServiceError
 from ....services.tap import (
+    ASYNC_DEADLINE_SECS,
     DEFAULT_MAXREC,
     MAXREC_ASK_ABOVE,
     MAXREC_LIMIT,
@@ -82,6 +83,12 @@ def preview_text(result: CatalogResult, *, what: str) -> str:
     return text + f"\nAll rows: the VOTable of {r.id} (r.to_table() after %astro, or download from the sidebar)."
 
 
+def job_deadline(tool_timeout: float) -> float:
+    """An async job's deadline: inside the executor's tool timeout, so the job is deleted by us
+    (with a clear message) rather than the call being cut off."""
+    return max(5.0, min(ASYNC_DEADLINE_SECS, tool_timeout - 15.0))
+
+
 def _maxrec(args: dict[str, Any]) -> int:
     raw = args.get("maxrec", DEFAULT_MAXREC)
     if raw is None:
@@ -142,6 +149,7 @@ class _CatalogTool(AgentTool):
             result = await ctx.services.tap.query(
                 service, adql, maxrec=maxrec, dest_dir=tool_results_dir_for(ctx.config, ctx.owner) / "catalogs",
                 owner=ctx.owner, session_id=ctx.session_id or None, progress=report, cancelled=ctx.cancelled,
+                deadline_secs=job_deadline(ctx.config.tool_timeout_secs),
             )
         except QueryCancelled as exc:
             return ToolOutput.error(f"{what} was cancelled; nothing was stored ({exc}).", service=service, cancelled=True)
