@@ -135,7 +135,7 @@ def json_safe(value: Any) -> Any:
     return str(value)
 
 
-def _field_meta(table: Any) -> list[dict[str, Any]]:
+def field_meta(table: Any) -> list[dict[str, Any]]:
     cols = []
     for name in table.colnames:
         col = table[name]
@@ -322,7 +322,7 @@ class TapService:
         final = dest_dir / f"{result_id}.vot"
         os.replace(tmp, final)
         try:
-            columns = _field_meta(table)
+            columns = field_meta(table)
             record = await self._record(
                 result_id, ref, adql, maxrec, mode, owner, session_id, started,
                 row_count=len(table), truncated=truncated, path=final, size=final.stat().st_size,
