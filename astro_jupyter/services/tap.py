@@ -61,7 +61,6 @@ REQUEST_TIMEOUT_SECS = 120.0  # one HTTP request (a sync query, a job poll, a re
 MAX_RESULT_BYTES = 2 * 1024**3
 PREVIEW_ROWS = 50
 _CHUNK = 1 << 20
-_POLL_FIRST, _POLL_MAX = 0.25, 3.0
 
 
 class TapError(ServiceError):
@@ -442,12 +441,23 @@ class TapService:
                 job = await asyncio.to_thread(submit)
             except Exception as exc:  # noqa: BLE001
                 raise _service_error(exc) from exc
-            started, delay = time.monotonic(), _POLL_FIRST
+            started = time.monotonic()
             if progress is not None:
                 await progress(f"async job {job.url}: submitted")
             while True:
+                # UWS 1.1 blocking poll (pyvo's wait): the service answers as soon as the phase changes,
+                # or after WAIT_SLICE_SECS, when progress is reported and cancel/deadline are checked.
+                waiting = asyncio.ensure_future(asyncio.to_thread(_wait_slice, pyvo, job))
+                watcher = asyncio.ensure_future(cancelled.wait()) if cancelled is not None else None
                 try:
-                    phase = await asyncio.to_thread(lambda: job.phase)
+                    await asyncio.wait({waiting} | ({watcher} if watcher else set()), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if watcher is not None:
+                        watcher.cancel()
+                if cancelled is not None and cancelled.is_set():
+                    raise QueryCancelled("the query was cancelled; its job was deleted")
+                try:
+                    phase = waiting.result()
                 except Exception as exc:  # noqa: BLE001
                     raise _service_error(exc) from exc
                 if phase == "COMPLETED":
@@ -463,15 +473,6 @@ class TapService:
                     )
                 if progress is not None:
                     await progress(f"async job {job.url}: {phase} ({elapsed:.0f} s)")
-                if cancelled is not None:
-                    try:
-                        await asyncio.wait_for(cancelled.wait(), timeout=delay)
-                        raise QueryCancelled("the query was cancelled; its job was deleted")
-                    except asyncio.TimeoutError:
-                        pass
-                else:
-                    await asyncio.sleep(delay)
-                delay = min(delay * 1.5, _POLL_MAX)
             url = await asyncio.to_thread(lambda: job.result_uri)
             if not url:
                 raise TapError("the completed job lists no result")
@@ -570,6 +571,19 @@ def check_table_name(table: str) -> str:
             f"{table!r} is not a table name (letters, digits, _ . / + - and quotes only), e.g. gaiadr3.gaia_source"
         )
     return name
+
+
+WAIT_SLICE_SECS = 2.0
+_TERMINAL = {"COMPLETED", "ERROR", "ABORTED"}
+
+
+def _wait_slice(pyvo: Any, job: Any) -> str:
+    """The job's phase after a blocking wait of at most ``WAIT_SLICE_SECS`` (one UWS WAIT request)."""
+    try:
+        job.wait(phases=_TERMINAL, timeout=WAIT_SLICE_SECS)
+    except pyvo.dal.DALServiceError:
+        pass  # pyvo refuses to wait on an inactive job (ABORTED): the phase below says what happened
+    return str(job.phase)
 
 
 def _job_error(job: Any) -> str:
