@@ -144,7 +144,7 @@ def demo_catalog() -> "CatalogQueryResult":
     from astropy.table import Table
 
     from ..cells.display import CatalogQueryResult
-    from ..services.tap import PREVIEW_ROWS, field_meta, json_safe, position_columns
+    from ..services.tap import PREVIEW_ROWS, field_meta, position_columns, preview_rows
 
     table = Table.read(DEMO_CATALOG, format="votable")
     columns = field_meta(table)
@@ -153,7 +153,7 @@ def demo_catalog() -> "CatalogQueryResult":
         "WHERE 1 = CONTAINS(POINT('ICRS', ra, dec), CIRCLE('ICRS', 187.70593, 12.39112, 0.25))",
         "row_count": len(table), "truncated": False, "maxrec": len(table), "mode": "sync", "result_id": "demo",
         "columns": [{k: c[k] for k in ("name", "unit", "ucd", "datatype")} for c in columns],
-        "preview": [{n: json_safe(row[n]) for n in table.colnames} for row in table[:PREVIEW_ROWS]],
+        "preview": preview_rows(table, PREVIEW_ROWS),
         "position": position_columns(columns),
     }
     text = f"{len(table)} rows (the demo's shipped table); columns: " + ", ".join(c["name"] for c in columns)

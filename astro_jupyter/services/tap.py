@@ -60,6 +60,8 @@ ASYNC_DEADLINE_SECS = 600.0
 REQUEST_TIMEOUT_SECS = 120.0  # one HTTP request (a sync query, a job poll, a result download)
 MAX_RESULT_BYTES = 2 * 1024**3
 PREVIEW_ROWS = 50
+PREVIEW_CELLS = 5_000  # the preview travels in every tool_result event: bounded for wide tables
+PREVIEW_TEXT = 200  # characters of one text cell in the preview
 _CHUNK = 1 << 20
 
 
@@ -123,15 +125,25 @@ def json_safe(value: Any) -> Any:
         value = value.filled(np.nan) if value.dtype.kind == "f" else value.data
     if isinstance(value, np.ndarray):
         return [json_safe(v) for v in value.ravel()[:16].tolist()]
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value[:16]]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+        value = value.decode("utf-8", "replace")
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, (bool, int, str)):
+    if isinstance(value, (bool, int)):
         return value
-    return str(value)
+    text = str(value)
+    return text if len(text) <= PREVIEW_TEXT else text[: PREVIEW_TEXT - 1] + "…"
+
+
+def preview_rows(table: Any, rows: int) -> list[dict[str, Any]]:
+    """The first ``rows`` rows as JSON-safe dicts, converted column by column (row access is slow)."""
+    head = table[:rows]
+    columns = {name: [json_safe(v) for v in head[name].tolist()] for name in head.colnames}
+    return [{name: columns[name][i] for name in head.colnames} for i in range(len(head))]
 
 
 def field_meta(table: Any) -> list[dict[str, Any]]:
@@ -329,7 +341,8 @@ class TapService:
         except BaseException:
             final.unlink(missing_ok=True)
             raise
-        preview = [{name: json_safe(row[name]) for name in table.colnames} for row in table[:PREVIEW_ROWS]]
+        rows = max(1, min(PREVIEW_ROWS, PREVIEW_CELLS // max(1, len(table.colnames))))  # wide tables: fewer rows
+        preview = preview_rows(table, rows)
         return CatalogResult(record, columns, preview, position_columns(columns))
 
     async def _record(self, result_id: str, ref: TapServiceRef, adql: str, maxrec: int, mode: str, owner: str,
