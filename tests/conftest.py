@@ -101,5 +101,14 @@ def sesame_server():
         server.stop()
 
 
-# A real GAVO DaCHS TAP server on loopback for the catalog tools (tests/fakes/dachs.py; one per session).
-from tests.fakes.dachs import dachs_server  # noqa: E402,F401
+@pytest.fixture(scope="session")
+def dachs_server():
+    """A real GAVO DaCHS TAP server on loopback for the catalog tools (tests/fakes/dachs.py), one per session;
+    test modules that use it skip when DaCHS is not installed (``dachs.installed()``)."""
+    from tests.fakes.dachs import DachsServer
+
+    server = DachsServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -22,9 +22,6 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 RDS = Path(__file__).resolve().parents[1] / "data" / "tap"
 INPUTS = Path("/var/gavo/inputs/astrojup")
@@ -132,12 +129,3 @@ class DachsServer:
         self.proc = None
         shutil.rmtree(self._dir, ignore_errors=True)
 
-
-@pytest.fixture(scope="session")
-def dachs_server() -> Iterator[DachsServer]:
-    """One DaCHS for the test session (import it into a test module to use it)."""
-    server = DachsServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
