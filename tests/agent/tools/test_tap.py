@@ -286,3 +286,38 @@ async def test_cone_search_bad_arguments(app: AstroApp) -> None:
     junk = await app.run_tool("cone_search", {"service": "local", "catalog": STARS, "ra": 1.0, "dec": 2.0,
                                               "radius": "near"})
     assert junk.is_error and "not a radius" in junk.content
+
+
+class _Overflowing(FakeHandler):
+    """A TAP endpoint that ignores MAXREC: five rows whatever was asked."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        import io
+
+        from astropy.table import Table
+
+        self.record()
+        out = io.BytesIO()
+        Table({"n": [1, 2, 3, 4, 5]}).write(out, format="votable")
+        body = out.getvalue().replace(b"<TABLE", b'<INFO name="QUERY_STATUS" value="OK"/><TABLE', 1)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-votable+xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.asyncio
+async def test_a_service_returning_more_rows_than_maxrec_is_not_trusted(tmp_path: Path) -> None:
+    with FakeServer(_Overflowing) as fake:
+        astro = AstroApp(tap_config(tmp_path, f"{fake.url}/tap"), source="cli")
+        await astro.start()
+        try:
+            fine = await astro.run_tool("query_catalog", {"service": "local", "adql": "SELECT n FROM t", "maxrec": 5})
+            run = await astro.run_tool("query_catalog", {"service": "local", "adql": "SELECT n FROM t", "maxrec": 2})
+        finally:
+            await astro.close()
+    assert not fine.is_error and fine.metadata["catalog"]["row_count"] == 5
+    assert run.is_error and "returned 5 rows although MAXREC was 2" in run.content
+    stored = sorted(p.name for p in (Path(astro.config.tool_results_dir) / "catalogs").iterdir())
+    assert stored == [f"{fine.metadata['result_id']}.vot"]  # the refused answer left no file, not even a part
