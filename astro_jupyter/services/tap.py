@@ -359,8 +359,9 @@ class TapService:
 
     @staticmethod
     async def _in_thread(fn: Callable[..., Any], *args: Any, cancelled: asyncio.Event | None) -> Any:
-        """Run a blocking step ``fn(*args, stop)``; a cancel (the task's or ``cancelled``) sets ``stop``,
-        which the step checks between chunks, and waits for the thread to let go of its file."""
+        """Run a blocking step ``fn(*args, stop)``. A cancel (the task's or ``cancelled``) returns at once:
+        it sets ``stop``, which the step checks between chunks, and the step removes its own partial file
+        (a stalled server must not hold the cancel for the request timeout)."""
         stop = threading.Event()
         work = asyncio.ensure_future(asyncio.to_thread(fn, *args, stop))
         watcher = asyncio.ensure_future(cancelled.wait()) if cancelled is not None else None
@@ -369,29 +370,36 @@ class TapService:
             if work in done:
                 return work.result()
             stop.set()
-            await asyncio.gather(work, return_exceptions=True)
+            work.add_done_callback(_drop_result)
             raise QueryCancelled("the query was cancelled")
         except asyncio.CancelledError:
             stop.set()
-            await asyncio.shield(asyncio.gather(work, return_exceptions=True))
+            work.add_done_callback(_drop_result)
             raise
         finally:
             if watcher is not None:
                 watcher.cancel()
 
     def _stream_to(self, stream: Any, tmp: Path, stop: threading.Event) -> int:
+        """Copy the answer to ``tmp`` in chunks; on any failure (a cancel included) ``tmp`` is removed."""
         size = 0
-        with open(tmp, "wb") as out:
-            while True:
-                if stop.is_set():
-                    raise QueryCancelled("the query was cancelled")
-                chunk = stream.read(_CHUNK)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > MAX_RESULT_BYTES:
-                    raise TapError(f"the result is larger than {MAX_RESULT_BYTES // 1024**2} MB; ask for fewer rows or columns")
-                out.write(chunk)
+        if stop.is_set():
+            raise QueryCancelled("the query was cancelled")
+        try:
+            with open(tmp, "wb") as out:
+                while True:
+                    if stop.is_set():
+                        raise QueryCancelled("the query was cancelled")
+                    chunk = stream.read(_CHUNK)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > MAX_RESULT_BYTES:
+                        raise TapError(f"the result is larger than {MAX_RESULT_BYTES // 1024**2} MB; ask for fewer rows or columns")
+                    out.write(chunk)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return size
 
     def _parse(self, tmp: Path, url: str, maxrec: int, http_error: BaseException | None) -> tuple[Any, bool]:
@@ -584,6 +592,12 @@ def check_table_name(table: str) -> str:
             f"{table!r} is not a table name (letters, digits, _ . / + - and quotes only), e.g. gaiadr3.gaia_source"
         )
     return name
+
+
+def _drop_result(future: "asyncio.Future[Any]") -> None:
+    """Collect a cancelled step's outcome (its QueryCancelled) so asyncio does not log it."""
+    if not future.cancelled():
+        future.exception()
 
 
 WAIT_SLICE_SECS = 2.0

@@ -321,3 +321,47 @@ async def test_a_service_returning_more_rows_than_maxrec_is_not_trusted(tmp_path
     assert run.is_error and "returned 5 rows although MAXREC was 2" in run.content
     stored = sorted(p.name for p in (Path(astro.config.tool_results_dir) / "catalogs").iterdir())
     assert stored == [f"{fine.metadata['result_id']}.vot"]  # the refused answer left no file, not even a part
+
+
+class _Stalled(FakeHandler):
+    """A TAP endpoint that takes the query and sends a first chunk of the answer, then stalls."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        import threading
+
+        self.record()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-votable+xml")
+        self.end_headers()
+        self.wfile.write(b"<?xml version='1.0'?><VOTABLE version='1.4'>")
+        self.wfile.flush()
+        self.fake.state["arrived"].set()
+        release: threading.Event = self.fake.state["release"]
+        release.wait(60)
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_stalled_sync_query_returns_at_once_and_leaves_no_file(tmp_path: Path) -> None:
+    import threading
+
+    with FakeServer(_Stalled) as fake:
+        fake.state.update(arrived=threading.Event(), release=threading.Event())
+        astro = AstroApp(tap_config(tmp_path, f"{fake.url}/tap"), source="cli")
+        await astro.start()
+        cancelled = asyncio.Event()
+        try:
+            call = asyncio.ensure_future(astro.run_tool("query_catalog", {"service": "local", "adql": "SELECT 1 AS one"},
+                                                        cancelled=cancelled))
+            assert await asyncio.to_thread(fake.state["arrived"].wait, 30)
+            cancelled.set()
+            run = await asyncio.wait_for(call, 10)  # not the 120 s request timeout
+            assert run.is_error and "cancel" in run.content.lower()
+            assert await astro.services.tap.repo.list() == []
+        finally:
+            fake.state["release"].set()
+            await astro.close()
+    folder = Path(astro.config.tool_results_dir) / "catalogs"
+    deadline = asyncio.get_running_loop().time() + 10
+    while any(folder.iterdir()) and asyncio.get_running_loop().time() < deadline:  # the worker lets go of its part file
+        await asyncio.sleep(0.05)
+    assert not any(folder.iterdir())
