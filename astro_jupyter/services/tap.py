@@ -543,7 +543,11 @@ class TapService:
         """The columns of ``table`` (exact name, else the one table whose unqualified name matches)."""
         name = check_table_name(table)
         select = "SELECT table_name, column_name, datatype, unit, ucd, description FROM TAP_SCHEMA.columns WHERE "
-        found = await self.schema_query(service, select + f"table_name = {adql_string(name)}")
+        # VizieR lists its tables quoted ("I/355/gaiadr3"): an unquoted name with a slash means that one
+        spellings = [name] + ([f'"{name}"'] if "/" in name and not name.startswith('"') else [])
+        found = await self.schema_query(service, select + "table_name IN (" + ", ".join(map(adql_string, spellings)) + ")")
+        if len(found):
+            name = str(found["table_name"][0])
         if len(found) == 0 and "." not in name:
             pattern = "%." + name.replace("%", "")
             found = await self.schema_query(service, select + f"table_name LIKE {adql_string(pattern)}")
