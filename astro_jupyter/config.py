@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,6 +60,20 @@ def _env_default(trait: str, var: str, fallback: bool | int | float | str) -> An
 
     from_env.__name__ = f"_{trait}_default"
     return default(trait)(from_env)
+
+
+def _tap_services(data: Any) -> dict[str, str]:
+    """``tap_services``: {name: http(s) URL}; names lower-cased (they are looked up that way)."""
+    if not isinstance(data, dict):
+        raise ValueError('tap_services must be a JSON object {"name": "TAP URL"}')
+    out: dict[str, str] = {}
+    for name, url in data.items():
+        if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9_.-]{1,40}$", name.strip()):
+            raise ValueError(f"tap_services: {name!r} is not a service name (letters, digits, _ . -)")
+        if not isinstance(url, str) or not re.match(r"^https?://[^\s]+$", url.strip(), re.I):
+            raise ValueError(f"tap_services[{name!r}] must be an http(s) URL, not {url!r}")
+        out[name.strip().lower()] = url.strip()
+    return out
 
 
 class AstroConfig(Configurable):
@@ -448,6 +463,26 @@ class AstroConfig(Configurable):
     @default("download_allowed_hosts")
     def _download_hosts_default(self) -> list[str]:
         return [h.strip().lower() for h in _env("ASTRO_DOWNLOAD_ALLOWED_HOSTS").split(",") if h.strip()]
+
+    tap_services = Dict(
+        help='TAP services of your own, trusted like the built-in ones (simbad, vizier, gaia ...), loopback '
+        'included: {"name": "TAP URL"} (env ASTRO_TAP_SERVICES, the same JSON). A name may override a built-in.',
+    ).tag(config=True)
+
+    @default("tap_services")
+    def _tap_services_default(self) -> dict[str, str]:
+        raw = _env("ASTRO_TAP_SERVICES")
+        try:
+            return _tap_services(json.loads(raw)) if raw.strip() else {}
+        except ValueError as exc:
+            raise TraitError(f"ASTRO_TAP_SERVICES: {exc}") from exc
+
+    @validate("tap_services")
+    def _validate_tap_services(self, proposal: Any) -> dict[str, str]:
+        try:
+            return _tap_services(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(str(exc)) from exc
 
     # -- orchestration --------------------------------------------------------------------
     subagent_max_steps = Int(5, help="Default max_steps of a subagent (at most subagent_step_limit).").tag(config=True)

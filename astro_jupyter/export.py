@@ -138,6 +138,36 @@ def tool_outputs(name: str, arguments: Any, result: dict[str, Any] | None, count
     return [nbf.new_output("execute_result", data=data, execution_count=count)]
 
 
+CATALOG_TOOLS = frozenset({"query_catalog", "cone_search"})
+_TAP_URL = re.compile(r"^https?://[A-Za-z0-9._~:/?#\[\]@!$&()*+,;=%-]+$")
+
+
+def catalog_cell_source(result: dict[str, Any] | None) -> str | None:
+    """A successful catalog query as plain pyvo code (the log re-runs it without astro-jupyter), or None.
+
+    Every value from the record is a Python literal (``repr``: quotes, newlines and invisible
+    characters escaped) on its own line; a URL that is not a plain http(s) URL is not exported."""
+    meta = dict((result or {}).get("metadata") or {})
+    cat = meta.get("catalog")
+    if (result or {}).get("is_error") or not isinstance(cat, dict):
+        return None
+    url, adql, maxrec, mode = cat.get("service_url"), cat.get("adql"), cat.get("maxrec"), cat.get("mode")
+    if not (isinstance(url, str) and _TAP_URL.match(url) and isinstance(adql, str) and adql.strip()
+            and isinstance(maxrec, int) and not isinstance(maxrec, bool) and mode in ("sync", "async")):
+        return None
+    lines = [
+        "# Re-runs the catalog query with pyvo alone (astro-jupyter stored the result as a VOTable)",
+        "import pyvo",
+        f"service = pyvo.dal.TAPService({url!r})",
+        f"adql = {adql!r}",
+        f"result = service.run_{mode}(adql, maxrec={maxrec})",
+        "table = result.to_table()",
+        "table",
+    ]
+    source = "\n".join(lines)
+    return source if all(line.isprintable() for line in lines) else None
+
+
 def _fence(text: str) -> str:
     """A code fence longer than any backtick run in ``text`` (the text cannot close it early)."""
     run, best = 0, 0
@@ -364,6 +394,8 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
                         f"*Agent step* `{name}`\n\n{_fenced(_json_text(args)[:300])}\n\n{_fenced(output)}"))
                     continue
                 source = safe_tool_cell(name, args, registered, agent_steps)
+                if source is not None and name in CATALOG_TOOLS:
+                    source = catalog_cell_source(result) or source
                 if source is None:
                     nb.cells.append(nbf.new_markdown_cell(_unexported_call_cell(name, args, result)))
                     continue

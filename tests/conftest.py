@@ -99,3 +99,16 @@ def sesame_server():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def dachs_server():
+    """A real GAVO DaCHS TAP server on loopback for the catalog tools (tests/fakes/dachs.py), one per session;
+    test modules that use it skip when DaCHS is not installed (``dachs.installed()``)."""
+    from tests.fakes.dachs import DachsServer
+
+    server = DachsServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

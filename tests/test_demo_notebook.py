@@ -44,4 +44,7 @@ def test_demo_notebook_executes_offline(tmp_path: Path, astro_home: Path) -> Non
     assert "[1] The Mass of the Milky Way Halo beyond 100 kpc" in rag
     assert "«halo»" in by_source['%astro search_history query="halo mass"']
     assert "No LLM configured" in by_source["import os"]
+    assert "400 rows" in by_source["from astro_jupyter.demo import demo_catalog"]  # the shipped catalog, offline
+    assert "(400, 'deg', 'pos.eq.ra;meta.main')" in by_source["stars = r.to_table()  # every row, with units and UCDs"]
+    assert "gmag" in by_source['r.to_pandas().query("gmag < 13")[["source_id", "gmag", "plx"]].head()']
     assert (astro_home / "astro.db").is_file()

@@ -25,6 +25,7 @@ from ..errors import AstroError, ConfigError
 from ..services.container import ServiceContainer
 from .admin import AdminMixin
 from .bookmarklet import BookmarkletMixin
+from .catalogs import CatalogsMixin
 from .models import ModelsMixin
 from .notes import NotesMixin
 from .papers import PapersMixin
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, ModelsMixin, BookmarkletMixin,
-               ToolsMixin, AdminMixin):
+               ToolsMixin, AdminMixin, CatalogsMixin):
     """One per process (server, kernel, CLI command): owns the ``ServiceContainer``, the
     ``AgentRuntime`` and, on the server, the bookmarklet intake worker."""
 

@@ -231,6 +231,64 @@ class AstroResult:
         return head + body + f"<details><summary>text</summary><pre>{html.escape(self.content)}</pre></details>"
 
 
+class CatalogQueryResult(AstroResult):
+    """``r = %astro query_catalog ...`` (or ``cone_search``): the stored VOTable behind the preview.
+
+    ``to_table()`` reads the whole result from the library's VOTable (units, UCDs and descriptions
+    kept); ``to_pandas()`` is that table as a DataFrame; ``show_sky()`` overlays the rows on a sky view.
+    """
+
+    @property
+    def catalog(self) -> dict[str, Any]:
+        return dict(self.metadata.get("catalog") or {})
+
+    @property
+    def path(self) -> str:
+        path = self.metadata.get("path")
+        if self.is_error or not path:
+            raise ValueError(f"this {self.tool} call failed; there is no stored result")
+        return str(path)
+
+    def to_table(self) -> Any:
+        """Every row as an astropy ``Table`` (read from the stored VOTable)."""
+        table_mod = _need("astropy.table", "to_table()")
+        return table_mod.Table.read(self.path, format="votable")
+
+    def to_pandas(self) -> Any:
+        _need("pandas", "to_pandas()")
+        return self.to_table().to_pandas()
+
+    def show_sky(self, target: Any = None) -> Any:
+        """The rows on an Aladin Lite view (``astro_jupyter.kernel.sky.show_sky``), centred on ``target``."""
+        import importlib
+
+        sky = importlib.import_module("astro_jupyter.kernel.sky")
+        return sky.show_sky(self.to_table(), target=target)
+
+    def __repr__(self) -> str:
+        if self.is_error:
+            return super().__repr__()
+        cat = self.catalog
+        return (f"[{self.tool} · {cat.get('row_count')} rows{' (truncated)' if cat.get('truncated') else ''} · "
+                f"{cat.get('result_id')} · {self.duration_ms} ms]\n{self.content}")
+
+    def _repr_html_(self) -> str:
+        if self.is_error:
+            return super()._repr_html_()
+        cat = self.catalog
+        cols = [c.get("name", "") for c in cat.get("columns") or []]
+        rows = list(cat.get("preview") or [])
+        units = {c.get("name"): c.get("unit") for c in cat.get("columns") or []}
+        head = (f"<p><code>{html.escape(self.tool)}</code> {cat.get('row_count')} rows from "
+                f"<b>{html.escape(str(cat.get('service')))}</b>"
+                + (" <span style='color:#b00020'>(truncated at maxrec)</span>" if cat.get("truncated") else "")
+                + f" <small>{html.escape(str(cat.get('result_id')))} · {self.duration_ms} ms</small></p>")
+        labels = {c: f"{c} [{units[c]}]" if units.get(c) else c for c in cols}
+        shown = [{labels[c]: r.get(c) for c in cols} for r in rows]
+        return (head + "<div style='max-height:24em;overflow:auto'>" + html_table(shown, [labels[c] for c in cols][:MAX_COLS * 2])
+                + "</div>" + f"<details><summary>ADQL</summary><pre>{html.escape(str(cat.get('adql')))}</pre></details>")
+
+
 @dataclass
 class AgentAnswer:
     """The final answer of a ``%%astro`` run (or a subagent), with where it lives."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from .papers import SAMPLE_PAPERS, SamplePaper
 
 if TYPE_CHECKING:
+    from ..cells.display import CatalogQueryResult
     from ..services.container import ServiceContainer
 
 DEMO_SESSION_TITLE = "Demo: what constrains the Milky Way halo mass beyond 100 kpc?"
@@ -132,3 +133,28 @@ async def _demo_session(services: "ServiceContainer") -> str:
         ],
     )
     return session.id
+
+
+DEMO_CATALOG = Path(__file__).resolve().parent / "catalogs" / "m87_field.vot"
+
+
+def demo_catalog() -> "CatalogQueryResult":
+    """The demo's shipped VOTable (synthetic stars around M 87) as the object ``%astro query_catalog``
+    returns, so the catalog side can be tried offline: ``to_table()``, ``to_pandas()``, ``show_sky()``."""
+    from astropy.table import Table
+
+    from ..cells.display import CatalogQueryResult
+    from ..services.tap import PREVIEW_ROWS, field_meta, position_columns, preview_rows
+
+    table = Table.read(DEMO_CATALOG, format="votable")
+    columns = field_meta(table)
+    catalog = {
+        "service": "demo (offline)", "service_url": "", "adql": "SELECT source_id, ra, dec, gmag, plx FROM demo "
+        "WHERE 1 = CONTAINS(POINT('ICRS', ra, dec), CIRCLE('ICRS', 187.70593, 12.39112, 0.25))",
+        "row_count": len(table), "truncated": False, "maxrec": len(table), "mode": "sync", "result_id": "demo",
+        "columns": [{k: c[k] for k in ("name", "unit", "ucd", "datatype")} for c in columns],
+        "preview": preview_rows(table, PREVIEW_ROWS),
+        "position": position_columns(columns),
+    }
+    text = f"{len(table)} rows (the demo's shipped table); columns: " + ", ".join(c["name"] for c in columns)
+    return CatalogQueryResult("query_catalog", None, text, False, {"catalog": catalog, "path": str(DEMO_CATALOG)})

@@ -17,7 +17,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from ..cells.display import AgentAnswer, AstroResult, TableResult, records_table, tools_table
+from ..cells.display import AgentAnswer, AstroResult, CatalogQueryResult, TableResult, records_table, tools_table
 from ..cells.parsing import ArgumentSyntaxError, parse_tool_arguments
 from .loop_thread import KernelLoopThread, RunInterrupted
 
@@ -27,6 +27,7 @@ HELP = """\
 %astro TOOL key=value ...           run one tool, e.g. %astro query_target name="M 31"
 %astro TOOL {"json": "object"}      ... or with a JSON object; {var} takes a value from your namespace
 r = %astro TOOL ...                 r.content (text), r.data (structured), r.is_error
+r = %astro query_catalog service=gaia adql="SELECT ..."   r.to_table(), r.to_pandas(), r.show_sky()
 %astro subagent "TASK" [--max-steps N]
 %astro history "QUERY" [--session S]
 %astro sessions
@@ -101,7 +102,8 @@ class AstroMagics(Magics):
         except RunInterrupted:
             print(f"Interrupted: {name} was cancelled; the kernel is ready.")
             return None
-        return AstroResult(run.tool, run.arguments, run.content, run.is_error, run.metadata, run.duration_ms)
+        kind = CatalogQueryResult if isinstance(run.metadata.get("catalog"), dict) else AstroResult
+        return kind(run.tool, run.arguments, run.content, run.is_error, run.metadata, run.duration_ms)
 
     @staticmethod
     def _progress(event: Any) -> None:

@@ -15,11 +15,11 @@ from typing import Any
 from jupyter_server.extension.application import ExtensionApp
 
 from ..config import AstroConfig
-from . import auth, bookmarklet, llm_models, notes, openapi, papers, runs, search, sessions, sse
+from . import auth, bookmarklet, catalogs, llm_models, notes, openapi, papers, runs, search, sessions, sse
 from .base import SERVICE_KEY
 from ..app import AstroApp
 
-ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, llm_models, auth, openapi, bookmarklet)
+ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, llm_models, auth, openapi, bookmarklet, catalogs)
 
 
 def all_handlers() -> list[tuple[str, Any]]:

@@ -145,6 +145,14 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                         body=_body(_obj({"paper_id": _STR, "comment": _STR, "quote": _STR, "page": {"type": "integer"},
                                          "section": _STR, "session_id": _STR}, ["paper_id"]))),
         },
+        "/astro/api/catalog-results/{result_id}": {
+            "get": _op("Download a stored query_catalog / cone_search result of the caller (VOTable or CSV)",
+                       {"200": {"description": "the table", "content": {
+                           "application/x-votable+xml": {"schema": {"type": "string", "format": "binary"}},
+                           "text/csv": {"schema": _STR}}}},
+                       params=[_path_param("result_id"),
+                               _query("format", {"type": "string", "enum": ["votable", "csv"], "default": "votable"})]),
+        },
         "/astro/api/models": {
             "get": _op("The caller's current model and the endpoint's models (configured ones + warning when unreachable)", {"200": _json(_ref("Models"))}),
         },

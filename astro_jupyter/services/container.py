@@ -261,6 +261,14 @@ class ServiceContainer:
         return SesameClient(self.http, self.config, db=self.db)
 
     @cached_property
+    def tap(self) -> Any:
+        """Catalogs over TAP through pyvo, results kept with provenance (``services/tap.py``)."""
+        from ..store.catalogs import CatalogRepository
+        from .tap import TapService
+
+        return TapService(self.config, CatalogRepository(self.db))
+
+    @cached_property
     def notebooks(self) -> Any:
         """Notebook cells: read, edit, run (``services/notebooks/``). Files + own kernels by default;
         the server extension sets a ContentsManager-backed one."""

@@ -86,9 +86,8 @@ async def resolve_host(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-async def check_url(url: str, *, allow_private: bool, allowed_hosts: Iterable[str] = ()) -> None:
-    """Raise ``BlockedAddressError`` (or ServiceError for a bad URL) unless ``url`` may be fetched.
-    ``allowed_hosts`` names hosts exempt from the address check (matched by name, not address)."""
+def _target(url: str, *, allow_private: bool, allowed_hosts: Iterable[str]) -> tuple[str, int] | None:
+    """The (host, port) whose addresses must be checked, or None when the URL is exempt."""
     shown = url if len(url) <= 300 else url[:300] + "…"
     try:  # a port like "5:80" or a bad IPv6 literal is a ValueError here: a bad URL, not a crash
         parts = urlsplit(url)
@@ -100,11 +99,39 @@ async def check_url(url: str, *, allow_private: bool, allowed_hosts: Iterable[st
     if not host:
         raise ServiceError(f"refusing to fetch {shown!r}: no host")
     if allow_private or host.lower() in {h.lower() for h in allowed_hosts}:
-        return
-    port = port or (443 if parts.scheme == "https" else 80)
-    for address in await resolve_host(host, port):
+        return None
+    return host, port or (443 if parts.scheme == "https" else 80)
+
+
+def _judge(url: str, host: str, addresses: list[str]) -> None:
+    for address in addresses:
         if not is_public_address(address):
             raise BlockedAddressError(
                 f"refusing to fetch {url}: {host} resolves to {address}, a loopback/private/link-local/"
                 "reserved address (set allow_private_downloads / ASTRO_ALLOW_PRIVATE_DOWNLOADS=1 to permit)"
             )
+
+
+async def check_url(url: str, *, allow_private: bool, allowed_hosts: Iterable[str] = ()) -> None:
+    """Raise ``BlockedAddressError`` (or ServiceError for a bad URL) unless ``url`` may be fetched.
+    ``allowed_hosts`` names hosts exempt from the address check (matched by name, not address)."""
+    target = _target(url, allow_private=allow_private, allowed_hosts=allowed_hosts)
+    if target is not None:
+        _judge(url, target[0], await resolve_host(*target))
+
+
+def check_url_blocking(url: str, *, allow_private: bool, allowed_hosts: Iterable[str] = ()) -> None:
+    """``check_url`` for blocking clients (pyvo's ``requests`` session, run in a worker thread)."""
+    target = _target(url, allow_private=allow_private, allowed_hosts=allowed_hosts)
+    if target is None:
+        return
+    host, port = target
+    try:
+        addresses = [str(ipaddress.ip_address(host))]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise ServiceError(f"cannot resolve host {host!r}: {exc}") from exc
+        addresses = sorted({str(info[4][0]) for info in infos})
+    _judge(url, host, addresses)

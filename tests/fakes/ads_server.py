@@ -3,7 +3,7 @@
 Serves the documents in ``tests/data/ads/corpus.json`` the way ADS does: Bearer token
 required (401 otherwise), only the ``fl`` fields returned, ``rows``/``start`` paging, ``sort`` by citation_count or date,
 ``references(bibcode:X)`` / ``citations(bibcode:X)`` operators, field queries on
-``bibcode``, ``doi`` and ``identifier``, and plain words matched against title+abstract.
+``bibcode`` (one, or several as ``bibcode:("A" OR "B")``), ``doi`` and ``identifier``, and plain words matched against title+abstract.
 
 Queries containing these words trigger failures: ``cause500`` → HTTP 500, ``ratelimit`` →
 429 with X-RateLimit headers, ``slowquery`` → sleeps ``state["sleep"]`` seconds (a timeout).
@@ -81,7 +81,11 @@ class AdsHandler(FakeHandler):
         by_bib = {d["bibcode"]: d for d in docs}
         op = re.match(r"^(references|citations)\(bibcode:([^)]+)\)$", q.strip())
         field = re.match(r'^(bibcode|doi|identifier):"?([^"]+)"?$', q.strip())
-        if op:
+        several = re.match(r'^bibcode:\((.*)\)$', q.strip())  # bibcode:("A" OR "B"), as ADS reads it
+        if several:
+            wanted = [b.strip().strip('"') for b in re.split(r"\s+OR\s+", several.group(1))]
+            hits = [by_bib[b] for b in wanted if b in by_bib]
+        elif op:
             hits = [by_bib[b] for b in corpus[op.group(1)].get(op.group(2), []) if b in by_bib]
         elif field:
             name, value = field.group(1), field.group(2)

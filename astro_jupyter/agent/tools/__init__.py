@@ -42,6 +42,8 @@ FAMILIES: tuple[str, ...] = (
     ".team",
     ".load_tool",
     ".notebook",
+    ".data.tap",
+    ".data.object_papers",
 )
 
 # Coordinator meta-tools are added only to sessions in coordinator mode.

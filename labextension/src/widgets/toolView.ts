@@ -16,6 +16,8 @@ import {
   visibleText
 } from './dom';
 import { IProgressInfo } from '../tokens';
+import { catalogOf, renderCatalog } from './catalogView';
+import { apiUrl } from '../handler';
 import { iconEl, STATUS_ICON, toolIcon } from './icons';
 import { COLLAPSE_CHARS, IRenderContext, ItemView } from './itemView';
 
@@ -229,6 +231,7 @@ export class ToolView extends ItemView<IToolItem> {
       if (typeof persisted === 'string' && persisted) {
         this.showPersisted(persisted);
       }
+      this.showCatalog(shown.result.isError ? undefined : shown.result.metadata);
     }
   }
 
@@ -255,6 +258,23 @@ export class ToolView extends ItemView<IToolItem> {
     }
     this.more.textContent = this.outputExpanded ? 'Show less' : `Show more (${formatBytes(output.length)})`;
     this.more.setAttribute('aria-expanded', String(this.outputExpanded));
+  }
+
+  /** A catalog result's table and download links (once per result id). */
+  private showCatalog(metadata: Record<string, unknown> | undefined): void {
+    const cat = catalogOf(metadata);
+    const old = this.result.querySelector('.jp-Astro-catalog') as HTMLElement | null;
+    if (old && (!cat || old.dataset.resultId !== cat.result_id)) {
+      old.remove();
+    } else if (old) {
+      return;
+    }
+    if (cat) {
+      this.result.insertBefore(
+        renderCatalog(cat, (id, format) => apiUrl(`api/catalog-results/${encodeURIComponent(id)}?format=${format}`)),
+        this.output
+      );
+    }
   }
 
   private showPersisted(path: string): void {
