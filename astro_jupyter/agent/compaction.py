@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from ..events import Compaction, Event
-from .context import raw_tokens
+from ..llm.profile import COMPACT_SHARE
+from .context import CHARS_PER_TOKEN, raw_tokens
 from .hooks.base import HookEventName
 from .subagents import readonly_registry
 
@@ -45,6 +46,7 @@ SUMMARY_PREFIX = "[Summary of the earlier conversation; older messages were comp
 RESTORE_PREFIX = "[Files read before the compaction, restored]\n"
 TRANSCRIPT_MESSAGE_CHARS = 3000
 TRANSCRIPT_TOTAL_CHARS = 60_000
+RESTORE_MIN_CHARS = 200  # less room than this for a restored file: it is not restored (read_file reads it again)
 
 SUMMARY_SYSTEM = """You compress an astronomy research assistant's conversation so the work can continue.
 Write a faithful summary that keeps: the user's goals and constraints, decisions made, key results
@@ -121,6 +123,18 @@ def choose_cut(messages: list[dict[str, Any]], keep_recent: int) -> int | None:
     while cut > 1 and messages[cut].get("role") == "tool":
         cut -= 1
     return cut if cut > 1 else None
+
+
+def recent_results_within(messages: list[dict[str, Any]], most: int, tokens: int, scale: float) -> int:
+    """How many of the newest tool results fit in ``tokens`` together (at least one, at most ``most``)."""
+    results = [m for m in messages if m.get("role") == "tool"]
+    keep, used = 0, 0
+    for message in reversed(results[-max(1, most):]):
+        used += int(raw_tokens([message]) * scale)
+        if keep and used > tokens:
+            break
+        keep += 1
+    return max(1, keep)
 
 
 def fitting_tail(messages: list[dict[str, Any]], most: int, tokens: int, estimate: Callable[[list[dict[str, Any]]], int]) -> int:
@@ -209,15 +223,22 @@ class Compactor:
 
         return emit
 
-    async def limits(self, state: "RunState") -> tuple[int, int]:
-        """(compact above, hard budget) in estimated prompt tokens: ``context_soft_limit_tokens`` capped by
-        the model's profile (its context window less the answer's bound), so a 4k model compacts in time."""
+    async def limits(self, state: "RunState") -> tuple[int, int, int]:
+        """(compact above, hard budget, room for the conversation) in estimated prompt tokens.
+
+        The budget is the model's window less the answer's bound (``ModelProfile``); what compaction
+        cannot shrink (the system prompt and the tool schemas) is taken off first, and compaction starts
+        at ``COMPACT_SHARE`` of the room left, capped by ``context_soft_limit_tokens``. So a 4k model
+        compacts in time, and a small room is not summarised again at every step."""
         soft = int(self.config.context_soft_limit_tokens)
         profile_of = getattr(self.runtime.llm, "profile", None)
         if profile_of is None:  # an LLM double without profiles: the setting alone
-            return soft, soft * 2
+            return soft, soft * 2, soft
         profile = await profile_of(state.model)
-        return min(soft, profile.compact_at), profile.prompt_budget
+        budget = profile.prompt_budget
+        fixed = state.meter.estimate(state.messages[:1])  # the system prompt and the tool schemas
+        room = max(budget // 4, budget - fixed)
+        return min(soft, budget - room + int(room * COMPACT_SHARE)), budget, room
 
     async def __call__(self, state: "RunState") -> None:
         emit = self._emitter(state)
@@ -226,12 +247,14 @@ class Compactor:
             state.compact_requested = False
             await self.compact(state, "manual", emit)
             return
-        soft, budget = await self.limits(state)
+        soft, budget, room = await self.limits(state)
         estimate = state.meter.estimate
         tokens = estimate(state.messages)
         overflowed = state.overflowed
         if overflowed or tokens > soft * float(self.config.micro_compact_ratio):
-            keep = 1 if overflowed else int(self.config.micro_compact_keep_recent)
+            # the newest results stay whole, as many as the setting says and a third of the room holds
+            keep = 1 if overflowed else recent_results_within(
+                state.messages, int(self.config.micro_compact_keep_recent), room // 3, state.meter.scale)
             cleared = micro_compact(state.messages, keep)
             if cleared:
                 stats.micro_cleared += cleared
@@ -271,16 +294,16 @@ class Compactor:
         stats = self.stats(state)
         estimate = state.meter.estimate
         before = estimate(state.messages)
-        _, budget = await self.limits(state)
+        _, budget, room = await self.limits(state)
         hooks = self.runtime.hooks
         base = {"session_id": state.session_id, "run_id": state.run_id, "layer": layer, "tokens": before}
         outcome = await hooks.run(HookEventName.PRE_COMPACT, {**base, "messages": len(state.messages)})
         if outcome.blocked:
             await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message=f"blocked by a PreCompact hook: {outcome.reason}"))  # type: ignore[arg-type]
             return False
-        # keep the newest messages verbatim, as many as the setting says and a third of the budget holds
+        # keep the newest messages verbatim, as many as the setting says and a third of the room holds
         scale = state.meter.scale
-        keep = fitting_tail(state.messages, int(self.config.compaction_keep_recent_messages), budget // 3,
+        keep = fitting_tail(state.messages, int(self.config.compaction_keep_recent_messages), room // 3,
                             lambda tail: int(raw_tokens(tail) * scale))
         cut = choose_cut(state.messages, keep)
         if cut is None:
@@ -315,7 +338,7 @@ class Compactor:
             return False
         if layer == "auto":
             stats.breaker.record_success()
-        restored = self._restore(recent, ctx)
+        restored = self._restore(recent, ctx, room)
         new_messages = [state.messages[0], {"role": "user", "content": SUMMARY_PREFIX + summary.strip()}]
         if restored:
             body = "\n\n".join(f"## {path}\n{text}" for path, text in restored)
@@ -347,14 +370,18 @@ class Compactor:
         ]
         return str(await self.runtime.llm.complete(messages))
 
-    def _restore(self, paths: list[str], ctx: "ToolContext | None") -> list[tuple[str, str]]:
+    def _restore(self, paths: list[str], ctx: "ToolContext | None", room: int) -> list[tuple[str, str]]:
         """Re-read the snapshot files; paths not restored are forgotten so read_file reads them fully."""
         from .tools.filesystem.regular import read_regular
         from .tools.filesystem.security import PathNotAllowed, resolve_path, run_owner
 
         restored: list[tuple[str, str]] = []
         limit = int(self.config.compaction_restore_chars)
+        left = room * CHARS_PER_TOKEN // 4  # restored files take at most a quarter of the conversation's room
         for path in paths:
+            limit = min(limit, left)
+            if limit < RESTORE_MIN_CHARS:
+                break
             try:  # judged again: the file may have become a link to a protected place since it was read
                 resolved = resolve_path(path, self.config, owner=run_owner(ctx))
                 text = read_regular(resolved).decode("utf-8", errors="replace")  # never blocks on a FIFO
@@ -365,6 +392,7 @@ class Compactor:
             if len(text) > limit:
                 text = text[:limit] + f"\n…[{len(text) - limit} more characters; read_file for the rest]"
             restored.append((path, text))
+            left -= len(text)
         if ctx is not None:
             keep = {p for p, _ in restored}
             for path in list(ctx.file_state.recent_paths(10_000)):

@@ -331,7 +331,8 @@ class LlmClient:
 
     # -- streaming ----------------------------------------------------------------------------
     async def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, model: str | None = None
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, model: str | None = None,
+        tool_choice: str | None = None, max_tokens: int | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Yield text/thinking deltas, complete tool calls, model switches, then one ``Completed``.
 
@@ -348,7 +349,8 @@ class LlmClient:
         while True:
             started = False
             profile = await self.profile(current)
-            attempt = self._stream_once(client, messages, tools, current, profile.max_output_tokens)
+            attempt = self._stream_once(client, messages, tools, current, max_tokens or profile.max_output_tokens,
+                                        tool_choice)
             deadline = self._deadline()
             try:
                 while True:
@@ -403,7 +405,7 @@ class LlmClient:
 
     async def _stream_once(
         self, client: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: str,
-        max_tokens: int,
+        max_tokens: int, tool_choice: str | None = None,
     ) -> AsyncIterator[StreamItem]:
         # The history and tool definitions are already plain JSON dicts, so they go in
         # ``extra_body`` (merged verbatim into the request body) rather than through the SDK's
@@ -412,6 +414,8 @@ class LlmClient:
         body: dict[str, Any] = {"messages": messages, self._token_field: max_tokens}
         if tools:
             body["tools"] = tools
+            if tool_choice:
+                body["tool_choice"] = tool_choice
 
         async def read(put: Callable[[ChunkView], None]) -> None:
             await read_chat_stream(client, model, body, put)

@@ -170,7 +170,8 @@ class _OpenAIHandler(FakeHandler):
         if req.path.endswith("/chat/completions"):
             with fake.lock:
                 fake.chat_requests.append(body)
-            self._chat(body, fake.next_turn(body))
+            if not self._overflow(body):  # a prompt over n_ctx is refused before any turn is used
+                self._chat(body, fake.next_turn(body))
         elif req.path.rstrip("/") == "/api/show" and fake.ollama_show is not None:  # Ollama's model details
             self.send_json(200, fake.ollama_show)
         elif req.path.endswith("/embeddings") and fake.embeddings_status != 200:
@@ -191,6 +192,18 @@ class _OpenAIHandler(FakeHandler):
             self.send_json(404, {"error": {"message": f"no route {req.path}", "type": "invalid_request_error"}})
 
     # -- chat ------------------------------------------------------------------------------
+    def _overflow(self, body: dict[str, Any]) -> bool:
+        fake: FakeOpenAIServer = self.fake  # type: ignore[assignment]
+        prompt_tokens = fake.count_tokens(body)
+        max_tokens = requested_max_tokens(body) or 0
+        # vLLM counts the completion's bound in; llama.cpp and OpenAI the prompt only
+        if not fake.n_ctx or prompt_tokens + (max_tokens if fake.overflow_style == "vllm" else 0) <= fake.n_ctx:
+            return False
+        with fake.lock:
+            fake.overflows += 1
+        self.send_json(400, overflow_body(fake.overflow_style, prompt_tokens, fake.n_ctx, max_tokens))
+        return True
+
     def _chat(self, body: dict[str, Any], turn: Turn) -> None:
         if turn.status != 200:
             if turn.delay:
@@ -200,12 +213,6 @@ class _OpenAIHandler(FakeHandler):
             return
         fake: FakeOpenAIServer = self.fake  # type: ignore[assignment]
         prompt_tokens = fake.count_tokens(body)
-        max_tokens = requested_max_tokens(body) or 0
-        if fake.n_ctx and prompt_tokens + (max_tokens if fake.overflow_style == "vllm" else 0) > fake.n_ctx:
-            with fake.lock:
-                fake.overflows += 1
-            self.send_json(400, overflow_body(fake.overflow_style, prompt_tokens, fake.n_ctx, max_tokens))
-            return
         model = str(body.get("model", ""))
         calls = [ScriptedCall(c.name, c.arguments, c.id or f"call_{next(_ids)}") for c in turn.calls]
         wire_id = {c.id: (None if c.id == NO_ID else c.id) for c in calls}
