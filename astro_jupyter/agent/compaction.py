@@ -429,7 +429,9 @@ class Compactor:
 
         registry = readonly_registry(self.runtime.registry)
         registry.remove("check_team_inbox")  # reading would consume the lead's messages
-        registry.replace(SaveMemoryTool(source="compaction"))
+        keeper = SaveMemoryTool(source="compaction")
+        keeper.defer_loading = False  # type: ignore[misc] - the bridge's one job: offered without loading
+        registry.replace(keeper)
         bridge_ctx = dataclasses.replace(ctx, tool_call_id="")
         task = "Messages removed from the context:\n\n" + transcript(dropped)
         try:
