@@ -432,7 +432,7 @@ class LlmClient:
         def preparing(index: int) -> ToolCallPreparing | None:
             """A call being written: said when its name arrives, then at most every PREPARING_EVERY_SECS."""
             part = partial[index]
-            size = sum(len(a) for a in part["args"])
+            size = part["chars"]
             last = told.get(index)
             now = clock()
             if last is not None and (size == last[1] or now - last[0] < PREPARING_EVERY_SECS):
@@ -471,7 +471,7 @@ class LlmClient:
                         for earlier in sorted(partial):
                             if earlier < index and earlier not in emitted:
                                 yield ready(earlier)
-                        partial[index] = {"id": "", "name": "", "args": []}
+                        partial[index] = {"id": "", "name": "", "args": [], "chars": 0}
                     part = partial[index]
                     if frag.id:
                         part["id"] = frag.id
@@ -479,6 +479,7 @@ class LlmClient:
                         part["name"] = frag.name
                     if frag.arguments:
                         part["args"].append(frag.arguments)
+                        part["chars"] += len(frag.arguments)
                     if index not in emitted:
                         note = preparing(index)
                         if note is not None:
