@@ -157,3 +157,21 @@ def test_resident_tool_schemas_of_a_plain_question_fit_in_6_kb(astro_config) -> 
     names = {d["function"]["name"] for d in resident}
     assert {"search_papers", "query_target", "rag_search", "read_file", "load_tool"} <= names
     assert len(names) <= 8 and len(registry) - len(names) >= 15  # the rest are found through the catalog
+
+
+@pytest.mark.asyncio
+async def test_the_research_log_marks_a_cut_off_answer(tmp_path, openai_server):
+    from astro_jupyter.export import export_session
+
+    openai_server.props = {"default_generation_settings": {"n_ctx": 1024}}
+    openai_server.script(Turn(endless=True, chunk_size=1))
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url))
+    try:
+        handle = await runtime.start_run("Tell me everything about M 31.")
+        await collect(handle)
+        nb = await export_session(services, handle.session_id)
+    finally:
+        await runtime.close()
+        await services.close()
+    marks = [c.source for c in nb.cells if c.source.startswith("**Cut off:**")]
+    assert len(marks) == 1 and "The answer was cut off: the model reached its output limit of 256 tokens" in marks[0]
