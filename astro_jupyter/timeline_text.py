@@ -66,13 +66,17 @@ class LinePrinter:
         self.out = out
         self.width = width  # permission prompts wrap at this many columns (None: no wrapping)
         self.mid_line = False
-        self._preparing: dict[tuple[Any, ...], int] = {}  # call being written → characters last printed
+        self._preparing: dict[tuple[Any, ...], int | None] = {}  # call being written → characters last printed
 
     def _preparing_news(self, event: Any) -> bool:
-        """A call being written is printed when its name arrives, then every PREPARING_LINE_CHARS more
-        (the sidebar updates one line in place; a terminal would scroll a line every half second)."""
+        """A call being written is printed once it is slow to arrive (its second report, a second or more
+        after its name), then every PREPARING_LINE_CHARS more: the sidebar updates one line in place, a
+        terminal would keep a line for every quick call and scroll one a second for a slow one."""
         key = (event.subagent_id, event.step, event.index)
-        last = self._preparing.get(key)
+        if key not in self._preparing:
+            self._preparing[key] = None  # its name arrived: most calls follow at once, nothing to say
+            return False
+        last = self._preparing[key]
         if last is not None and event.chars < last + PREPARING_LINE_CHARS:
             return False
         self._preparing[key] = event.chars
