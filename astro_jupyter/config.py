@@ -159,6 +159,18 @@ class AstroConfig(Configurable):
     ).tag(config=True)
     _llm_io_batch_default = _env_default("llm_io_batch_ms", "ASTRO_LLM_IO_BATCH_MS", 5.0)
 
+    llm_context_window = Int(
+        help="The model's context window in tokens; 0 = ask the endpoint (llama.cpp /props, vLLM /v1/models, Ollama "
+        "/api/show), else a table of well-known models (env ASTRO_LLM_CONTEXT_WINDOW)."
+    ).tag(config=True)
+    _context_window_default = _env_default("llm_context_window", "ASTRO_LLM_CONTEXT_WINDOW", 0)
+
+    llm_max_tokens = Int(
+        help="Tokens one answer may generate (sent as max_tokens); 0 = a quarter of the context window, at most "
+        "8192 (env ASTRO_LLM_MAX_TOKENS)."
+    ).tag(config=True)
+    _max_tokens_default = _env_default("llm_max_tokens", "ASTRO_LLM_MAX_TOKENS", 0)
+
     llm_deadline_secs = Float(
         help="Overall limit on one LLM request, from sending it to the end of its stream; llm_timeout_secs only "
         "bounds each read, so a server sending keep-alive comments could hold a run forever. Counted as a "

@@ -75,6 +75,30 @@ class ToolCall(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolCallPreparing(Event):
+    """The model is still writing a tool call: its name arrived, ``chars`` of arguments so far.
+    A long call from a slow local model otherwise shows nothing until all of it has arrived."""
+
+    type: ClassVar[str] = "tool_call_preparing"
+    index: int
+    name: str
+    chars: int
+    step: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Truncated(Event):
+    """The answer stopped at the output bound (``finish_reason: "length"``), not because it was done;
+    ``tool_name`` is set when the cut fell inside that call's arguments (the call was not run)."""
+
+    type: ClassVar[str] = "truncated"
+    step: int
+    max_tokens: int = 0
+    tool_name: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolProgress(Event):
     type: ClassVar[str] = "tool_progress"
     id: str
@@ -197,6 +221,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TextDelta,
         ThinkingDelta,
         ToolCall,
+        ToolCallPreparing,
         ToolProgress,
         ToolResult,
         AskUser,
@@ -204,6 +229,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         QuestionAnswered,
         NotebookRequest,
         Compaction,
+        Truncated,
         ModelSwitch,
         Subagent,
         TodoUpdate,

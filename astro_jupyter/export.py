@@ -280,7 +280,7 @@ def _timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for e in events:
         if e.get("type") == "tool_call":
             items.append({**e, "result": results.get(e.get("id"))})
-        elif e.get("type") in ("subagent", "ask_user", "error", "model_switch"):
+        elif e.get("type") in ("subagent", "ask_user", "error", "model_switch", "truncated"):
             items.append(e)
     return items
 
@@ -368,6 +368,8 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
                         f"**Subagent {_code_span(item.get('id'))} summary**\n\n{item.get('summary') or '*(none)*'}"))
             elif kind == "ask_user":
                 nb.cells.append(nbf.new_markdown_cell(f"**The agent asked:**\n\n{_fenced(item.get('question', ''))}"))
+            elif kind == "truncated":  # the log must not pass a cut-off answer or call off as complete
+                nb.cells.append(nbf.new_markdown_cell(f"**Cut off:** {_one_line(item.get('message', ''))}"))
             elif kind == "error":
                 nb.cells.append(nbf.new_markdown_cell(
                     f"**Error** ({_one_line(item.get('reason', ''))})\n\n{_fenced(item.get('message', ''))}"))

@@ -12,6 +12,8 @@ from typing import Any, TextIO
 
 from .prompt_text import permission_lines, visible
 
+PREPARING_LINE_CHARS = 2_000  # a long tool call being written gets a new text line per this many characters
+
 
 def short(value: Any, limit: int = 160) -> str:
     """One line of at most ``limit`` characters (JSON for non-strings, whitespace folded,
@@ -42,6 +44,10 @@ def event_lines(event: Any, width: int | None = None) -> list[str] | None:
         return [f"[model switched {short(event.from_model)} → {short(event.to_model)}: {short(event.reason)}]"]
     if kind == "compaction":
         return [f"[context compacted: {short(event.message or event.layer, 400)}]"]
+    if kind == "truncated":
+        return [f"{indent}[cut off: {short(event.message, 400)}]"]
+    if kind == "tool_call_preparing":
+        return [f"{indent}… preparing {short(event.name, 80)} ({event.chars:,} characters of arguments so far)"]
     if kind == "todo_update":
         return [f"  [{short(todo.get('status', ' '))}] {short(todo.get('content', todo), 400)}" for todo in event.todos]
     if kind == "permission_request":
@@ -60,6 +66,21 @@ class LinePrinter:
         self.out = out
         self.width = width  # permission prompts wrap at this many columns (None: no wrapping)
         self.mid_line = False
+        self._preparing: dict[tuple[Any, ...], int | None] = {}  # call being written → characters last printed
+
+    def _preparing_news(self, event: Any) -> bool:
+        """A call being written is printed once it is slow to arrive (its second report, a second or more
+        after its name), then every PREPARING_LINE_CHARS more: the sidebar updates one line in place, a
+        terminal would keep a line for every quick call and scroll one a second for a slow one."""
+        key = (event.subagent_id, event.step, event.index)
+        if key not in self._preparing:
+            self._preparing[key] = None  # its name arrived: most calls follow at once, nothing to say
+            return False
+        last = self._preparing[key]
+        if last is not None and event.chars < last + PREPARING_LINE_CHARS:
+            return False
+        self._preparing[key] = event.chars
+        return True
 
     def _line(self, text: str) -> None:
         if self.mid_line:
@@ -75,6 +96,8 @@ class LinePrinter:
 
     def _show_common(self, event: Any) -> bool:
         """Print the shared lines for ``event``; False if the caller must render it itself."""
+        if event.type == "tool_call_preparing" and not self._preparing_news(event):
+            return True
         lines = event_lines(event, self.width)
         if lines is None:
             return False

@@ -22,6 +22,7 @@ class ToolCallRequest:
     id: str
     name: str
     arguments_json: str = ""
+    cut_off: bool = False  # the output bound ended the answer inside these arguments: rejected, never run
 
 
 @dataclass

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from ..events import Compaction, Event
+from ..llm.profile import COMPACT_SHARE
+from .context import CHARS_PER_TOKEN, raw_tokens
 from .hooks.base import HookEventName
 from .subagents import readonly_registry
 
@@ -44,6 +46,7 @@ SUMMARY_PREFIX = "[Summary of the earlier conversation; older messages were comp
 RESTORE_PREFIX = "[Files read before the compaction, restored]\n"
 TRANSCRIPT_MESSAGE_CHARS = 3000
 TRANSCRIPT_TOTAL_CHARS = 60_000
+RESTORE_MIN_CHARS = 200  # less room than this for a restored file: it is not restored (read_file reads it again)
 
 SUMMARY_SYSTEM = """You compress an astronomy research assistant's conversation so the work can continue.
 Write a faithful summary that keeps: the user's goals and constraints, decisions made, key results
@@ -122,12 +125,33 @@ def choose_cut(messages: list[dict[str, Any]], keep_recent: int) -> int | None:
     return cut if cut > 1 else None
 
 
-def transcript(messages: list[dict[str, Any]]) -> str:
+def recent_results_within(messages: list[dict[str, Any]], most: int, tokens: int, scale: float) -> int:
+    """How many of the newest tool results fit in ``tokens`` together (at least one, at most ``most``)."""
+    results = [m for m in messages if m.get("role") == "tool"]
+    keep, used = 0, 0
+    for message in reversed(results[-max(1, most):]):
+        used += int(raw_tokens([message]) * scale)
+        if keep and used > tokens:
+            break
+        keep += 1
+    return max(1, keep)
+
+
+def fitting_tail(messages: list[dict[str, Any]], most: int, tokens: int, estimate: Callable[[list[dict[str, Any]]], int]) -> int:
+    """How many of the newest messages to keep: at most ``most``, at least one, within ``tokens``."""
+    keep = 1
+    while keep < min(most, len(messages) - 1) and estimate(messages[-(keep + 1):]) <= tokens:
+        keep += 1
+    return keep
+
+
+def transcript(messages: list[dict[str, Any]], total: int = TRANSCRIPT_TOTAL_CHARS) -> str:
     lines: list[str] = []
+    each = min(TRANSCRIPT_MESSAGE_CHARS, max(300, total // 4))
     for m in messages:
         content = m.get("content") or ""
-        if len(content) > TRANSCRIPT_MESSAGE_CHARS:
-            content = content[:TRANSCRIPT_MESSAGE_CHARS] + " …[truncated]"
+        if len(content) > each:
+            content = content[:each] + " …[truncated]"
         head = m.get("role", "?")
         if m.get("role") == "tool":
             head = f"tool result ({m.get('name') or m.get('tool_call_id') or ''})"
@@ -139,7 +163,7 @@ def transcript(messages: list[dict[str, Any]]) -> str:
             content = (content + "\n" if content else "") + "calls: " + "; ".join(calls)
         lines.append(f"### {head}\n{content}")
     text = "\n\n".join(lines)
-    return text if len(text) <= TRANSCRIPT_TOTAL_CHARS else "…[earliest part truncated]\n" + text[-TRANSCRIPT_TOTAL_CHARS:]
+    return text if len(text) <= total else "…[earliest part truncated]\n" + text[-total:]
 
 
 async def load_history(services: "ServiceContainer", session_id: str) -> list[dict[str, Any]]:
@@ -199,6 +223,23 @@ class Compactor:
 
         return emit
 
+    async def limits(self, state: "RunState") -> tuple[int, int, int]:
+        """(compact above, hard budget, room for the conversation) in estimated prompt tokens.
+
+        The budget is the model's window less the answer's bound (``ModelProfile``); what compaction
+        cannot shrink (the system prompt and the tool schemas) is taken off first, and compaction starts
+        at ``COMPACT_SHARE`` of the room left, capped by ``context_soft_limit_tokens``. So a 4k model
+        compacts in time, and a small room is not summarised again at every step."""
+        soft = int(self.config.context_soft_limit_tokens)
+        profile_of = getattr(self.runtime.llm, "profile", None)
+        if profile_of is None:  # an LLM double without profiles: the setting alone
+            return soft, soft * 2, soft
+        profile = await profile_of(state.model)
+        budget = profile.prompt_budget
+        fixed = state.meter.estimate(state.messages[:1])  # the system prompt and the tool schemas
+        room = max(budget // 4, budget - fixed)
+        return min(soft, budget - room + int(room * COMPACT_SHARE)), budget, room
+
     async def __call__(self, state: "RunState") -> None:
         emit = self._emitter(state)
         stats = self.stats(state)
@@ -206,13 +247,18 @@ class Compactor:
             state.compact_requested = False
             await self.compact(state, "manual", emit)
             return
-        soft = int(self.config.context_soft_limit_tokens)
-        tokens = estimate_tokens(state.messages)
-        if tokens > soft * float(self.config.micro_compact_ratio):
-            cleared = micro_compact(state.messages, int(self.config.micro_compact_keep_recent))
+        soft, budget, room = await self.limits(state)
+        estimate = state.meter.estimate
+        tokens = estimate(state.messages)
+        overflowed = state.overflowed
+        if overflowed or tokens > soft * float(self.config.micro_compact_ratio):
+            # the newest results stay whole, as many as the setting says and a third of the room holds
+            keep = 1 if overflowed else recent_results_within(
+                state.messages, int(self.config.micro_compact_keep_recent), room // 3, state.meter.scale)
+            cleared = micro_compact(state.messages, keep)
             if cleared:
                 stats.micro_cleared += cleared
-                after = estimate_tokens(state.messages)
+                after = estimate(state.messages)
                 await emit(
                     Compaction(
                         layer="micro",
@@ -222,12 +268,12 @@ class Compactor:
                     )
                 )
                 tokens = after
-        if tokens <= soft:
+        if tokens <= soft and not overflowed:
             return
-        if 0 <= stats.messages_after_last and len(state.messages) - stats.messages_after_last < int(
-            self.config.compaction_keep_recent_messages
+        if not overflowed and tokens <= budget and 0 <= stats.messages_after_last and (
+            len(state.messages) - stats.messages_after_last < int(self.config.compaction_keep_recent_messages)
         ):
-            return  # just compacted and still large: wait for new messages instead of re-summarising the summary
+            return  # just compacted and still large but fits: wait for new messages instead of re-summarising the summary
         if stats.breaker.is_open:
             if not stats.breaker_reported:
                 stats.breaker_reported = True
@@ -246,14 +292,20 @@ class Compactor:
     async def compact(self, state: "RunState", layer: str, emit: Callable[[Event], Awaitable[None]]) -> bool:
         """snapshot → summarise → restore; True when the prompt was replaced."""
         stats = self.stats(state)
-        before = estimate_tokens(state.messages)
+        estimate = state.meter.estimate
+        before = estimate(state.messages)
+        _, budget, room = await self.limits(state)
         hooks = self.runtime.hooks
         base = {"session_id": state.session_id, "run_id": state.run_id, "layer": layer, "tokens": before}
         outcome = await hooks.run(HookEventName.PRE_COMPACT, {**base, "messages": len(state.messages)})
         if outcome.blocked:
             await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message=f"blocked by a PreCompact hook: {outcome.reason}"))  # type: ignore[arg-type]
             return False
-        cut = choose_cut(state.messages, int(self.config.compaction_keep_recent_messages))
+        # keep the newest messages verbatim, as many as the setting says and a third of the room holds
+        scale = state.meter.scale
+        keep = fitting_tail(state.messages, int(self.config.compaction_keep_recent_messages), room // 3,
+                            lambda tail: int(raw_tokens(tail) * scale))
+        cut = choose_cut(state.messages, keep)
         if cut is None:
             if layer == "manual" or not stats.nothing_reported:  # said once per run for auto, not every step
                 stats.nothing_reported = True
@@ -264,7 +316,9 @@ class Compactor:
         dropped, kept = state.messages[1:cut], state.messages[cut:]
         focus, state.compact_focus = state.compact_focus, ""
         try:
-            summary = await asyncio.wait_for(self.summarize(dropped, focus), float(self.config.llm_timeout_secs))
+            # the summary request must fit the model too: its transcript gets about half the budget
+            limit = min(TRANSCRIPT_TOTAL_CHARS, max(2000, budget * 2))
+            summary = await asyncio.wait_for(self.summarize(dropped, focus, limit), float(self.config.llm_timeout_secs))
             if not summary.strip():
                 raise ValueError("the model returned an empty summary")
         except asyncio.CancelledError:
@@ -284,7 +338,7 @@ class Compactor:
             return False
         if layer == "auto":
             stats.breaker.record_success()
-        restored = self._restore(recent, ctx)
+        restored = self._restore(recent, ctx, room)
         new_messages = [state.messages[0], {"role": "user", "content": SUMMARY_PREFIX + summary.strip()}]
         if restored:
             body = "\n\n".join(f"## {path}\n{text}" for path, text in restored)
@@ -293,7 +347,7 @@ class Compactor:
         marked = await self._persist(state, dropped, summary.strip())
         stats.compactions += 1
         stats.messages_after_last = len(state.messages)
-        after = estimate_tokens(state.messages)
+        after = estimate(state.messages)
         await hooks.run(HookEventName.POST_COMPACT, {**base, "tokens_after": after, "dropped": len(dropped), "summary": summary})
         files = ", ".join(p for p, _ in restored) or "none"
         await emit(
@@ -308,22 +362,26 @@ class Compactor:
             await self._bridge(ctx, dropped)
         return True
 
-    async def summarize(self, dropped: list[dict[str, Any]], focus: str = "") -> str:
+    async def summarize(self, dropped: list[dict[str, Any]], focus: str = "", limit: int = TRANSCRIPT_TOTAL_CHARS) -> str:
         instruction = SUMMARY_SYSTEM + (f"\nKeep especially: {focus}" if focus else "")
         messages = [
             {"role": "system", "content": instruction},
-            {"role": "user", "content": "Summarise this conversation:\n\n" + transcript(dropped)},
+            {"role": "user", "content": "Summarise this conversation:\n\n" + transcript(dropped, limit)},
         ]
         return str(await self.runtime.llm.complete(messages))
 
-    def _restore(self, paths: list[str], ctx: "ToolContext | None") -> list[tuple[str, str]]:
+    def _restore(self, paths: list[str], ctx: "ToolContext | None", room: int) -> list[tuple[str, str]]:
         """Re-read the snapshot files; paths not restored are forgotten so read_file reads them fully."""
         from .tools.filesystem.regular import read_regular
         from .tools.filesystem.security import PathNotAllowed, resolve_path, run_owner
 
         restored: list[tuple[str, str]] = []
         limit = int(self.config.compaction_restore_chars)
+        left = room * CHARS_PER_TOKEN // 4  # restored files take at most a quarter of the conversation's room
         for path in paths:
+            limit = min(limit, left)
+            if limit < RESTORE_MIN_CHARS:
+                break
             try:  # judged again: the file may have become a link to a protected place since it was read
                 resolved = resolve_path(path, self.config, owner=run_owner(ctx))
                 text = read_regular(resolved).decode("utf-8", errors="replace")  # never blocks on a FIFO
@@ -334,6 +392,7 @@ class Compactor:
             if len(text) > limit:
                 text = text[:limit] + f"\n…[{len(text) - limit} more characters; read_file for the rest]"
             restored.append((path, text))
+            left -= len(text)
         if ctx is not None:
             keep = {p for p, _ in restored}
             for path in list(ctx.file_state.recent_paths(10_000)):
@@ -370,7 +429,9 @@ class Compactor:
 
         registry = readonly_registry(self.runtime.registry)
         registry.remove("check_team_inbox")  # reading would consume the lead's messages
-        registry.replace(SaveMemoryTool(source="compaction"))
+        keeper = SaveMemoryTool(source="compaction")
+        keeper.defer_loading = False  # type: ignore[misc] - the bridge's one job: offered without loading
+        registry.replace(keeper)
         bridge_ctx = dataclasses.replace(ctx, tool_call_id="")
         task = "Messages removed from the context:\n\n" + transcript(dropped)
         try:

@@ -81,6 +81,14 @@ class ToolExecutor:
     # -- stage 1: validate_and_prepare (synchronous, in call order) -----------------------------
     def prepare(self, request: ToolCallRequest, index: int) -> CallSlot:
         slot = CallSlot(index, repair_call_id(request.id), request.name or "", request.arguments_json or "")
+        if request.cut_off:
+            return self._reject(
+                slot,
+                f"Error: {slot.name or 'tool call'}: your answer reached the output token limit after "
+                f"{len(slot.raw_arguments)} characters of these arguments, so they are incomplete and the call was "
+                "not run. Call it again with shorter arguments (split long content over several calls).",
+                cut_off=True,
+            )
         try:
             slot.args = parse_arguments(request.arguments_json)
         except ArgumentError as exc:

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Protocol, Sequence, Union
 
-from ..events import Event, ModelSwitch, TextDelta, ThinkingDelta, ToolResult
+from ..events import Event, ModelSwitch, TextDelta, ThinkingDelta, ToolCallPreparing, ToolResult, Truncated
 from .calls import ExecutedCall, ToolCallRequest
 from .run import RunState
 
@@ -143,6 +143,19 @@ def _with_id(call: Any, call_id: str) -> Any:
     return call if call.id == call_id else dataclasses.replace(call, id=call_id)
 
 
+def _truncated(item: Any, step: int) -> Truncated:
+    """The notice for an answer the output bound ended (``finish_reason: "length"``)."""
+    cut = next((c for c in item.tool_calls if getattr(c, "cut_off", False)), None)
+    max_tokens = int(getattr(item, "max_tokens", 0) or 0)
+    bound = f"its output limit of {max_tokens} tokens" if max_tokens else "its output limit"
+    if cut is not None:
+        message = (f"The model reached {bound} while writing the arguments of {cut.name}; "
+                   "the call was not run and the model was told.")
+    else:
+        message = f"The answer was cut off: the model reached {bound} (c.AstroConfig.llm_max_tokens / ASTRO_LLM_MAX_TOKENS)."
+    return Truncated(step=step, max_tokens=max_tokens, tool_name=cut.name if cut else "", message=message)
+
+
 def _holding(emit: "Emit", held: list[Event]) -> "Emit":
     """The turn's own tool results wait for the turn's commit; everything else goes out now."""
 
@@ -168,17 +181,51 @@ async def run_loop(spec: LoopInput) -> LoopOutcome:
                 return LoopOutcome(MaxSteps(state.max_steps), state.step, last_text)
             state.step += 1
             try:
-                for prepare in list(spec.preparers):
-                    await prepare(state)
-                turn = await run_turn(spec, cancel_wait)
+                turn = await _prepare_and_run(spec, cancel_wait)
+                if _overflowed(turn) and not spec.cancelled.is_set():
+                    # the endpoint refused the prompt as too long: compact (the preparers see
+                    # ``overflowed``) and send the turn again, once; nothing of it ran or was stored
+                    state.overflowed = True
+                    turn = await _prepare_and_run(spec, cancel_wait)
+                    if _overflowed(turn):
+                        turn = dataclasses.replace(turn, next_step=Failed(_still_too_long(turn)))
             except Exception as exc:  # noqa: BLE001 - a preparer or the sink failed: the loop ends Failed
                 return LoopOutcome(Failed(exc), state.step, last_text)
+            finally:
+                state.overflowed = False
             last_text = turn.text.strip() or last_text
             step = turn.next_step
             if not isinstance(step, RunAgain):
                 return LoopOutcome(step, state.step, last_text)
     finally:
         cancel_wait.cancel()
+
+
+async def _prepare_and_run(spec: LoopInput, cancel_wait: "asyncio.Task[Any]") -> TurnOutcome:
+    state = spec.state
+    state.meter.set_tools(tool_definitions(spec.registry, state))  # compaction counts the schemas too
+    for prepare in list(spec.preparers):
+        await prepare(state)
+    return await run_turn(spec, cancel_wait)
+
+
+def _overflowed(turn: TurnOutcome) -> bool:
+    from ..llm.client import ContextOverflowError
+
+    step = turn.next_step
+    return isinstance(step, Failed) and isinstance(step.error, ContextOverflowError) and not turn.calls
+
+
+def _still_too_long(turn: TurnOutcome) -> BaseException:
+    from ..llm.client import ContextOverflowError
+
+    error = turn.next_step.error  # type: ignore[union-attr]
+    return ContextOverflowError(
+        f"{error} — still too long after compacting the conversation. Start a new session, ask for less at once, "
+        "or use a model with a larger context (llama.cpp: -c / --ctx-size; Ollama: num_ctx; vLLM: --max-model-len; "
+        "then c.AstroConfig.llm_context_window / ASTRO_LLM_CONTEXT_WINDOW if the endpoint does not say it).",
+        getattr(error, "window", None),
+    )
 
 
 async def run_turn(spec: LoopInput, cancel_wait: "asyncio.Task[Any]") -> TurnOutcome:
@@ -193,6 +240,7 @@ async def run_turn(spec: LoopInput, cancel_wait: "asyncio.Task[Any]") -> TurnOut
     tools = tool_definitions(spec.registry, state)
 
     async def consume() -> Any:
+        state.meter.sending(state.messages)
         stream = spec.llm.stream(state.messages, tools, model=state.model)
         try:
             return await drain(stream)
@@ -213,8 +261,11 @@ async def run_turn(spec: LoopInput, cancel_wait: "asyncio.Task[Any]") -> TurnOut
                 await base_emit(TextDelta(delta=item.delta, step=step))
             elif kind == "thinking":
                 await base_emit(ThinkingDelta(delta=item.delta, step=step))
+            elif kind == "tool_call_preparing":
+                await base_emit(ToolCallPreparing(index=item.index, name=item.name, chars=item.chars, step=step))
             elif kind == "tool_call":
-                calls.append(_with_id(item, streaming.add(ToolCallRequest(item.id, item.name, item.arguments_json))))
+                request = ToolCallRequest(item.id, item.name, item.arguments_json, cut_off=getattr(item, "cut_off", False))
+                calls.append(_with_id(item, streaming.add(request)))
             elif kind == "model_switch":
                 state.model = item.to_model
                 await base_emit(ModelSwitch(from_model=item.from_model, to_model=item.to_model, reason=item.reason))
@@ -222,6 +273,9 @@ async def run_turn(spec: LoopInput, cancel_wait: "asyncio.Task[Any]") -> TurnOut
                     spec.on_model_switch(item.to_model)
             elif kind == "completed":
                 state.add_usage(item.usage)
+                state.meter.calibrate(item.usage)
+                if item.finish_reason == "length":
+                    await base_emit(_truncated(item, step))
                 return item
         return None
 

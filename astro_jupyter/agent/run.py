@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import QuestionCancelled, QuestionUnanswered
 from ..events import Done, Event, QuestionAnswered
+from .context import ContextMeter
 
 if TYPE_CHECKING:
     from .bus import EventBus
@@ -48,6 +49,8 @@ class RunState:
     session_model: str | None = None  # the model the session lists for this run
     compaction: "CompactionStats | None" = None  # the compactor's per-run counters and breaker
     tool_ctx: "ToolContext | None" = None  # the run's base tool context (compaction reads its file state)
+    meter: ContextMeter = field(default_factory=ContextMeter)  # the next request's size: messages + tool schemas
+    overflowed: bool = False  # the endpoint refused the last request as too long: compact now, whatever the estimate
 
     def add_usage(self, usage: dict[str, int]) -> None:
         for key, value in usage.items():

@@ -15,6 +15,9 @@ TO_CONFIGURE = (
 )
 
 
+MODELS_SHOWN = 50  # doctor lists at most this many of the endpoint's models
+
+
 class AdminMixin(AppBase):
     async def seed_demo(self) -> Any:
         """Sample papers, a Sesame cache and a recorded session (``demo.seed_demo``)."""
@@ -60,10 +63,19 @@ class AdminMixin(AppBase):
                 models = await client.list_models()
                 llm.update(reachable=True, latency_ms=round((time.perf_counter() - start) * 1000, 1), models=len(models))
                 llm["model_listed"] = config.llm_model in models
+                llm["model_names"] = models[:MODELS_SHOWN]
                 if config.llm_fallback_model:
                     llm["fallback_model_listed"] = config.llm_fallback_model in models
             except AstroError as exc:  # LlmUnavailableError included
                 llm.update(reachable=False, error=str(exc))
+            else:
+                from ..llm.probe import capabilities
+                from ..services.embed import _is_openai_api, endpoint_embedding_model
+
+                named = (config.embed_model or "").strip()
+                embed_model = named if named not in ("", "auto", "local", "lexical") else (
+                    endpoint_embedding_model(models, openai_api=_is_openai_api(config)))
+                llm["capabilities"] = await capabilities(client, config.llm_model, embed_model)
         report["llm"] = llm
         report["embeddings"] = await self._embeddings(opened)
         return report

@@ -8,7 +8,8 @@ import signal
 import sys
 
 from ..events import to_json
-from .registry import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, command, err, json_flag, make_config, open_app
+from .registry import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_TRUNCATED, EXIT_UNAVAILABLE, command, err, json_flag
+from .registry import make_config, open_app
 from .timeline import TerminalAnswerer, TimelinePrinter
 
 
@@ -55,6 +56,7 @@ async def cmd_ask(args: argparse.Namespace) -> int:
         printer = TimelinePrinter()
         answerer = TerminalAnswerer(interactive=not args.json and sys.stdin.isatty())
         error_reason = ""
+        cut_off = ""  # the final answer stopped at the output bound (a cut tool call was retried by the model)
         async for event in follow(handle, answerer):
             if args.json:
                 sys.stdout.write(to_json(event) + "\n")
@@ -63,6 +65,10 @@ async def cmd_ask(args: argparse.Namespace) -> int:
                 printer.show(event)
             if event.type == "error" and event.reason != "notice":  # type: ignore[attr-defined]
                 error_reason = event.reason  # type: ignore[attr-defined]
+            if event.type == "truncated" and not event.subagent_id:
+                cut_off = "" if event.tool_name else event.message  # type: ignore[attr-defined]
+            elif event.type == "text_delta" and not event.subagent_id:
+                cut_off = ""  # a later turn wrote on
         done = await handle.wait()
         if done.reason == "max_steps":
             steps = args.max_steps or config.max_steps
@@ -73,4 +79,7 @@ async def cmd_ask(args: argparse.Namespace) -> int:
             return EXIT_CANCELLED
         if done.reason == "error":
             return EXIT_UNAVAILABLE if error_reason == "llm_unavailable" else EXIT_ERROR
+        if cut_off:  # the answer looks finished but is not: say so, and let a script see it
+            err(f"the answer is incomplete: {cut_off}")
+            return EXIT_TRUNCATED
         return EXIT_OK

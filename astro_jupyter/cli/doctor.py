@@ -3,7 +3,9 @@
 Reports the SQLite driver and version, whether FTS5 and sqlite-vec (vec0) work (as probed
 by the store when it picked the driver), ASTRO_HOME, the project root the file tools work
 in (with a warning when it is the home directory), the LLM endpoint and whether the
-configured model is listed there, and the embedding backend. Exit 2 when no LLM endpoint
+configured model is listed there (and what it did when asked: stream, call a tool with
+``tool_choice: required``, its context window and where that came from, serve embeddings),
+and the embedding backend. Exit 2 when no LLM endpoint
 is configured or reachable (the agent cannot run), 1 when the store cannot open, else 0.
 """
 
@@ -33,6 +35,26 @@ def _yes(flag: Any) -> str:
     return "yes" if flag else "NO"
 
 
+def capability_lines(cap: dict[str, Any]) -> list[str]:
+    """What the chosen model did when asked: stream, call a tool, its context, embeddings."""
+    if not cap:
+        return []
+    lines = [f"Streams        {'yes' if cap.get('streams') else 'NO: ' + str(cap.get('stream_error', ''))}"]
+    if cap.get("calls_tools"):
+        lines.append("Calls tools    yes (asked with tool_choice: required)")
+    else:
+        lines.append(f"Calls tools    NO: {cap.get('tools_error', '')} — the agent needs tool calls "
+                     "(llama.cpp: llama-server --jinja; Ollama: a model with tool support)")
+    lines.append(f"Context        {cap.get('context_window', 0):,} tokens ({cap.get('context_source', '')}); "
+                 f"answers bounded at {cap.get('max_tokens', 0):,} tokens")
+    if cap.get("embeddings"):
+        lines.append(f"Serves embeddings yes ({cap.get('embeddings_model')}, {cap.get('embedding_dim')} dimensions)")
+    else:
+        lines.append(f"Serves embeddings NO ({cap.get('embeddings_model') or 'no model'}: "
+                     f"{cap.get('embeddings_error', '')}); rag_search ranks by full text and a local/lexical embedding")
+    return lines
+
+
 @command("doctor", "check the SQLite driver, FTS5, vec0, ASTRO_HOME, the LLM endpoint and embeddings", json_flag)
 async def cmd_doctor(args: argparse.Namespace) -> int:
     report, code = await diagnose()
@@ -58,6 +80,10 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
         listed = "listed" if llm.get("model_listed") else "NOT listed by the endpoint"
         print(f"LLM reachable  yes ({llm['latency_ms']} ms, {llm['models']} models)")
         print(f"LLM model      {llm['model']} ({listed})")
+        if llm.get("model_names"):
+            print(f"               models: {', '.join(llm['model_names'])}")
+        for line in capability_lines(llm.get("capabilities") or {}):
+            print(line)
     else:
         print(f"LLM reachable  NO: {llm.get('error', '')}")
     emb = report["embeddings"]

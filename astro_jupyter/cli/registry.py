@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..config import AstroConfig
 
 EXIT_OK, EXIT_ERROR, EXIT_UNAVAILABLE, EXIT_CANCELLED = 0, 1, 2, 130
+EXIT_TRUNCATED = 3  # the run finished, but its answer stopped at the model's output bound
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 Configure = Callable[[argparse.ArgumentParser], None]

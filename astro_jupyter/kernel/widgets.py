@@ -153,6 +153,7 @@ class WidgetTimeline:
         self._last_flush = 0.0
         self._tools: dict[str, Any] = {}
         self._subagents: dict[str, Any] = {}
+        self._preparing: Any = None  # the "preparing <tool>…" line of the call being written
         display_fn(self.box)
         if self.stop_button is not None and route is not None:
             route(self.stop_button)
@@ -182,6 +183,11 @@ class WidgetTimeline:
             self.text.value = f"<div style='white-space:pre-wrap'>{html.escape(visible(self._text, keep=chr(10) + chr(9)))}</div>"
             self._last_flush = now
 
+    def _drop_preparing(self) -> None:
+        if self._preparing is not None:
+            self._preparing.layout.display = "none"
+            self._preparing = None
+
     def _card(self, title: str, body: str = "") -> Any:
         return self.w.HTML(
             "<div style='border:1px solid #ccc;border-radius:4px;padding:4px 8px;margin:2px 0'>"
@@ -196,6 +202,7 @@ class WidgetTimeline:
             self._text += event.delta
             self._flush_text()
         elif kind == "tool_call":
+            self._drop_preparing()
             args = html.escape(short(event.arguments, 300))
             card = self._card(f"⏳ <code>{html.escape(short(event.name, 80))}</code> <small>{args}</small>")
             bar = self.w.IntProgress(value=0, min=0, max=1, layout=self.w.Layout(display="none", width="60%"))
@@ -238,6 +245,16 @@ class WidgetTimeline:
         elif kind == "ask_user":
             self._append(self.cards, self._card(f"❓ {html.escape(visible(event.question, keep=chr(10)))}",
                                                 f"<br><small>{self._answer_hint(kind)}</small>"))
+        elif kind == "tool_call_preparing":  # one calm line, updated in place until the call arrives
+            line = f"<small>… preparing <code>{html.escape(short(event.name, 80))}</code> ({event.chars:,} characters)</small>"
+            if self._preparing is None:
+                self._preparing = self.w.HTML(line)
+                self._append(self._container(sub), self._preparing)
+            else:
+                self._preparing.value = line
+        elif kind == "truncated":
+            self._append(self._container(sub), self.w.HTML(
+                f"<span style='color:#8a5a00'>cut off: {html.escape(visible(event.message))}</span>"))
         elif kind == "model_switch":
             self._append(self.cards, self.w.HTML(f"<small>model {html.escape(short(event.from_model))} → "
                                                  f"{html.escape(short(event.to_model))}</small>"))
@@ -315,6 +332,7 @@ class WidgetTimeline:
         if self.stop_button is not None:  # nothing left to stop: the button goes
             self.stop_button.disabled = True
             self.stop_button.layout.display = "none"
+        self._drop_preparing()
         where = f" · session <code>{html.escape(session_id)}</code>" if session_id else ""
         self.status.value = f"<b>astro</b> · {html.escape(reason)}{where}"
         if answer.strip():

@@ -12,6 +12,7 @@ is configured or reachable. ``openai`` is imported lazily so ``astro-jupyter too
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
@@ -20,8 +21,10 @@ from ..textsafe import clean_value
 from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
 from .io_process import LLM_PROCESS, Endpoint, RemoteLlmFailure
 from .io_thread import LLM_IO, relay_stream
+from .profile import ModelProfile, is_overflow, known_window, make_profile, window_from_error, window_from_models
+from .profile import DEFAULT_CONTEXT_WINDOW, window_from_ollama, window_from_props
 from .shape import ChunkView, MalformedChunk, read_chunk
-from .types import Completed, ModelSwitched, StreamItem, TextChunk, ThinkingChunk, ToolCallReady
+from .types import Completed, ModelSwitched, StreamItem, TextChunk, ThinkingChunk, ToolCallPreparing, ToolCallReady
 
 if TYPE_CHECKING:
     from ..config import AstroConfig
@@ -49,6 +52,20 @@ class DeadlineExceeded(ServiceTimeoutError):
         self.secs = secs
 
 
+class ContextOverflowError(LlmError):
+    """The endpoint refused the prompt as longer than the model's context window."""
+
+    reason = "context_overflow"
+
+    def __init__(self, message: str, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
+PROBE_TIMEOUT_SECS = 5.0  # each request asking the endpoint about the model (a missing route answers at once)
+PREPARING_EVERY_SECS = 1.0  # how often a tool call being written is reported while its arguments grow
+
+
 class _Failure:
     """A normalised view of an exception raised by the openai client."""
 
@@ -72,11 +89,18 @@ class _Failure:
         if isinstance(body, dict):  # the endpoint's own words beat "Error code: 500 - {...}"
             inner = body.get("error") if isinstance(body.get("error"), dict) else body
             message = inner.get("message") or message
+            if isinstance(inner.get("n_ctx"), int):  # llama.cpp names the window beside its overflow error
+                message = f"{message} (n_ctx={inner['n_ctx']})"
         self.message = str(message)
 
     @property
     def overload(self) -> bool:
         return self.api and is_overload(self.status, self.message)
+
+    @property
+    def overflow(self) -> bool:
+        """The prompt does not fit the model's context: retrying the same request cannot help."""
+        return self.api and self.status is not None and is_overflow(self.message)
 
     @property
     def transient(self) -> bool:
@@ -141,6 +165,11 @@ class LlmClient:
         self.holder = holder or ModelHolder(config.llm_model)
         self.policy = FallbackPolicy(config.llm_fallback_model, list(config.llm_fallback_chain))
         self._client: Any = None
+        self._profiles: dict[str, ModelProfile] = {}
+        self._profile_locks: dict[str, asyncio.Lock] = {}
+        # OpenAI's own API wants max_completion_tokens (its reasoning models refuse max_tokens); the
+        # servers people run locally know max_tokens. An endpoint that refuses one gets the other.
+        self._token_field = "max_tokens" if config.openai_base_url else "max_completion_tokens"
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
@@ -208,7 +237,79 @@ class LlmClient:
     def _backoff(self, attempt: int) -> float:
         return min(_MAX_BACKOFF_SECS, self.config.llm_retry_base_delay * (2 ** max(0, attempt - 1)))
 
+    # -- the model's profile ---------------------------------------------------------------
+    async def profile(self, model: str | None = None) -> ModelProfile:
+        """The model's context window and answer bound, asked of the endpoint once per model."""
+        name = model or self.holder.get()
+        known = self._profiles.get(name)
+        if known is not None:
+            return known
+        lock = self._profile_locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            if name not in self._profiles:
+                self._profiles[name] = await self._discover(name)
+        return self._profiles[name]
+
+    async def _discover(self, model: str) -> ModelProfile:
+        setting, max_tokens = int(self.config.llm_context_window), int(self.config.llm_max_tokens)
+        if setting > 0:
+            return make_profile(model, setting, "setting llm_context_window", max_tokens)
+        if self.configured and self.config.openai_base_url:  # OpenAI's own API says nothing: the table knows it
+            found = await self._ask_endpoint(model)
+            if found is not None:
+                return make_profile(model, found[0], found[1], max_tokens)
+        window = known_window(model)
+        if window is not None:
+            return make_profile(model, window, "table of well-known models", max_tokens)
+        return make_profile(model, DEFAULT_CONTEXT_WINDOW, "default (the endpoint did not say; set llm_context_window)",
+                            max_tokens)
+
+    async def _ask_endpoint(self, model: str) -> tuple[int, str] | None:
+        """vLLM's ``/v1/models``, llama.cpp's ``/props``, Ollama's ``/api/show``; None when none answers."""
+        client = self._openai()
+        root = self.base_url.rstrip("/")
+        root = root[: -len("/v1")] if root.endswith("/v1") else root
+        options = {"timeout": PROBE_TIMEOUT_SECS}
+
+        async def get(path: str) -> Any:
+            return await client.get(path, cast_to=object, options=options)
+
+        async def show() -> Any:
+            return await client.post(f"{root}/api/show", body={"model": model}, cast_to=object, options=options)
+
+        probes = (
+            (lambda: get("/models"), lambda d: window_from_models(d, model), "vLLM /v1/models max_model_len"),
+            (lambda: get(f"{root}/props"), window_from_props, "llama.cpp /props n_ctx"),
+            (show, window_from_ollama, ""),
+        )
+        for op, read, source in probes:
+            try:
+                data = await self._call("the model's context window", model, op, retries=0)
+            except LlmUnavailableError:
+                return None  # nothing answers there: the chat request will say so
+            except LlmError:
+                continue
+            found = read(data)
+            if isinstance(found, tuple):
+                return found
+            if found:
+                return found, source
+        return None
+
+    def learn_window(self, model: str, window: int, source: str) -> None:
+        """The endpoint said the real window (a context-length error): later requests use it."""
+        known = self._profiles.get(model) or make_profile(model, window, source, int(self.config.llm_max_tokens))
+        self._profiles[model] = known.with_window(window, source, int(self.config.llm_max_tokens))
+
     def _final_error(self, failure: _Failure, model: str) -> LlmError:
+        if failure.overflow:
+            window = window_from_error(failure.message)
+            if window:
+                self.learn_window(model, window, "the endpoint's context-length error")
+            profile = self._profiles.get(model)
+            size = f"{profile.context_window} tokens, from {profile.source}" if profile else "unknown size"
+            return ContextOverflowError(
+                f"The prompt does not fit model {model!r}'s context window ({size}): {failure.describe()}", window)
         if failure.connection:
             return LlmUnavailableError(_unreachable(self.base_url, failure.describe()))
         if failure.status in (401, 403):
@@ -230,7 +331,8 @@ class LlmClient:
 
     # -- streaming ----------------------------------------------------------------------------
     async def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, model: str | None = None
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, model: str | None = None,
+        tool_choice: str | None = None, max_tokens: int | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Yield text/thinking deltas, complete tool calls, model switches, then one ``Completed``.
 
@@ -243,9 +345,12 @@ class LlmClient:
         tried = [current]
         overloads = 0
         retries = 0
+        switched_field = False
         while True:
             started = False
-            attempt = self._stream_once(client, messages, tools, current)
+            profile = await self.profile(current)
+            attempt = self._stream_once(client, messages, tools, current, max_tokens or profile.max_output_tokens,
+                                        tool_choice)
             deadline = self._deadline()
             try:
                 while True:
@@ -267,6 +372,12 @@ class LlmClient:
                     raise LlmError(f"The LLM stream broke after it started (model {current!r}): {failure.describe()}") from exc
                 if not failure.api:
                     raise LlmError(f"Malformed answer from the LLM endpoint (model {current!r}): {failure.describe()}") from exc
+                if failure.overflow:
+                    raise self._final_error(failure, current) from exc
+                if failure.status == 400 and not switched_field and _wants_other_field(failure.message, self._token_field):
+                    switched_field = True
+                    self._token_field = "max_tokens" if self._token_field != "max_tokens" else "max_completion_tokens"
+                    continue
                 if failure.overload:
                     overloads += 1
                     if overloads >= self.config.overload_switch_after:
@@ -293,15 +404,18 @@ class LlmClient:
                 await attempt.aclose()  # a consumer that stops early must not leave the response open
 
     async def _stream_once(
-        self, client: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: str
+        self, client: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: str,
+        max_tokens: int, tool_choice: str | None = None,
     ) -> AsyncIterator[StreamItem]:
         # The history and tool definitions are already plain JSON dicts, so they go in
         # ``extra_body`` (merged verbatim into the request body) rather than through the SDK's
         # typed-dict transform, which walks every message on every call: ~7 ms/turn of CPU at
         # turn 20 of a chain and growing with the history (benchmarks/bench_turns.py).
-        body: dict[str, Any] = {"messages": messages}
+        body: dict[str, Any] = {"messages": messages, self._token_field: max_tokens}
         if tools:
             body["tools"] = tools
+            if tool_choice:
+                body["tool_choice"] = tool_choice
 
         async def read(put: Callable[[ChunkView], None]) -> None:
             await read_chat_stream(client, model, body, put)
@@ -313,6 +427,21 @@ class LlmClient:
         finish = "stop"
         finished = False
         usage: dict[str, int] = {}
+        told: dict[int, tuple[float, int]] = {}  # call index → (loop time, argument length) last reported
+        clock = asyncio.get_running_loop().time
+
+        def preparing(index: int) -> ToolCallPreparing | None:
+            """A call being written: said when its name arrives, then at most every PREPARING_EVERY_SECS."""
+            part = partial[index]
+            size = part["chars"]
+            last = told.get(index)
+            now = clock()
+            if last is not None and (size == last[1] or now - last[0] < PREPARING_EVERY_SECS):
+                return None
+            if not part["name"]:
+                return None
+            told[index] = (now, size)
+            return ToolCallPreparing(index, part["id"], part["name"], size)
 
         def ready(index: int) -> ToolCallReady:
             part = partial[index]
@@ -343,7 +472,7 @@ class LlmClient:
                         for earlier in sorted(partial):
                             if earlier < index and earlier not in emitted:
                                 yield ready(earlier)
-                        partial[index] = {"id": "", "name": "", "args": []}
+                        partial[index] = {"id": "", "name": "", "args": [], "chars": 0}
                     part = partial[index]
                     if frag.id:
                         part["id"] = frag.id
@@ -351,6 +480,11 @@ class LlmClient:
                         part["name"] = frag.name
                     if frag.arguments:
                         part["args"].append(frag.arguments)
+                        part["chars"] += len(frag.arguments)
+                    if index not in emitted:
+                        note = preparing(index)
+                        if note is not None:
+                            yield note
                 if view.finish_reason:
                     finish = view.finish_reason
                     finished = True
@@ -363,14 +497,16 @@ class LlmClient:
                 "that is not an event stream, or a line too long to end; try again or check the endpoint."
             )
         calls: list[ToolCallReady] = []
+        cut = finish == "length"  # the output bound ended the answer: a call still open was cut mid-arguments
         for index in sorted(partial):
             if index not in emitted:
-                yield ready(index)
+                yield dataclasses.replace(ready(index), cut_off=cut)
         # Rebuild in index order with the ids actually handed out.
         for index in sorted(partial):
             part = partial[index]
-            calls.append(ToolCallReady(index, part["id"], part["name"], "".join(part["args"])))
-        yield Completed("".join(text), calls, finish, model, usage, "".join(thinking))
+            calls.append(ToolCallReady(index, part["id"], part["name"], "".join(part["args"]),
+                                       cut_off=cut and index == max(partial)))
+        yield Completed("".join(text), calls, finish, model, usage, "".join(thinking), max_tokens=max_tokens)
 
     # -- one-shot calls ----------------------------------------------------------------------
     async def complete(self, messages: list[dict[str, Any]], *, model: str | None = None) -> str:
@@ -381,8 +517,9 @@ class LlmClient:
                 text = item.text
         return text
 
-    async def _call(self, what: str, model: str, op: Any) -> Any:
+    async def _call(self, what: str, model: str, op: Any, *, retries: int | None = None) -> Any:
         self._openai()
+        most = self.config.llm_max_retries if retries is None else retries
         retries = 0
         while True:
             try:
@@ -401,7 +538,7 @@ class LlmClient:
                 raise
             except Exception as exc:  # noqa: BLE001
                 failure = _Failure(exc)
-                if failure.api and (failure.transient or failure.overload) and retries < self.config.llm_max_retries:
+                if failure.api and (failure.transient or failure.overload) and retries < most:
                     retries += 1
                     await asyncio.sleep(self._backoff(retries))
                     continue
@@ -409,7 +546,8 @@ class LlmClient:
                     raise LlmError(f"Malformed answer from the LLM endpoint to {what}: {failure.describe()}") from exc
                 raise self._final_error(failure, model) from exc
 
-    async def embed(self, texts: list[str], model: str) -> list[list[float]]:
+    async def embed(self, texts: list[str], model: str, *, retries: int | None = None) -> list[list[float]]:
+        """Vectors for ``texts``; ``retries=0`` for a search's query, which has full-text search to fall back on."""
         client = self._openai()
         if not texts:
             return []
@@ -418,7 +556,7 @@ class LlmClient:
             resp = await client.embeddings.create(model=model, input=list(texts))
             return [list(d.embedding) for d in sorted(resp.data, key=lambda d: d.index)]
 
-        return await self._call("embeddings", model, op)
+        return await self._call("embeddings", model, op, retries=retries)
 
     async def list_models(self) -> list[str]:
         client = self._openai()
@@ -428,6 +566,13 @@ class LlmClient:
             return sorted(m.id for m in page.data)
 
         return await self._call("the model list", self.holder.get(), op)
+
+
+def _wants_other_field(message: str, sent: str) -> bool:
+    """An endpoint refusing the output-bound field we sent and naming the other one."""
+    other = "max_tokens" if sent != "max_tokens" else "max_completion_tokens"
+    text = message.lower()
+    return sent in text and any(w in text for w in (other, "unsupported", "not supported", "unrecognized", "extra"))
 
 
 async def _next_before(stream: AsyncIterator[StreamItem], deadline: float | None, secs: float) -> StreamItem:

@@ -29,10 +29,22 @@ class ToolCallReady:
     id: str
     name: str
     arguments_json: str
+    cut_off: bool = False  # the output bound ended the answer inside these arguments: never run them
     kind: str = "tool_call"
 
     def to_message(self) -> dict[str, Any]:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments_json}}
+
+
+@dataclass(frozen=True)
+class ToolCallPreparing:
+    """A tool call whose name has arrived while its arguments are still being written (``chars`` so far)."""
+
+    index: int
+    id: str
+    name: str
+    chars: int
+    kind: str = "tool_call_preparing"
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,7 @@ class Completed:
     model: str
     usage: dict[str, int] = field(default_factory=dict)
     thinking: str = ""
+    max_tokens: int = 0  # the output bound sent with the request (``finish_reason == "length"``: it was reached)
     kind: str = "completed"
 
     @property
@@ -63,4 +76,4 @@ class Completed:
         return msg
 
 
-StreamItem = Union[TextChunk, ThinkingChunk, ToolCallReady, ModelSwitched, Completed]
+StreamItem = Union[TextChunk, ThinkingChunk, ToolCallPreparing, ToolCallReady, ModelSwitched, Completed]

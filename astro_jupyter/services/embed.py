@@ -287,6 +287,19 @@ class AutoEmbedder:
         return await (await self.resolve()).embed(texts)
 
 
+async def embed_query(backend: EmbeddingBackend, text: str) -> np.ndarray:
+    """One search query's vector. From an endpoint it is asked once, without retries: the search has
+    full-text ranking to fall back on at once, where retries cost the user minutes (a failing local
+    ``/v1/embeddings`` was retried five times per query)."""
+    resolve = getattr(backend, "resolve", None)
+    if resolve is not None:
+        backend = await resolve()
+    if isinstance(backend, EndpointEmbedder):
+        rows = await backend.llm.embed([text], backend.model, retries=0)
+        return normalise_rows(np.array(rows, dtype=np.float32))[0]
+    return (await backend.embed([text]))[0]
+
+
 def make_embedder(config: "AstroConfig", llm: Any = None) -> EmbeddingBackend:
     """The configured backend; with ``embed_model`` empty or ``auto``, one that decides on first use."""
     choice = (config.embed_model or "").strip()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Sequence
 
 import numpy as np
 
-from .embed import STOPWORDS, EmbeddingBackend
+from .embed import STOPWORDS, EmbeddingBackend, embed_query
 
 if TYPE_CHECKING:
     from ..config import AstroConfig
@@ -100,6 +100,14 @@ def rrf(rankings: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[tuple[int,
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+class _OutOfTime(Exception):
+    """The answer's time budget ran out; carries what was found so far."""
+
+    def __init__(self, result: "RagAnswer") -> None:
+        super().__init__("out of time")
+        self.result = result
 
 
 @dataclass
@@ -335,8 +343,8 @@ class RagService:
         self.last_vector_error = ""
         if mode in ("hybrid", "vector"):
             try:
+                qvec = await embed_query(self.embedder, query)  # first: a failing endpoint costs one request
                 await self.sync(paper_ids)
-                qvec = (await self.embedder.embed([query]))[0]
                 space = await self.space()
                 vector, floor = await self.index.search_floor(space, qvec, pool, restrict=restrict)
             except Exception as exc:  # noqa: BLE001 - an embedding endpoint down must not stop full-text search
@@ -446,8 +454,30 @@ class RagService:
         result.hits = evidence or ranked[:k]
         return evidence
 
-    async def answer(self, query: str, k: int = 8, *, paper_ids: Sequence[str] | None = None) -> RagAnswer:
-        """Hybrid passages; with an LLM, re-ranked evidence and an answer whose every [n] is checked."""
+    async def answer(self, query: str, k: int = 8, *, paper_ids: Sequence[str] | None = None,
+                     budget_secs: float | None = None) -> RagAnswer:
+        """Hybrid passages; with an LLM, re-ranked evidence and an answer whose every [n] is checked.
+
+        ``budget_secs``: the LLM calls stop when it is spent and the passages found are the answer
+        (a tool timeout would otherwise drop them and say only "timed out")."""
+        deadline = None if budget_secs is None else asyncio.get_running_loop().time() + budget_secs
+        try:
+            return await self._answer(query, k, paper_ids, deadline)
+        except _OutOfTime as out:
+            result = out.result
+            result.llm_error = f"no answer within the tool's time budget of {budget_secs:g} s; the passages found are listed"
+            return result
+
+    async def _within(self, deadline: float | None, result: RagAnswer, work: Awaitable[Any]) -> Any:
+        if deadline is None:
+            return await work
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await work
+        except TimeoutError:
+            raise _OutOfTime(result) from None
+
+    async def _answer(self, query: str, k: int, paper_ids: Sequence[str] | None, deadline: float | None) -> RagAnswer:
         from .evidence import REFUSAL, check_citations
 
         llm_ready = self.llm is not None and getattr(self.llm, "configured", False)
@@ -459,7 +489,7 @@ class RagService:
             result.reembed = dict(self.reembed_status)
         if not hits or not llm_ready:
             return result
-        evidence = await self.rerank(query, hits, k, result) if rerank else hits[:k]
+        evidence = await self._within(deadline, result, self.rerank(query, hits, k, result)) if rerank else hits[:k]
         if not evidence:
             result.refused = True
             result.answer = (f"{REFUSAL}: no passage scored {self.config.rerank_threshold:g}/10 or more for relevance. "
@@ -467,7 +497,9 @@ class RagService:
             return result
         result.hits = evidence
         try:
-            text, call = await self._call(self.prompt(query, evidence))
+            text, call = await self._within(deadline, result, self._call(self.prompt(query, evidence)))
+        except _OutOfTime:
+            raise
         except Exception as exc:  # noqa: BLE001 - the passages are still worth returning
             result.llm_error = str(exc)
             return result

@@ -56,6 +56,16 @@ export interface IToolCallEvent {
   step: number;
 }
 
+/** The model is still writing a tool call: its name arrived, `chars` of arguments so far. A long call from a slow local model otherwise shows nothing until all of it has arrived. */
+export interface IToolCallPreparingEvent {
+  type: 'tool_call_preparing';
+  subagent_id?: string | null;
+  index: number;
+  name: string;
+  chars: number;
+  step: number;
+}
+
 export interface IToolProgressEvent {
   type: 'tool_progress';
   subagent_id?: string | null;
@@ -125,6 +135,16 @@ export interface ICompactionEvent {
   message?: string;
 }
 
+/** The answer stopped at the output bound (`finish_reason: "length"`), not because it was done; `tool_name` is set when the cut fell inside that call's arguments (the call was not run). */
+export interface ITruncatedEvent {
+  type: 'truncated';
+  subagent_id?: string | null;
+  step: number;
+  max_tokens?: number;
+  tool_name?: string;
+  message?: string;
+}
+
 /** Wire keys are `from` / `to` (Python keywords), hence the field renames. */
 export interface IModelSwitchEvent {
   type: 'model_switch';
@@ -173,6 +193,7 @@ export type AgentEvent =
   | ITextDeltaEvent
   | IThinkingDeltaEvent
   | IToolCallEvent
+  | IToolCallPreparingEvent
   | IToolProgressEvent
   | IToolResultEvent
   | IAskUserEvent
@@ -180,6 +201,7 @@ export type AgentEvent =
   | IQuestionAnsweredEvent
   | INotebookRequestEvent
   | ICompactionEvent
+  | ITruncatedEvent
   | IModelSwitchEvent
   | ISubagentEvent
   | ITodoUpdateEvent
@@ -194,6 +216,7 @@ export const EVENT_TYPES: readonly EventType[] = [
   'text_delta',
   'thinking_delta',
   'tool_call',
+  'tool_call_preparing',
   'tool_progress',
   'tool_result',
   'ask_user',
@@ -201,6 +224,7 @@ export const EVENT_TYPES: readonly EventType[] = [
   'question_answered',
   'notebook_request',
   'compaction',
+  'truncated',
   'model_switch',
   'subagent',
   'todo_update',

@@ -34,6 +34,9 @@ import { AgentEvent, IStoredEvent, IStoredMessage, ITodo, IToolResultEvent } fro
 
 export * from './timelineItems';
 
+/** Events after which a "preparing <tool>…" line is over (the call arrived, or the turn ended). */
+const ENDS_PREPARING = new Set<string>(['tool_call', 'text_delta', 'truncated', 'error', 'done']);
+
 export class TimelineModel {
   private _items: TimelineItem[] = [];
   private _changed = new Signal<this, TimelineChange>(this);
@@ -43,6 +46,7 @@ export class TimelineModel {
   private subagents = new Map<string, ISubagentItem>();
   private questions = new Map<string, IQuestionItem>();
   private todos = new Map<string, ITodoItem>();
+  private preparing = new Map<string, INoticeItem>();
   /** The items of each run (nested ones too), so ending a run touches only its own. */
   private byRun = new Map<string, TimelineItem[]>();
   private lastSeq = new Map<string, number>();
@@ -99,6 +103,7 @@ export class TimelineModel {
     this.subagents.clear();
     this.questions.clear();
     this.todos.clear();
+    this.preparing.clear();
     this.byRun.clear();
     this.lastSeq.clear();
     this._duplicates = 0;
@@ -130,6 +135,9 @@ export class TimelineModel {
       this.lastSeq.set(runId, seq);
     }
     const parent = event.subagent_id ? this.ensureSubagent(event.subagent_id, runId) : null;
+    if (ENDS_PREPARING.has(event.type)) {
+      this.endPreparing(runId, event.subagent_id ?? null);
+    }
     switch (event.type) {
       case 'session':
         this._runInfo.emit({
@@ -138,6 +146,22 @@ export class TimelineModel {
           title: event.title,
           model: event.model
         });
+        break;
+      case 'tool_call_preparing': {
+        // one calm line per call being written, updated in place until the call itself arrives
+        const key = `${runId}/${event.subagent_id ?? ''}`;
+        const text = `Preparing ${event.name}… (${event.chars.toLocaleString()} characters so far)`;
+        const line = this.preparing.get(key);
+        if (line) {
+          line.text = text;
+          this.touch(line);
+        } else {
+          this.preparing.set(key, this.addNotice('preparing', text, parent));
+        }
+        break;
+      }
+      case 'truncated':
+        this.addNotice('truncated', event.message || 'The answer was cut off at the output limit.', parent);
         break;
       case 'text_delta':
       case 'thinking_delta':
@@ -545,6 +569,17 @@ export class TimelineModel {
     };
     this.questions.set(q.requestId, item);
     this.add(item, parent);
+  }
+
+  /** The "preparing" line of a run (or subagent) is over once anything else of it arrives. */
+  private endPreparing(runId: string, subagentId: string | null): void {
+    const key = `${runId}/${subagentId ?? ''}`;
+    const line = this.preparing.get(key);
+    if (line) {
+      this.preparing.delete(key);
+      line.hidden = true;
+      this.touch(line);
+    }
   }
 
   private closeStreaming(items: TimelineItem[]): void {

@@ -96,12 +96,14 @@ export interface IEndItem extends IItemBase {
   text: string;
 }
 
-export type NoticeVariant = 'compaction' | 'model_switch' | 'error' | 'done' | 'info';
+export type NoticeVariant = 'compaction' | 'model_switch' | 'error' | 'done' | 'info' | 'truncated' | 'preparing';
 
 export interface INoticeItem extends IItemBase {
   kind: 'notice';
   variant: NoticeVariant;
   text: string;
+  /** A passing notice that is over (a tool call being written, once it arrived). */
+  hidden?: boolean;
 }
 
 export interface IQuestionItem extends IItemBase {

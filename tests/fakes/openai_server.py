@@ -5,7 +5,12 @@ streamed text (several chunks), tool calls (arguments split across chunks, sever
 turn), reasoning deltas (``delta.reasoning_content``), injected HTTP errors (429, 529
 "overloaded", 503, 500), an error event in the middle of a stream, a slow stream (delay per
 chunk), a malformed chunk, hand-made chunk payloads (``Turn.raw``: wrong types, wrong
-shapes) and SSE keep-alive comments for a while (``keepalive_secs``). When the queue is empty, ``responder(request_json) -> Turn``
+shapes) and SSE keep-alive comments for a while (``keepalive_secs``), a model that never stops (``endless``: it
+stops only at the request's ``max_tokens``, with ``finish_reason: "length"``), fragments repeating
+the call's id and name, no usage chunk. The server side of a local model is there too: ``props``
+(llama.cpp ``GET /props``), ``ollama_show`` (``POST /api/show``), ``model_extra`` (vLLM's
+``max_model_len``), ``n_ctx`` with the context-length error of llama.cpp, vLLM or OpenAI, and
+``/v1/embeddings`` answering an error (``embeddings_status``). When the queue is empty, ``responder(request_json) -> Turn``
 (if set) decides, so a test can react to the tool results it sees; otherwise the server
 answers 400 "script exhausted" (not retried by clients, so a test fails loudly).
 
@@ -66,6 +71,9 @@ class Turn:
     keepalive_secs: float = 0.0  # send SSE comment lines for this long (then continue) ...
     keepalive_after: int = 0  # ... after this many chunks (0: right after the headers)
     keepalive_interval: float = 0.2  # seconds between two comment lines
+    endless: bool = False  # a model that never stops: one token a chunk until the request's max_tokens ("length")
+    repeat_call_header: bool = False  # every argument fragment repeats the call's id and name (llama.cpp does)
+    no_usage: bool = False  # no usage chunk even when stream_options asks for one (llama-cpp-python)
 
     @classmethod
     def raw(cls, *payloads: Any, **kw: Any) -> "Turn":
@@ -100,6 +108,29 @@ def raw_delta(delta: Any, finish_reason: Any = None, **extra: Any) -> dict[str, 
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}], **extra}
 
 
+ENDLESS_CAP = 20_000  # a model that never stops still stops here (a test without max_tokens must end)
+
+
+def requested_max_tokens(body: dict[str, Any]) -> int | None:
+    value = body.get("max_tokens", body.get("max_completion_tokens"))
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def overflow_body(style: str, prompt_tokens: int, n_ctx: int, max_tokens: int) -> dict[str, Any]:
+    """The context-length error as each server sends it (HTTP 400)."""
+    if style == "llamacpp":
+        return {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+                          "type": "exceed_context_size_error", "n_prompt_tokens": prompt_tokens, "n_ctx": n_ctx}}
+    if style == "vllm":
+        return {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                "message": f"This model's maximum context length is {n_ctx} tokens. However, you requested "
+                           f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+                           "completion). Please reduce the length of the messages or completion."}
+    return {"error": {"message": f"This model's maximum context length is {n_ctx} tokens. However, your messages "
+                                 f"resulted in {prompt_tokens} tokens. Please reduce the length of the messages.",
+                      "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+
+
 def _chunks(text: str, size: int) -> list[str]:
     size = max(1, size)
     return [text[i : i + size] for i in range(0, len(text), size)]
@@ -121,8 +152,11 @@ class _OpenAIHandler(FakeHandler):
         req = self.record()
         fake: FakeOpenAIServer = self.fake  # type: ignore[assignment]
         if req.path.rstrip("/").endswith("/models"):
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake.models]
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake", **fake.model_extra.get(m, {})}
+                    for m in fake.models]
             self.send_json(200, {"object": "list", "data": data})
+        elif req.path.rstrip("/") == "/props" and fake.props is not None:  # llama.cpp's server properties
+            self.send_json(200, fake.props)
         else:
             self.send_json(404, {"error": {"message": f"no route {req.path}", "type": "invalid_request_error"}})
 
@@ -137,7 +171,12 @@ class _OpenAIHandler(FakeHandler):
         if req.path.endswith("/chat/completions"):
             with fake.lock:
                 fake.chat_requests.append(body)
-            self._chat(body, fake.next_turn(body))
+            if not self._overflow(body):  # a prompt over n_ctx is refused before any turn is used
+                self._chat(body, fake.next_turn(body))
+        elif req.path.rstrip("/") == "/api/show" and fake.ollama_show is not None:  # Ollama's model details
+            self.send_json(200, fake.ollama_show)
+        elif req.path.endswith("/embeddings") and fake.embeddings_status != 200:
+            self.send_json(fake.embeddings_status, {"error": {"message": "embedding failed", "type": "server_error"}})
         elif req.path.endswith("/embeddings"):
             time.sleep(float(fake.state.get("embed_delay", 0.0)))  # a slow endpoint (deadline tests)
             inputs = body.get("input")
@@ -154,6 +193,18 @@ class _OpenAIHandler(FakeHandler):
             self.send_json(404, {"error": {"message": f"no route {req.path}", "type": "invalid_request_error"}})
 
     # -- chat ------------------------------------------------------------------------------
+    def _overflow(self, body: dict[str, Any]) -> bool:
+        fake: FakeOpenAIServer = self.fake  # type: ignore[assignment]
+        prompt_tokens = fake.count_tokens(body)
+        max_tokens = requested_max_tokens(body) or 0
+        # vLLM counts the completion's bound in; llama.cpp and OpenAI the prompt only
+        if not fake.n_ctx or prompt_tokens + (max_tokens if fake.overflow_style == "vllm" else 0) <= fake.n_ctx:
+            return False
+        with fake.lock:
+            fake.overflows += 1
+        self.send_json(400, overflow_body(fake.overflow_style, prompt_tokens, fake.n_ctx, max_tokens))
+        return True
+
     def _chat(self, body: dict[str, Any], turn: Turn) -> None:
         if turn.status != 200:
             if turn.delay:
@@ -161,11 +212,15 @@ class _OpenAIHandler(FakeHandler):
             kind = "overloaded_error" if turn.status == 529 else "rate_limit_error" if turn.status == 429 else "server_error"
             self.send_json(turn.status, {"error": {"message": turn.error_message, "type": kind, "code": None}}, turn.headers)
             return
+        fake: FakeOpenAIServer = self.fake  # type: ignore[assignment]
+        prompt_tokens = fake.count_tokens(body)
         model = str(body.get("model", ""))
         calls = [ScriptedCall(c.name, c.arguments, c.id or f"call_{next(_ids)}") for c in turn.calls]
         wire_id = {c.id: (None if c.id == NO_ID else c.id) for c in calls}
         finish = turn.finish_reason or ("tool_calls" if calls else "stop")
-        usage = turn.usage or {"prompt_tokens": 10, "completion_tokens": max(1, len(turn.text) // 4), "total_tokens": 10 + max(1, len(turn.text) // 4)}
+        completion = max(1, len(turn.text) // 4)
+        usage = turn.usage or {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                               "total_tokens": prompt_tokens + completion}
         if body.get("stream"):
             self._stream(body, turn, model, calls, finish, usage, wire_id)
             return
@@ -267,6 +322,11 @@ class _OpenAIHandler(FakeHandler):
                 send('{"id": "broken", "choices": [ {"delta": ')
             for piece in _chunks(turn.text, turn.chunk_size):
                 send(delta_chunk({"content": piece}))
+            if turn.endless:  # one token a chunk until the bound the request set, if any
+                bound = requested_max_tokens(body)
+                for n in range(min(bound or ENDLESS_CAP, ENDLESS_CAP)):
+                    send(delta_chunk({"content": f" w{n}"}))
+                finish = "length" if bound is not None and bound <= ENDLESS_CAP else finish
             if turn.stream_error:
                 send({"error": {"message": turn.stream_error, "type": "server_error"}})
             for index, call in enumerate(calls):
@@ -281,9 +341,13 @@ class _OpenAIHandler(FakeHandler):
                     )
                 )
                 for piece in pieces:
-                    send(delta_chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+                    frag: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+                    if turn.repeat_call_header:
+                        frag = {"index": index, "id": wire_id[call.id], "type": "function",
+                                "function": {"name": call.name, "arguments": piece}}
+                    send(delta_chunk({"tool_calls": [frag]}))
             send(delta_chunk({}, finish))
-            if (body.get("stream_options") or {}).get("include_usage"):
+            if (body.get("stream_options") or {}).get("include_usage") and not turn.no_usage:
                 send({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage})
             send("[DONE]")
             self.wfile.write(b"0\r\n\r\n")
@@ -307,6 +371,19 @@ class FakeOpenAIServer(FakeServer):
     chat_requests: list[dict[str, Any]] = field(default_factory=list)
     turns: collections.deque = field(default_factory=collections.deque)
     stream_ends: list[float] = field(default_factory=list)  # perf_counter() when each stream's last byte went out
+    model_extra: dict[str, dict[str, Any]] = field(default_factory=dict)  # extra /v1/models fields (vLLM max_model_len)
+    props: dict[str, Any] | None = None  # GET /props answers this (llama.cpp), else 404
+    ollama_show: dict[str, Any] | None = None  # POST /api/show answers this (Ollama), else 404
+    embeddings_status: int = 200  # != 200: /v1/embeddings answers this status
+    n_ctx: int = 0  # > 0: a chat request counted above it gets the context-length error of overflow_style
+    overflow_style: str = "llamacpp"  # llamacpp | vllm | openai
+    chars_per_token: float = 4.0  # the server's "tokenizer": characters of the request's messages and tools per token
+    overflows: int = 0  # context-length errors sent
+
+    def count_tokens(self, body: dict[str, Any]) -> int:
+        """What the server counts for a request's prompt (reported as usage.prompt_tokens)."""
+        chars = len(json.dumps(body.get("messages") or [])) + len(json.dumps(body.get("tools") or []))
+        return int(chars / self.chars_per_token)
 
     @property
     def url(self) -> str:  # type: ignore[override]

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from astro_jupyter.events import Subagent, TextDelta, ToolCall, ToolProgress, ToolResult
+from astro_jupyter.events import Subagent, TextDelta, ToolCall, ToolCallPreparing, ToolProgress, ToolResult, Truncated
 from astro_jupyter.cells.display import AgentAnswer, AstroResult
 from astro_jupyter.kernel.widgets import TextTimeline, WidgetTimeline
 
@@ -158,3 +158,42 @@ def test_a_permission_card_names_the_tool_once_and_a_withdrawn_question_says_so(
         tl.ask(request, timeout=0.05)
     said = tl.cards.children[-1].value
     assert "withdrawn" in said and "deny" not in said and "answered:" not in said
+
+
+LOCAL_MODEL_TURN = [
+    ToolCallPreparing(index=0, name="save_note", chars=0, step=1),
+    ToolCallPreparing(index=0, name="save_note", chars=900, step=1),
+    ToolCallPreparing(index=0, name="save_note", chars=2400, step=1),
+    ToolCallPreparing(index=0, name="save_note", chars=3000, step=1),
+    ToolCall(id="c1", name="save_note", arguments={"title": "M 31"}, step=1),
+    ToolResult(tool_call_id="c1", name="save_note", output="saved", step=1, duration_ms=3),
+    TextDelta(delta="M 31 is", step=2),
+    Truncated(step=2, max_tokens=1024, message="The answer was cut off: the model reached its output limit of 1024 tokens."),
+]
+
+
+def test_text_timeline_says_preparing_and_cut_off() -> None:
+    out = io.StringIO()
+    tl = TextTimeline(out)
+    for event in LOCAL_MODEL_TURN:
+        tl.show(event)
+    lines = out.getvalue().splitlines()
+    # nothing for a call that arrives at once; a slow one gets a line, then one per 2,000 more characters
+    assert [l for l in lines if "preparing" in l] == [
+        "… preparing save_note (900 characters of arguments so far)",
+        "… preparing save_note (3,000 characters of arguments so far)",
+    ]
+    assert lines[-1] == "[cut off: The answer was cut off: the model reached its output limit of 1024 tokens.]"
+
+
+def test_widget_timeline_preparing_line_is_replaced_by_the_call_and_the_cut_is_shown() -> None:
+    tl = WidgetTimeline(lambda w: None)
+    for event in LOCAL_MODEL_TURN[:4]:
+        tl.show(event)
+    line = tl._preparing
+    assert line is not None and "preparing <code>save_note</code> (3,000 characters)" in line.value
+    assert sum("preparing" in getattr(w, "value", "") for w in tl.cards.children) == 1  # updated in place
+    for event in LOCAL_MODEL_TURN[4:]:
+        tl.show(event)
+    assert line.layout.display == "none" and tl._preparing is None
+    assert any("cut off:" in getattr(w, "value", "") and "1024 tokens" in w.value for w in tl.cards.children)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 class CompressContextTool(AgentTool):
     name = "compress_context"
+    defer_loading = True
     description = (
         "Compress the conversation before the next step: older messages are summarised and recently read "
         "files restored. Use when the context is long and earlier details are no longer needed verbatim."

@@ -14,6 +14,7 @@ CATEGORIES = ("fact", "preference", "project", "reference")
 
 class SaveMemoryTool(AgentTool):
     name = "save_memory"
+    defer_loading = True
     description = (
         "Remember one durable, specific fact across sessions (user preferences, project facts, key results "
         "with sources). Refused when too short, vague, transient or code-like, or when it repeats a stored memory."

@@ -27,6 +27,7 @@ Finish with a short, self-contained summary of what you did and found.
 
 class LoadSkillTool(AgentTool):
     name = "load_skill"
+    defer_loading = True
     description = (
         "Load a skill (a SKILL.md playbook). mode=inline returns its instructions; mode=fork runs a subagent "
         "that follows the skill for the given task. Call without a name to list the skills."

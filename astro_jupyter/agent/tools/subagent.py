@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 class SubagentTool(AgentTool):
     name = "subagent"
+    defer_loading = True
     description = (
         "Delegate a self-contained task to a subagent with its own context and the same tools; only its final "
         "summary is returned. Good for searches or reading that would flood this conversation. "

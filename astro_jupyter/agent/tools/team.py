@@ -107,6 +107,7 @@ class TeamBroadcastTool(AgentTool):
 
 class CheckTeamInboxTool(AgentTool):
     name = "check_team_inbox"
+    defer_loading = True
     description = "Read (and mark as read) the unread messages in your team inbox, oldest first."
     parameters = {"type": "object", "properties": {}}
     interrupt_behavior = InterruptBehavior.BLOCK

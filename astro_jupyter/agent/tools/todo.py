@@ -119,6 +119,7 @@ def todo_scope(ctx: ToolContext) -> str:
 
 class TodoWriteTool(AgentTool):
     name = "todo_write"
+    defer_loading = True
     description = (
         "Plan multi-step work as a todo list. Send the complete list each time: items with id, content, "
         "status (pending | in_progress | completed) and blocked_by (ids that must be completed first). "

@@ -335,6 +335,7 @@ class NoticeView extends ItemView<INoticeItem> {
   }
   update(): void {
     this.el.dataset.variant = this.item.variant;
+    this.el.hidden = !!this.item.hidden;
     this.text.textContent = visibleText(this.item.text);
   }
 }

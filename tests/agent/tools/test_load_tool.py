@@ -22,6 +22,10 @@ NOTEBOOK_READONLY = {"notebook_read", "kernel_inspect"}  # the notebook family, 
 SEED_DEFERRED = {
     "parse_paper", "download_paper", "bg_task_run", "bg_task_check", "spawn_teammate",
     "send_teammate_message", "team_broadcast", "search_history",
+    # resident are only the few a research turn needs (a small model's prompt stays mostly the question)
+    "file_edit", "file_write", "glob_files", "grep_files", "load_skill", "run_bash", "save_memory", "save_note",
+    "subagent", "todo_write", "compress_context", "check_team_inbox", "get_paper_content",
+    "notebook_read", "notebook_edit", "notebook_run",
 }
 LIBRARY_DEFERRED = {"remove_paper"}  # beyond the seed: asks every time, rarely needed
 
@@ -51,10 +55,10 @@ async def test_deferred_tool_is_offered_only_after_load_tool(tmp_path, openai_se
         await runtime.close()
         await services.close()
     first, second = openai_server.chat_requests[0], openai_server.chat_requests[1]
-    assert _names(first) == ["load_tool", "query_target", "todo_write"]  # resident only, sorted
+    assert _names(first) == ["load_tool", "query_target"]  # resident only, sorted
     system = first["messages"][0]["content"]
     assert "- search_history: Full-text search of past sessions" in system and "- bg_task_run:" in system
-    assert _names(second) == ["load_tool", "query_target", "search_history", "todo_write"]
+    assert _names(second) == ["load_tool", "query_target", "search_history"]
     results = {e.tool_call_id: e for e in events if isinstance(e, ToolResult)}
     assert "Loaded search_history" in results["l1"].output and "Unknown: no_such_tool" in results["l1"].output
     assert "«quasar» «host»" in results["s1"].output

@@ -12,6 +12,7 @@ from astro_jupyter.agent.tools.astro.rag import RagSearchTool
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 from tests.agent.tools.paper_support import PDFS, add_and_parse, run_tool
+from tests.fakes.openai_server import Turn
 
 
 def test_flags() -> None:
@@ -308,3 +309,43 @@ async def test_remove_paper_asks_then_takes_its_passages_out(services: ServiceCo
     assert await services.chunks.count() == 0 and await services.library.find(halo) is None
     out = await run_tool(services, "rag_search", {"query": "Burkert profile dark matter halo"})
     assert "no parsed papers yet" in out.content
+
+
+@pytest.mark.asyncio
+async def test_a_failing_embedding_endpoint_falls_back_to_full_text_at_once(openai_server, tmp_path: Path) -> None:
+    """A local server answering /v1/embeddings with 500: one request, then full-text ranking for that
+    query, said in the result (it used to be retried five times per query)."""
+    cfg = AstroConfig(home=str(tmp_path / "h"), project_root=str(tmp_path), openai_base_url=openai_server.url,
+                      openai_api_key="k", embed_model="text-embedding-3-small", llm_retry_base_delay=0.01)
+    c = ServiceContainer(cfg)
+    await c.start()
+    try:
+        halo = await add_and_parse(c, PDFS / "two_column.pdf")
+        openai_server.embeddings_status = 500
+        before = sum(r.path.endswith("/embeddings") for r in openai_server.requests)
+        openai_server.respond_with(_scripted_reader("cored Burkert", "The halo follows a cored Burkert profile"))
+        out = await run_tool(c, "rag_search", {"query": "Which profile does the dwarf galaxy halo follow?", "k": 3})
+        assert not out.is_error, out.content
+        assert sum(r.path.endswith("/embeddings") for r in openai_server.requests) - before == 1
+        assert "vector search unavailable, full-text only" in out.content and "500" in out.metadata["vector_error"]
+        assert out.metadata["hits"][0]["paper_id"] == halo and "cored Burkert profile" in out.content
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_an_answer_slower_than_the_tool_timeout_returns_the_passages_found(openai_server, tmp_path: Path) -> None:
+    cfg = AstroConfig(home=str(tmp_path / "h"), project_root=str(tmp_path), openai_base_url=openai_server.url,
+                      openai_api_key="k", tool_timeout_secs=2.0)
+    c = ServiceContainer(cfg)
+    await c.start()
+    try:
+        halo = await add_and_parse(c, PDFS / "two_column.pdf")
+        openai_server.respond_with(lambda body: Turn.say('{"scores": []}', first_delay=4.0))  # a slow local model
+        out = await run_tool(c, "rag_search", {"query": "Which profile does the dwarf galaxy halo follow?", "k": 3})
+        assert not out.is_error, out.content
+        assert "timed out" not in out.content and "time budget of 1.6 s" in out.content
+        assert out.metadata["hits"] and out.metadata["hits"][0]["paper_id"] == halo
+        assert "[1] Dark Matter in Dwarf Galaxies" in out.content
+    finally:
+        await c.close()

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 class SaveNoteTool(AgentTool):
     name = "save_note"
+    defer_loading = True
     description = (
         "Save a note on a library paper: a quoted passage and/or your comment, with the page or section it "
         "belongs to. Notes are listed and searched in the sidebar and with %astro notes."

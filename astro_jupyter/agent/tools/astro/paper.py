@@ -127,6 +127,7 @@ def _page_range(value: Any) -> tuple[int, int] | None:
 
 class GetPaperContentTool(AgentTool):
     name = "get_paper_content"
+    defer_loading = True
     description = (
         "Read a parsed paper's Markdown: a section by name (case-insensitive, prefix or approximate match; its "
         "sub-sections included), a page range, or the whole text; paginated with offset/limit in characters."

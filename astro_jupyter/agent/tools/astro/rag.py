@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ....config import AstroConfig
 
 MAX_K = 20
+ANSWER_SHARE = 0.8  # of tool_timeout_secs: searching and answering together, the rest is margin
 
 
 class RagSearchTool(AgentTool):
@@ -65,7 +66,9 @@ class RagSearchTool(AgentTool):
                     + (f"\n{waiting}" if waiting else ""),
                     metadata={"query": query, "hits": [], "not_searchable": unsearchable_meta},
                 )
-            result = await services.rag.answer(query, k, paper_ids=paper_ids)
+            # the LLM part stops in time for the passages to be returned before the tool's own timeout
+            budget = ctx.config.tool_timeout_secs * ANSWER_SHARE if ctx.config.tool_timeout_secs > 0 else None
+            result = await services.rag.answer(query, k, paper_ids=paper_ids, budget_secs=budget)
         except AstroError as exc:
             return ToolOutput.error(f"rag_search failed: {exc}", reason=exc.reason)
         hits = result.hits

@@ -31,6 +31,7 @@ def truncate_middle(text: str, limit: int) -> tuple[str, bool]:
 
 class RunBashTool(AgentTool):
     name = "run_bash"
+    defer_loading = True
     description = (
         "Run a shell command (bash) in the project root and return its exit code, stdout and stderr. "
         "Has a timeout (seconds) and truncates long output; asks the user for permission first."

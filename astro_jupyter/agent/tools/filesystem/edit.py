@@ -35,6 +35,7 @@ def _snippet(text: str, index: int, length: int) -> str:
 
 class FileEditTool(AgentTool):
     name = "file_edit"
+    defer_loading = True
     description = (
         "Replace an exact old_string with new_string in a file. old_string must occur exactly once "
         "(include surrounding lines to make it unique) unless replace_all is true."

@@ -132,6 +132,7 @@ def resolve_search_dir(raw: Any, ctx: ToolContext) -> Path:
 
 class GlobFilesTool(AgentTool):
     name = "glob_files"
+    defer_loading = True
     description = (
         "Find files by name pattern (glob: *, **, ?, [..]) under a directory, newest first. "
         "A pattern without '/' matches file names at any depth, e.g. '*.py' or 'papers/**/*.md'."

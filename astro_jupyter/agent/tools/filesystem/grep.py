@@ -78,6 +78,7 @@ def _candidate_lines(regex: re.Pattern[str], whole: re.Pattern[str], text: str) 
 
 class GrepFilesTool(AgentTool):
     name = "grep_files"
+    defer_loading = True
     description = (
         "Search file contents with a regular expression (Python syntax); prints path:line:text for each "
         "matching line. Narrow with path (a directory or file) and glob (e.g. '*.md'); binary files are skipped."

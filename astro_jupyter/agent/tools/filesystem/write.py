@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 class FileWriteTool(AgentTool):
     name = "file_write"
+    defer_loading = True
     description = (
         "Create a file or replace its whole content (parent directories are created). "
         "For small changes to an existing file prefer file_edit."

@@ -64,6 +64,8 @@ def _scope(args: dict[str, Any], config: Any) -> str:
 
 
 class _NotebookTool(AgentTool):
+    defer_loading = True  # loaded when a turn needs the notebook (load_tool): small models pay for few schemas
+
     def __init__(self, config: Any = None) -> None:
         self.config = config
 

@@ -1,0 +1,78 @@
+// @vitest-environment happy-dom
+/** What the sidebar shows for a local model's long turns: a calm "preparing <tool>…" line updated in
+ * place while the model writes a call (gone once the call arrives), and a visible notice when an
+ * answer stopped at the output limit instead of finishing. */
+import { describe, expect, it, vi } from 'vitest';
+
+vi.mock('@jupyter/web-components', () => {
+  const system = { register: () => system, withPrefix: () => system };
+  const stub = (): unknown => system;
+  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
+    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
+    has: () => true
+  });
+});
+
+import { TimelineModel } from '../src/timeline';
+import { IRenderContext } from '../src/widgets/items';
+import { TimelineView } from '../src/widgets/timelineView';
+import { AgentEvent } from '../src/tokens';
+
+const ctx = (): IRenderContext => ({
+  rendermime: null,
+  answer: () => undefined,
+  openPath: () => undefined,
+  code: () => undefined,
+  continueRun: () => undefined,
+  expandTools: () => false,
+  lazy: null
+});
+
+function mount(): { model: TimelineModel; view: TimelineView } {
+  const model = new TimelineModel();
+  const view = new TimelineView(model, ctx());
+  document.body.appendChild(view.node);
+  return { model, view };
+}
+
+function visibleNotices(view: TimelineView): HTMLElement[] {
+  view.flush();
+  return Array.from(view.node.querySelectorAll<HTMLElement>('.jp-Astro-notice')).filter(el => !el.hidden);
+}
+
+describe('local model turns in the sidebar', () => {
+  it('shows one preparing line per call being written, updated in place, gone when the call arrives', () => {
+    const { model, view } = mount();
+    const events: AgentEvent[] = [
+      { type: 'tool_call_preparing', index: 0, name: 'query_target', chars: 0, step: 1 },
+      { type: 'tool_call_preparing', index: 0, name: 'query_target', chars: 1234, step: 1 }
+    ];
+    events.forEach((e, i) => model.apply('r1', i + 1, e));
+    let lines = visibleNotices(view);
+    expect(lines).toHaveLength(1);
+    expect(lines[0].dataset.variant).toBe('preparing');
+    expect(lines[0].textContent).toBe('Preparing query_target… (1,234 characters so far)');
+
+    model.apply('r1', 3, { type: 'tool_call', id: 'c1', name: 'query_target', arguments: { name: 'M 31' }, step: 1 });
+    lines = visibleNotices(view);
+    expect(lines).toHaveLength(0);
+    expect(view.node.querySelectorAll('.jp-Astro-tool').length).toBeGreaterThan(0);
+  });
+
+  it('says an answer was cut off at the output limit', () => {
+    const { model, view } = mount();
+    model.apply('r1', 1, { type: 'text_delta', delta: 'The galaxy M 31 is', step: 1 });
+    model.apply('r1', 2, {
+      type: 'truncated',
+      step: 1,
+      max_tokens: 1024,
+      message: 'The answer was cut off: the model reached its output limit of 1024 tokens.'
+    });
+    model.apply('r1', 3, { type: 'done', session_id: 's', run_id: 'r1', reason: 'finished' });
+    const lines = visibleNotices(view);
+    expect(lines.map(el => el.dataset.variant)).toEqual(['truncated']);
+    expect(lines[0].textContent).toContain('cut off');
+    expect(lines[0].textContent).toContain('1024 tokens');
+    expect(lines[0].getAttribute('role')).toBe('note');
+  });
+});
