@@ -19,6 +19,7 @@ from ..events import Done, Event, QuestionAnswered
 if TYPE_CHECKING:
     from .bus import EventBus
     from .compaction import CompactionStats
+    from .permissions import Unattended
     from .scope import ClientNotebook, RunScope
     from .tools.base import ToolContext
 
@@ -48,6 +49,7 @@ class RunState:
     session_model: str | None = None  # the model the session lists for this run
     compaction: "CompactionStats | None" = None  # the compactor's per-run counters and breaker
     tool_ctx: "ToolContext | None" = None  # the run's base tool context (compaction reads its file state)
+    unattended: "Unattended | None" = None  # no one can answer this run's questions (permissions.py)
 
     def add_usage(self, usage: dict[str, int]) -> None:
         for key, value in usage.items():
