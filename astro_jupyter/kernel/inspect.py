@@ -216,7 +216,7 @@ def secret_reasons(path: list[str], chain: list[Any]) -> list[str]:
         word = secret_name(part)
         if word:
             reasons.append(f"the name {part!r} looks like a secret (*{word}*)")
-    for obj in chain:
+    for obj in reversed(chain):  # the value itself first: os.environ is "the environment", not just "from os"
         module = _credential_module(obj)
         if module:
             what = "the process environment" if module in ("os", "posix", "nt") and _has_base(obj, "os", "_Environ") else \
@@ -259,8 +259,10 @@ def static_attr(obj: Any, attr: str) -> Any:
     t = type(value)
     if t in (staticmethod, classmethod):
         return value.__func__
-    if t in (types.MemberDescriptorType, types.GetSetDescriptorType):
-        return value.__get__(obj, type(obj))  # a __slots__ entry or a C getter: no user code
+    if t is types.MemberDescriptorType:
+        return value.__get__(obj, type(obj))  # a __slots__ entry: read from the object, no code
+    if t is types.GetSetDescriptorType and _has_base(obj, "numpy", "ndarray"):
+        return getattr(_plain_array(obj), attr)  # ndarray's own getter, on the data (a subclass's hooks stay out)
     if t in (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, type):
         return value
     if _has_get(value):
