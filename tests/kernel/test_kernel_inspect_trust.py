@@ -286,16 +286,24 @@ def test_permission_mode_deny_refuses_without_asking(load, monkeypatch, mode: st
     assert result.is_error and "tok-SECRET-ONE" not in result.content and "permission mode 'deny'" in result.content
 
 
-def test_the_exported_log_never_holds_a_denied_value(load, llm_env, project: Path, monkeypatch) -> None:
+def test_the_exported_log_shows_what_the_agent_saw_and_never_a_denied_value(load, llm_env, project: Path,
+                                                                           monkeypatch) -> None:
     ip = load()
     ip.run_cell(SECRETS)
     try:
-        llm_env.script(Turn.call("kernel_inspect", {"name": "cfg"}), Turn.say("Denied."))
+        llm_env.script(Turn.calls_(("kernel_inspect", {"name": "cfg"}), ("kernel_inspect", {"name": "flux"})),
+                       Turn.say("Denied."))
         monkeypatch.setattr("builtins.input", lambda prompt="": "n")
-        ip.run_cell_magic("astro", "", "look at cfg")
+        ip.run_cell_magic("astro", "", "look at cfg and flux")
         ip.run_line_magic("astro", f"export -o {project / 'log.ipynb'}")
     finally:
         _clean(ip, SECRET_NAMES)
     nb = nbformat.read(project / "log.ipynb", as_version=4)
     text = "\n".join(c.source for c in nb.cells)
     assert "pw-SECRET-TWO" not in text and "was not shown" in text
+    # at the top: the variables came from the user's own cells, which the log lacks
+    assert nb.cells[1].cell_type == "markdown" and "user's own cells, which this log does not contain" in nb.cells[1].source
+    # what kernel_inspect showed the agent, as Markdown (not "recorded as text, not code")
+    looked = [c.source for c in nb.cells if c.source.startswith("*The agent looked at the variable")]
+    assert len(looked) == 2 and "flux: [1.0, 2.5]" in looked[1] and "(it was not shown)" in looked[0]
+    assert "recorded as text, not code" not in text
