@@ -31,7 +31,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
-from ..agent.permissions import Unattended
+from ..app.follow import Unattended
 
 WHY = ("no one can answer questions in this kernel: the cell was run with allow_stdin off (as jupyter nbconvert "
        "--execute, nbclient and papermill run it) and no widget frontend is connected")

@@ -103,7 +103,7 @@ class AstroMagics(Magics):
         why = no_one_to_answer(self.shell)
         unattended = None
         if why is not None:  # a direct call names its tool: only the configured list applies
-            from ..agent.permissions import Unattended
+            from ..app.follow import Unattended
 
             allow = frozenset(n.strip() for n in self.config_obj.unattended_allow if n.strip())
             unattended = Unattended(why, allow, "c.AstroConfig.unattended_allow")
@@ -288,7 +288,7 @@ class AstroMagics(Magics):
             parse_allow(cell_allow, known)  # a typo in --allow is an error wherever the cell runs
             return unattended_policy(self.shell, cell_allow, self.config_obj.unattended_allow, known)
         except ValueError as exc:
-            raise UsageError(f"%%astro --allow: {exc}") from None
+            raise UsageError(f"%%astro: the allow-list for unattended runs (--allow, unattended_allow): {exc}") from None
 
     def _question_timeout(self, event: Any) -> float:
         """Stop waiting on buttons when the run stops waiting: with no one to answer, a permission is denied."""
