@@ -271,6 +271,7 @@ def test_always_covers_one_name_and_deny_mode_refuses(load, monkeypatch) -> None
     assert "tok-SECRET-ONE" in first.content and "tok-SECRET-ONE" in again.content
     assert other.is_error and "pw-SECRET-TWO" not in other.content
     assert len(asked) == 2  # API_TOKEN once (then "always" for that name), cfg asked anew
+    assert "[y/N/always (API_TOKEN only)]" in asked[0]  # the prompt says what "always" covers
 
 
 @pytest.mark.parametrize("mode", ["deny"])
