@@ -386,6 +386,17 @@ class AstroConfig(Configurable):
 
     permission_timeout_secs = Float(300.0, help="How long a permission question waits for an answer.").tag(config=True)
 
+    unattended_allow = List(
+        Unicode(),
+        help="Tools allowed without asking when no one can answer (a notebook run by nbconvert, nbclient or "
+        "papermill), e.g. ['notebook_edit', 'kernel_run']; every other question is then denied at once. "
+        "Deny rules still win. Adds to %%astro --allow (env ASTRO_UNATTENDED_ALLOW, comma-separated).",
+    ).tag(config=True)
+
+    @default("unattended_allow")
+    def _unattended_allow_default(self) -> list[str]:
+        return [name.strip() for name in _env("ASTRO_UNATTENDED_ALLOW").split(",") if name.strip()]
+
     fs_protected_paths = List(
         Unicode(),
         help="More paths (absolute) or globs (on the full path or the file name) the file tools may neither read "

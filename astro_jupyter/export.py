@@ -5,7 +5,11 @@ cell, then per run (turn) the prompt, each tool call as a ``%astro TOOL {json}``
 cell carrying its recorded output, subagent work under its own heading, and the answer.
 Re-running the notebook repeats the tool calls. Calls that only make sense inside an
 agent run (asking the user, loading tools, compaction, spawning subagents/workers) are
-recorded as Markdown instead of code, so a re-run never blocks on a question.
+recorded as Markdown instead of code, so a re-run never blocks on a question. Only calls that
+ran become code: a call that was refused (permission, a hook), invalid or cancelled before it
+started is text that says it did not run. A kernel session's log says at the top that its
+variables came from the user's own cells (which it lacks), and shows what ``kernel_inspect``
+showed the agent as Markdown.
 
 The record is model output, so it is untrusted: only calls of tools in the registry become
 code, their arguments are JSON data written on one visible line (every character a line
@@ -300,13 +304,61 @@ def agent_step_names(services: "ServiceContainer") -> frozenset[str]:
     return frozenset(t.name for t in registry.sorted_tools() if t.agent_step)
 
 
-def _unexported_call_cell(name: Any, args: Any, result: dict[str, Any] | None) -> str:
-    """A call that must not become code, shown as recorded: name, arguments and output escaped."""
+# What the executor says when a call is refused before it runs, for records stored without the
+# result's ``ran`` flag (older events; messages without events).
+_REFUSED_PREFIXES = ("Permission denied for ", "Blocked by a PreToolUse hook", "Error: a PreToolUse hook rewrote")
+_REFUSED_ERRORS = re.compile(  # validation (``Error: NAME: ...``), loops, unknown tools, cancelled or aborted first
+    r"Error: (\S+: |\S+ was cancelled by the user before it started|\S+ was not started because|"
+    r"you have called \S+ with identical arguments|unknown tool |\S+ is not available here)")
+_NOT_RUN_STAGES = frozenset({"validate", "permission", "hook", "cancelled", "aborted"})
+
+
+def not_run_reason(result: dict[str, Any] | None) -> str | None:
+    """Why a recorded call never ran (refused, blocked, invalid, cancelled first), or None if it ran.
+
+    A code cell of the log re-runs its call, so only calls that ran may become one: a refused
+    ``run_bash`` must not turn into a runnable ``%astro run_bash`` cell."""
+    if result is None:
+        return "no result was recorded (the run ended before this call finished or was allowed)"
+    meta = result.get("metadata") if isinstance(result.get("metadata"), dict) else {}
+    output = str(result.get("output", ""))
+    if meta.get("ran") is True:
+        return None
+    if meta.get("ran") is False or meta.get("stage") in _NOT_RUN_STAGES:
+        return output or "it was not run"
+    if output.startswith(_REFUSED_PREFIXES) or _REFUSED_ERRORS.match(output):
+        return output
+    return None
+
+
+def _inspect_cell(args: Any, result: dict[str, Any] | None) -> str:
+    """What ``kernel_inspect`` showed the agent: the user's variables, as Markdown (it re-runs nothing)."""
+    name = args.get("name") if isinstance(args, dict) else None
+    what = f"the variable {_code_span(str(name)[:200])}" if name else "the kernel's variables"
     output = (result or {}).get("output", "(no result recorded)")
-    return (f"*Tool call recorded as text, not code* ({_code_span(str(name)[:200])} is not a tool this "
-            "notebook can run, or its arguments are not a JSON object).\n\n**Name**\n\n" + _fenced(name) +
+    failed = " (it was not shown)" if (result or {}).get("is_error") else ""
+    return f"*The agent looked at {what} in the kernel*{failed}\n\n" + _fenced(output)
+
+
+KERNEL_NOTE = ("*This session ran in a notebook kernel: the variables the agent inspected and used came from the "
+               "user's own cells, which this log does not contain. Run those cells first (or define the same "
+               "variables) before re-running the code cells below.*")
+
+
+def _unexported_call_cell(name: Any, args: Any, result: dict[str, Any] | None, not_run: str | None = None) -> str:
+    """A call that must not become code, shown as recorded: name, arguments and output escaped.
+    ``not_run``: why it never ran (refused, invalid, cancelled first), said first."""
+    if not_run is not None:
+        head = (f"*Not run:* the agent asked for {_code_span(str(name)[:200])}, and the call was refused or never "
+                "started, so this log holds it as text, not as a cell to run.")
+        output = not_run
+    else:
+        head = (f"*Tool call recorded as text, not code* ({_code_span(str(name)[:200])} is not a tool this "
+                "notebook can run, or its arguments are not a JSON object).")
+        output = (result or {}).get("output", "(no result recorded)")
+    return (head + "\n\n**Name**\n\n" + _fenced(name) +
             "\n\n**Arguments**\n\n" + _fenced(args if isinstance(args, str) else _json_text(args)) +
-            "\n\n**Output**\n\n" + _fenced(output))
+            ("\n\n**Why it did not run**\n\n" if not_run is not None else "\n\n**Output**\n\n") + _fenced(output))
 
 
 def _json_text(value: Any) -> str:
@@ -347,6 +399,7 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
     ))
     nb.cells.append(nbf.new_code_cell("%load_ext astro_jupyter"))
     count = 1
+    in_kernel = False  # a kernel_inspect / kernel_run call: the log needs the note about the user's cells
     run_meta: list[dict[str, Any]] = []
     tool_total = 0
     for number, turn in enumerate(turns, start=1):
@@ -370,12 +423,19 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
                 nb.cells.append(nbf.new_markdown_cell(f"**The agent asked:**\n\n{_fenced(item.get('question', ''))}"))
             elif kind == "truncated":  # the log must not pass a cut-off answer or call off as complete
                 nb.cells.append(nbf.new_markdown_cell(f"**Cut off:** {_one_line(item.get('message', ''))}"))
+            elif kind == "error" and item.get("reason") == "notice":
+                nb.cells.append(nbf.new_markdown_cell(f"**Note**\n\n{_fenced(item.get('message', ''))}"))
             elif kind == "error":
                 nb.cells.append(nbf.new_markdown_cell(
                     f"**Error** ({_one_line(item.get('reason', ''))})\n\n{_fenced(item.get('message', ''))}"))
             elif kind == "tool_call":
                 calls += 1
                 name, args, result = item.get("name") or "", item.get("arguments"), item.get("result")
+                if name in ("kernel_run", "kernel_inspect"):
+                    in_kernel = True
+                if name == "kernel_inspect":
+                    nb.cells.append(nbf.new_markdown_cell(_inspect_cell(args, result)))
+                    continue
                 if name == "kernel_run":
                     code_cell = kernel_run_cell(args, result, count)
                     if code_cell is None:
@@ -394,6 +454,10 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
                     output = (result or {}).get("output", "(no result recorded)")
                     nb.cells.append(nbf.new_markdown_cell(
                         f"*Agent step* `{name}`\n\n{_fenced(_json_text(args)[:300])}\n\n{_fenced(output)}"))
+                    continue
+                why = not_run_reason(result)
+                if why is not None:
+                    nb.cells.append(nbf.new_markdown_cell(_unexported_call_cell(name, args, result, why)))
                     continue
                 source = safe_tool_cell(name, args, registered, agent_steps)
                 if source is not None and name in CATALOG_TOOLS:
@@ -416,6 +480,8 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
         if run is not None:
             run_meta.append({"run_id": run.id, "status": run.status, "model": run.model, "started_at": run.started_at,
                              "finished_at": run.finished_at, "tool_calls": calls})
+    if in_kernel:
+        nb.cells.insert(1, nbf.new_markdown_cell(KERNEL_NOTE))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["astro_jupyter"] = {

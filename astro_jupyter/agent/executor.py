@@ -178,6 +178,9 @@ class ToolExecutor:
         self, slot: CallSlot, ctx: ToolContext, decision: PermissionDecision, cancel: "asyncio.Future[Any]"
     ) -> PermissionDecision:
         """Put the question to the user (through ``ctx.ask_permission``) and turn the answer into a decision."""
+        if ctx.unattended is not None and not ctx.silent:
+            verdict = ctx.unattended.decide(slot.name, decision.reason)
+            return await self._permission_answered(slot, ctx, verdict, "")
         if ctx.silent or ctx.ask_permission is None:
             why = "a subagent cannot ask" if ctx.silent else "no one is there to answer"
             return await self._permission_answered(slot, ctx, PermissionDecision("deny", f"{decision.reason} ({why})", "ask"), "")
@@ -258,6 +261,19 @@ class ToolExecutor:
             verdict = PermissionDecision("deny", f"{decision.reason} (the user answered {answer or 'nothing'!r})", "user")
         return await self._permission_answered(slot, ctx, verdict, answer)
 
+    async def confirm(
+        self, slot: CallSlot, ctx: ToolContext, reason: str, cancel: "asyncio.Future[Any]"
+    ) -> PermissionDecision:
+        """A question a running call asks (``ctx.confirm``): never skipped for a read-only tool, refused in
+        permission mode 'deny', allowed again without asking only after an "always" for the same scope."""
+        assert slot.tool is not None and slot.args is not None
+        scope = permission_scope(slot.tool, slot.args)
+        if self.permissions.mode == "deny":
+            return PermissionDecision("deny", f"{reason}; permission mode 'deny' refuses calls that need confirmation", "mode")
+        if scope and self.permissions.always_allowed(slot.name, ctx.session_id, scope):
+            return PermissionDecision("allow", f"always allowed in this session ({reason})", "session")
+        return await self._ask(slot, ctx, PermissionDecision("ask", reason, "tool"), cancel)
+
     async def _permission_answered(
         self, slot: CallSlot, ctx: ToolContext, verdict: PermissionDecision, answer: str
     ) -> PermissionDecision:
@@ -277,7 +293,8 @@ class ToolExecutor:
         loop = asyncio.get_running_loop()
         timeout = float(getattr(tool, "timeout_secs", None) or self.config.tool_timeout_secs)
         poll = max(0.01, float(self.config.cancel_poll_secs))
-        call_ctx = replace(ctx.for_call(slot.id, ctx.step), question_pin=slot.question_pin)
+        call_ctx = replace(ctx.for_call(slot.id, ctx.step), question_pin=slot.question_pin,
+                           confirm=lambda reason: self.confirm(slot, ctx, reason, cancel))
         task = loop.create_task(tool.execute_with_progress(args, call_ctx, self._reporter(slot, ctx)))
         interruptible = tool.interrupt_behavior is InterruptBehavior.CANCEL
         watch: set[asyncio.Future[Any]] = {task}
@@ -339,6 +356,7 @@ class ToolExecutor:
         self, slot: CallSlot, ctx: ToolContext, output: ToolOutput, duration_ms: int, ran: bool, failure: str | None
     ) -> ExecutedCall:
         metadata = dict(output.metadata)
+        metadata["ran"] = ran  # the export makes code only of calls that ran (a refused call stays text)
         results_dir = tool_results_dir_for(self.config, run_owner(ctx))  # other owners cannot read it
         # a lone surrogate (a file name decoded with surrogateescape) cannot be written, stored or sent
         content = await self._persist(slot.id, clean_text(output.content), metadata, results_dir)

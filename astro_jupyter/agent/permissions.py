@@ -37,6 +37,33 @@ class PermissionDecision:
         return self.action == "allow"
 
 
+@dataclass(frozen=True)
+class Unattended:
+    """A run no one can answer (a notebook executed by nbconvert, nbclient or papermill): each question
+    is decided at once instead of waiting out ``permission_timeout_secs``. Tools named in ``allow`` (an
+    explicit allow-list given for unattended runs) are allowed; every other question is denied, saying
+    ``why`` and how to allow it. Deny rules and hard deny lists are decided before any question, so the
+    allow-list can never open them."""
+
+    why: str
+    allow: frozenset[str] = frozenset()
+    source: str = ""  # where the allow-list came from, e.g. "%%astro --allow"
+
+    def decide(self, tool_name: str, reason: str) -> PermissionDecision:
+        if tool_name in self.allow:
+            return PermissionDecision("allow", f"allowed without asking for unattended runs ({self.source})", "unattended")
+        return PermissionDecision(
+            "deny", f"{reason}; not asked: {self.why}. To allow it in unattended runs, list it: "
+            f"%%astro --allow {tool_name} (or c.AstroConfig.unattended_allow)", "unattended")
+
+    def notice(self) -> str:
+        """What the run's timeline and the exported log say about it (once, at the start)."""
+        allowed = ", ".join(sorted(self.allow))
+        rule = (f"allowed without asking: {allowed} ({self.source}); every other question is denied at once"
+                if allowed else "every question is denied at once (no tools are allowed for unattended runs)")
+        return f"Unattended run: {self.why}. {rule[0].upper()}{rule[1:]}."
+
+
 def tool_matches(pattern: str, name: str) -> bool:
     """``*`` matches every tool; globs (``file_*``) and ``a|b`` alternatives are accepted too."""
     pattern = (pattern or "*").strip()

@@ -20,6 +20,7 @@ from .context import ContextMeter
 if TYPE_CHECKING:
     from .bus import EventBus
     from .compaction import CompactionStats
+    from .permissions import Unattended
     from .scope import ClientNotebook, RunScope
     from .tools.base import ToolContext
 
@@ -51,6 +52,7 @@ class RunState:
     tool_ctx: "ToolContext | None" = None  # the run's base tool context (compaction reads its file state)
     meter: ContextMeter = field(default_factory=ContextMeter)  # the next request's size: messages + tool schemas
     overflowed: bool = False  # the endpoint refused the last request as too long: compact now, whatever the estimate
+    unattended: "Unattended | None" = None  # no one can answer this run's questions (permissions.py)
 
     def add_usage(self, usage: dict[str, int]) -> None:
         for key, value in usage.items():

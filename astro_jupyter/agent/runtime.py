@@ -36,6 +36,7 @@ from .scope import ClientNotebook, RunScope
 
 if TYPE_CHECKING:
     from ..services.container import ServiceContainer
+    from .permissions import Unattended
     from .hooks import HookRegistry
     from .tools.base import ToolContext
     from .tools.registry import ToolRegistry
@@ -141,11 +142,13 @@ class AgentRuntime:
         source: str = "",
         client: ClientNotebook | None = None,
         prompt_context: str = "",
+        unattended: "Unattended | None" = None,
     ) -> RunHandle:
         """Create (or resume) the session, register the run and start its task.
 
         ``client`` is the sidebar's open notebook (the notebook tools act through it) and
-        ``prompt_context`` the note appended to the prompt about it."""
+        ``prompt_context`` the note appended to the prompt about it. ``unattended``: no one can
+        answer, so questions are decided at once (the run's first notice says how)."""
         from ..store.sessions import new_id
 
         if self._closing:
@@ -182,6 +185,7 @@ class AgentRuntime:
             coordinator=coordinator,
             client=client,
             prompt_context=prompt_context,
+            unattended=unattended,
         )
         block = self.config.event_id_reserve_block
         bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs,
@@ -262,6 +266,8 @@ class AgentRuntime:
             warning = root_warning(self.config)
             if warning:
                 bus.publish(Error(message=warning, reason="notice"))
+        if state.unattended is not None:
+            bus.publish(Error(message=state.unattended.notice(), reason="notice"))
         try:
             self.hooks.fire_and_forget(HookEventName.USER_PROMPT_SUBMIT, {**base, "prompt": prompt, "owner": state.owner})
             await self.hooks.run(HookEventName.SESSION_START, {**base, "owner": state.owner})
@@ -355,8 +361,9 @@ class AgentRuntime:
             emit=publish,
             file_state=FileStateCache(),
             run_id=state.run_id,
-            ask_user=ask_user,
-            ask_permission=ask_permission,
+            ask_user=None if state.unattended else ask_user,  # nobody to ask: ask_user says so at once
+            ask_permission=None if state.unattended else ask_permission,
+            unattended=state.unattended,
             scope=scope,
         )
 

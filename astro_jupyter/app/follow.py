@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AsyncIterator, Protocol, Union
 
+from ..agent.permissions import Unattended
 from ..errors import QuestionUnanswered
 from ..events import AskUser, PermissionRequest
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from ..events import Event
 
 Question = Union[AskUser, PermissionRequest]
+
+__all__ = ["Answerer", "Refuser", "Unattended", "follow", "is_question", "permission_answer"]
 
 NO_ANSWER = "(no answer: the question was asked where no one can answer)"
 PERMISSION_REPLIES = {"y": "allow", "yes": "allow", "allow": "allow", "a": "always", "always": "always"}

@@ -61,11 +61,13 @@ class RunsMixin(AppBase):
         max_steps: int | None = None,
         notebook: Any = None,
         client_files: Any = None,
+        unattended: Any = None,
     ) -> "RunHandle":
         """Start a run and return its live handle (for ``follow``). ``coordinator=None`` means
         "the session's stored mode"; an explicit value wins and becomes the session's mode
         (restored if the run cannot start). ``notebook`` is the sidebar's active notebook
-        (``notebook_context.py``); ``client_files`` an ACP client's file system (``agent/scope.py``)."""
+        (``notebook_context.py``); ``client_files`` an ACP client's file system (``agent/scope.py``);
+        ``unattended`` (``agent.permissions.Unattended``): no one can answer this run's questions."""
         prompt = self.check_prompt(prompt)
         from .notebook_context import parse_notebook_context
 
@@ -97,6 +99,7 @@ class RunsMixin(AppBase):
                 source=self.source,
                 client=client,
                 prompt_context=context_note if client is not None else "",
+                unattended=unattended,
             )
         except BaseException:
             if previous is not None and session_id:

@@ -50,6 +50,7 @@ def direct_context(
     session_id: str = "",
     runtime: "AgentRuntime | None" = None,
     answerer: "Answerer | None" = None,
+    unattended: Any = None,
 ) -> "ToolContext":
     """The context of a call outside any run. With no ``answerer`` a permission the rules leave at Ask is denied."""
     from ..agent.tools.base import ToolContext
@@ -60,6 +61,7 @@ def direct_context(
         file_state=FileStateCache(), run_id=run_id,
         scope=runtime.tool_scope(session_id, run_id) if runtime is not None else None,
         ask_permission=answerer.answer if answerer is not None else None,
+        unattended=unattended,
     )
 
 
@@ -78,6 +80,7 @@ class ToolsMixin(AppBase):
         cancelled: asyncio.Event | None = None,
         session_id: str = "",
         run_id: str = "direct",
+        unattended: Any = None,
     ) -> ToolRun:
         """Run one tool through the executor; ``on_event`` sees its progress/error events as they happen.
 
@@ -97,7 +100,7 @@ class ToolsMixin(AppBase):
 
         ctx = direct_context(
             config=self.config, services=self.services, emit=emit, cancelled=cancelled or asyncio.Event(),
-            run_id=run_id, session_id=session_id, runtime=runtime, answerer=answerer,
+            run_id=run_id, session_id=session_id, runtime=runtime, answerer=answerer, unattended=unattended,
         )
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
         try:

@@ -234,7 +234,7 @@ class KernelLoopThread:
     # -- one tool, directly ---------------------------------------------------------------------------
     def run_tool(self, name: str, arguments: dict[str, Any] | str,
                  ask_permission: Callable[[Any], str] | None = None,
-                 on_event: Callable[[Any], None] | None = None) -> "ToolRun":
+                 on_event: Callable[[Any], None] | None = None, unattended: Any = None) -> "ToolRun":
         """Run one tool through the app (validation, permissions, hooks, audit); ``ask_permission`` and
         ``on_event`` run on the kernel thread."""
         cancelled_box: list[asyncio.Event] = []
@@ -249,7 +249,7 @@ class KernelLoopThread:
             def shown(event: Any) -> None:
                 self._questions.put((on_event, event, None))  # shown live by the waiting kernel thread
             return await app.run_tool(name, arguments, answerer=answerer, on_event=shown if on_event is not None else None, cancelled=cancelled,
-                                      session_id=self.session_id or "", run_id="kernel")
+                                      session_id=self.session_id or "", run_id="kernel", unattended=unattended)
 
         return self.call(start, on_interrupt=lambda: cancelled_box and cancelled_box[0].set())
 
@@ -310,12 +310,12 @@ class KernelLoopThread:
 
     # -- agent runs --------------------------------------------------------------------------------
     def start_run(self, prompt: str, *, session_id: str | None = None, model: str | None = None,
-                  max_steps: int | None = None, coordinator: bool = False) -> "RunHandle":
+                  max_steps: int | None = None, coordinator: bool = False, unattended: Any = None) -> "RunHandle":
         """Start a run through the app (prompt rules, session's coordinator mode unless ``coordinator``)."""
         async def start() -> Any:
             app = await self.app()
             return await app.start_run_handle(None, prompt, session_id=session_id, model=model, max_steps=max_steps,
-                                              coordinator=True if coordinator else None)
+                                              coordinator=True if coordinator else None, unattended=unattended)
 
         return self.call(start)
 

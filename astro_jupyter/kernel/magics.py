@@ -35,8 +35,10 @@ r = %astro query_catalog service=gaia adql="SELECT ..."   r.to_table(), r.to_pan
 %astro library add PDF|ARXIV|DOI    bring a local PDF or a paper by identifier into the library
 %astro model [NAME]                 show or set the model of %%astro runs in this kernel
 %astro export [SESSION] [-o PATH.ipynb]
-%%astro [--session S] [--new] [--model M] [--max-steps N] [--coordinator]
+%%astro [--session S] [--new] [--model M] [--max-steps N] [--coordinator] [--allow TOOL,TOOL]
 <prompt>                            ask the agent; the timeline streams below the cell.
+                                    --allow: tools allowed without asking when no one can answer
+                                    (nbconvert/nbclient/papermill); there every other question is denied at once.
 Interrupt the kernel (■ / Ctrl-C) to stop a run; the session stays consistent."""
 
 NOT_CONFIGURED = (
@@ -97,8 +99,18 @@ class AstroMagics(Magics):
             args = parse_tool_arguments(rest, self.shell.user_ns)
         except ArgumentSyntaxError as exc:
             raise UsageError(f"%astro {name}: {exc}") from None
+        from .frontend import no_one_to_answer
+
+        why = no_one_to_answer(self.shell)
+        unattended = None
+        if why is not None:  # a direct call names its tool: only the configured list applies
+            from ..app.follow import Unattended
+
+            allow = frozenset(n.strip() for n in self.config_obj.unattended_allow if n.strip())
+            unattended = Unattended(why, allow, "c.AstroConfig.unattended_allow")
         try:
-            run = self.rt.run_tool(name, args, ask_permission=self._ask_permission, on_event=self._progress)
+            run = self.rt.run_tool(name, args, ask_permission=self._ask_permission, on_event=self._progress,
+                                   unattended=unattended)
         except RunInterrupted:
             print(f"Interrupted: {name} was cancelled; the kernel is ready.")
             return None
@@ -252,18 +264,20 @@ class AstroMagics(Magics):
         p.add_argument("--max-steps", type=int)
         p.add_argument("--coordinator", action="store_true")
         p.add_argument("--text", action="store_true", help="plain-text timeline even in a notebook")
+        p.add_argument("--allow", action="append", default=[], help="tools allowed in an unattended run")
         ns = p.parse_args(_split(line))
         prompt = cell.strip()
         if not prompt:
             raise UsageError("%%astro: the cell is empty; write your question below the %%astro line")
         self._require_llm()
         session_id = None if ns.new else (ns.session or self.rt.session_id)
+        unattended = self._unattended(ns.allow)
         from ..errors import AstroError
 
         try:
             handle = self.rt.start_run(
                 prompt, session_id=session_id, model=ns.model or self.rt.model, max_steps=ns.max_steps,
-                coordinator=ns.coordinator,
+                coordinator=ns.coordinator, unattended=unattended,
             )
         except RunInterrupted:  # an AstroError too: it must be caught first
             print("Interrupted before the run started.")
@@ -271,7 +285,19 @@ class AstroMagics(Magics):
         except AstroError as exc:
             raise UsageError(f"%%astro: {exc}") from None
         self.rt.session_id = handle.session_id
-        return self._follow(handle, text=ns.text)
+        # unattended: widgets would be written to the output file unrendered; text lines say what happened
+        return self._follow(handle, text=ns.text or unattended is not None)
+
+    def _unattended(self, cell_allow: list[str]) -> Any:
+        """The run's ``Unattended`` policy when no one can answer this cell (``frontend.py``), else None."""
+        from .frontend import parse_allow, unattended_policy
+
+        known = self.rt.registry_sync().names()
+        try:
+            parse_allow(cell_allow, known)  # a typo in --allow is an error wherever the cell runs
+            return unattended_policy(self.shell, cell_allow, self.config_obj.unattended_allow, known)
+        except ValueError as exc:
+            raise UsageError(f"%%astro: the allow-list for unattended runs (--allow, unattended_allow): {exc}") from None
 
     def _question_timeout(self, event: Any) -> float:
         """Stop waiting on buttons when the run stops waiting: with no one to answer, a permission is denied."""

@@ -29,7 +29,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
 from ..services.notebooks.cells import image_size
-from .inspect import cut, summarize, user_variables
+from .inspect import NotEvaluated, cut, secret_reasons, static_attr, summarize, type_name, user_variables
 
 if TYPE_CHECKING:
     from ..config import AstroConfig
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ids = itertools.count(1)
+SECRET_HIDDEN = "(not shown: may hold secrets; kernel_inspect with its name asks you first)"
 
 
 def _repr(value: Any) -> str:
@@ -63,28 +64,21 @@ class ShellAccess:
         self.runtime = runtime
         self.config = config
 
-    async def inspect(self, name: str | None) -> dict[str, Any]:
-        return await asyncio.wrap_future(self.runtime.on_main(self.inspect_now, name))
+    async def inspect(self, name: str | None, reveal: bool = False) -> dict[str, Any]:
+        return await asyncio.wrap_future(self.runtime.on_main(self.inspect_now, (name, reveal)))
 
     async def run(self, code: str) -> dict[str, Any]:
         return await asyncio.wrap_future(self.runtime.on_main(self.run_now, code))
 
     # -- on the main thread ----------------------------------------------------------------------
-    def inspect_now(self, name: str | None) -> dict[str, Any]:
+    def inspect_now(self, request: tuple[str | None, bool]) -> dict[str, Any]:
+        """A summary that runs none of the user's code (``inspect.py``). A value that may hold secrets
+        comes back as ``{"secret": [reasons]}`` unless ``reveal`` (the user allowed showing it)."""
+        name, reveal = request
         ns = self.shell.user_ns
         limit = self.config.kernel_inspect_max_chars
         if name is None:
-            variables = user_variables(ns, getattr(self.shell, "user_ns_hidden", None))
-            shown = variables[: self.config.kernel_inspect_max_vars]
-            rows = []
-            for var, value in shown:
-                kind, one, _ = summarize(value, 0)
-                rows.append({"name": var, "type": kind, "summary": one})
-            lines = [f"{len(variables)} user variables" + ("" if len(shown) == len(variables) else f" (first {len(shown)})")]
-            lines += [f"{r['name']:<20} {r['type']:<16} {r['summary']}" for r in rows]
-            if not rows:
-                lines = ["no user variables yet"]
-            return {"text": cut("\n".join(lines), limit * 4), "variables": rows}
+            return self._listing(ns, limit)
         if not _NAME.match(name) or any(part.startswith("__") for part in name.split(".")):
             return {"error": f"{name!r} is not a variable name or dotted attribute (like t or hdul.info)"}
         head, *rest = name.split(".")
@@ -92,14 +86,38 @@ class ShellAccess:
             close = [v for v, _ in user_variables(ns) if v.lower().startswith(head[:2].lower())][:10]
             hint = f"; similar: {', '.join(close)}" if close else ""
             return {"error": f"no variable {head!r} in the kernel{hint}"}
-        obj = ns[head]
+        obj = dict.__getitem__(ns, head)
+        chain = [obj]
         try:
             for attr in rest:
-                obj = getattr(obj, attr)
-        except Exception as exc:  # noqa: BLE001 - a property may raise anything
+                obj = static_attr(obj, attr)
+                chain.append(obj)
+        except NotEvaluated as exc:
+            return {"error": f"{name}: not evaluated: {exc}"}
+        except Exception as exc:  # noqa: BLE001 - a library property may raise anything
             return {"error": f"{name}: {type(exc).__name__}: {exc}"}
+        reasons = secret_reasons(name.split("."), chain)
+        if reasons and not reveal:
+            return {"secret": reasons, "name": name, "type": type_name(obj)}
         kind, one, full = summarize(obj, limit)
         return {"text": f"{name}: {full}", "name": name, "type": kind, "summary": one}
+
+    def _listing(self, ns: dict[str, Any], limit: int) -> dict[str, Any]:
+        """Every user variable with a one-line summary; one that may hold secrets by its type only."""
+        variables = user_variables(ns, getattr(self.shell, "user_ns_hidden", None))
+        shown = variables[: self.config.kernel_inspect_max_vars]
+        rows = []
+        for var, value in shown:
+            if secret_reasons([var], [value]):
+                rows.append({"name": var, "type": type_name(value), "summary": SECRET_HIDDEN})
+                continue
+            kind, one, _ = summarize(value, 0)
+            rows.append({"name": var, "type": kind, "summary": one})
+        lines = [f"{len(variables)} user variables" + ("" if len(shown) == len(variables) else f" (first {len(shown)})")]
+        lines += [f"{r['name']:<20} {r['type']:<16} {r['summary']}" for r in rows]
+        if not rows:
+            lines = ["no user variables yet"]
+        return {"text": cut("\n".join(lines), limit * 4), "variables": rows}
 
     def run_now(self, code: str) -> dict[str, Any]:
         started = time.perf_counter()

@@ -74,6 +74,13 @@ def _input(prompt: str) -> str:
     return input(prompt)  # looked up at call time: IPython/ipykernel replace builtins.input
 
 
+def always_covers(event: Any) -> str:
+    """What "always" covers for a scoped question: one notebook, or the one value kernel_inspect would show."""
+    if event.name.startswith("notebook_"):
+        return "this notebook"
+    return f"{visible(short(str(event.scope), 60))} only"
+
+
 def ask_text(event: Any, input_fn: InputFn = _input) -> str:
     """One question on stdin; permission prompts map y/always, anything else denies.
 
@@ -81,7 +88,7 @@ def ask_text(event: Any, input_fn: InputFn = _input) -> str:
     it, or the caller did (``print_permission``); the input line only names the tool.
     """
     if event.type == "permission_request":
-        always = "always (this notebook)" if getattr(event, "scope", "") else "always"
+        always = f"always ({always_covers(event)})" if getattr(event, "scope", "") else "always"
         try:
             reply = input_fn(f"Allow {visible(event.name)}? [y/N/{always}] ")
         except (EOFError, StdinNotImplementedError):  # no one can answer here: no consent, and no "deny" either
@@ -288,7 +295,9 @@ class WidgetTimeline:
             return handler
 
         if event.type == "permission_request":
-            always = "Allow for this notebook" if getattr(event, "scope", "") and event.name.startswith("notebook_") else "Always allow"
+            always = f"Always allow ({always_covers(event)})" if getattr(event, "scope", "") else "Always allow"
+            if getattr(event, "scope", "") and event.name.startswith("notebook_"):
+                always = "Allow for this notebook"
             labels = [("Allow", "allow"), (always, "always"), ("Deny", "deny")]
             buttons = [w.Button(description=label, layout=w.Layout(width="auto")) for label, _ in labels]
             for button, (_, value) in zip(buttons, labels):

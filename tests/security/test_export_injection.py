@@ -142,7 +142,8 @@ async def test_unknown_names_and_bad_arguments_are_escaped_markdown(hostile: Any
     services, sid = hostile
     nb = await export_session_checked(services, sid)
     markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
-    recorded_as_text = [s for s in markdown if s.startswith("*Tool call recorded as text")]
+    # every one was refused before it ran (unknown tool, arguments not a JSON object): text that says so
+    recorded_as_text = [s for s in markdown if s.startswith("*Not run:*")]
     assert len(recorded_as_text) == len(HOSTILE_NAMES) + 2
     for source, name in zip(recorded_as_text, HOSTILE_NAMES):
         # the raw name is shown, inside a fence no content closes; invisible characters as escapes
@@ -165,9 +166,19 @@ async def test_a_lone_surrogate_in_stored_events_does_not_break_the_file(hostile
     from astro_jupyter.export import write_notebook
 
     services, sid = hostile
+    # the first call that ran (only those become code): its call and its result get the broken id
+    rows = await services.db.fetchall("SELECT seq, type, data FROM agent_events ORDER BY seq")
+    ran = next(json.loads(r["data"])["tool_call_id"] for r in rows
+               if r["type"] == "tool_result" and json.loads(r["data"])["metadata"].get("ran"))
+    call_seq = next(r["seq"] for r in rows if r["type"] == "tool_call" and json.loads(r["data"])["id"] == ran)
+    result_row = next(r for r in rows if r["type"] == "tool_result" and json.loads(r["data"])["tool_call_id"] == ran)
     await services.db.execute(
-        "UPDATE agent_events SET data = ? WHERE seq = (SELECT MIN(seq) FROM agent_events WHERE type = 'tool_call')",
-        (json.dumps({"type": "tool_call", "id": "c\ud800", "name": "query_target", "arguments": {"name": "M\ud83131"}}),))
+        "UPDATE agent_events SET data = ? WHERE seq = ? AND type = 'tool_call'",
+        (json.dumps({"type": "tool_call", "id": "c\ud800", "name": "query_target", "arguments": {"name": "M\ud83131"}}),
+         call_seq))
+    result = {**json.loads(result_row["data"]), "tool_call_id": "c\ud800"}
+    await services.db.execute("UPDATE agent_events SET data = ? WHERE seq = ? AND type = 'tool_result'",
+                              (json.dumps(result), result_row["seq"]))
     path = await write_notebook(services, sid, tmp_path / "log.ipynb")
     nb = nbformat.read(path, as_version=4)
     first = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%astro query_target"))

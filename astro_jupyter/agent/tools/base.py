@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ...config import AstroConfig
     from ...events import Event, PermissionRequest
     from ...services.container import ServiceContainer
+    from ..permissions import PermissionDecision, Unattended
     from ..scope import RunScope
     from .file_state import FileStateCache
 
@@ -79,6 +80,7 @@ async def _no_progress(done: int | None = None, total: int | None = None, messag
 Emit = Callable[["Event"], Awaitable[None]]
 AskUserFn = Callable[[str, list[str]], Awaitable[str]]
 AskPermissionFn = Callable[["PermissionRequest"], Awaitable[str]]  # answers "allow" | "deny" | "always"
+ConfirmFn = Callable[[str], Awaitable["PermissionDecision"]]
 
 
 @dataclass
@@ -101,6 +103,10 @@ class ToolContext:
     scope: "RunScope | None" = None  # the run's scope (loop registry, subagents, ...); None: no agent loop
     ask_permission: AskPermissionFn | None = None  # answers a permission_request; None = Ask is denied
     question_pin: Any = None  # this call's ``PermissionPreview.pin`` when a question was asked (set per call)
+    unattended: "Unattended | None" = None  # no one can answer: questions are decided at once (permissions.py)
+    # a question a running call asks once it knows more (kernel_inspect on a value that may hold secrets),
+    # through the executor's own pipeline; None outside the executor: such a call is refused
+    confirm: ConfirmFn | None = None
 
     @property
     def owner(self) -> str:

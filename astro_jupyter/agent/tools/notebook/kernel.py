@@ -27,7 +27,7 @@ UNAVAILABLE = {
 class KernelAccess(Protocol):
     """The kernel surface's side: summaries and execution in the user's namespace."""
 
-    async def inspect(self, name: str | None) -> dict[str, Any]: ...
+    async def inspect(self, name: str | None, reveal: bool = False) -> dict[str, Any]: ...
     async def run(self, code: str) -> dict[str, Any]: ...
 
 
@@ -48,10 +48,32 @@ class KernelInspectTool(AgentTool):
     def __init__(self, access: KernelAccess) -> None:
         self.access = access
 
+    def permission_scope(self, args: dict[str, Any]) -> str:
+        """An "always" answer to showing a value that may hold secrets covers that one name."""
+        name = args.get("name")
+        return name.strip() if isinstance(name, str) else ""
+
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Look (running none of the user's code); a value that may hold secrets is shown only after
+        a question that says so, asked once the kernel has said why."""
         name = args.get("name")
         name = name.strip() if isinstance(name, str) and name.strip() else None
         result = await self.access.inspect(name)
+        if result.get("secret"):
+            why = "; ".join(result["secret"])
+            question = (f"kernel_inspect wants to show `{name}`, which may hold secrets ({why}). If you allow it, "
+                        "its value is sent to the model, stored in this session and written to its exported log.")
+            if ctx.confirm is None:
+                decision_reason, allowed = "no one was asked", False
+            else:
+                decision = await ctx.confirm(question)
+                decision_reason = decision.reason.replace(question, "").strip(" ;()") or decision.reason
+                allowed = decision.allowed
+            if not allowed:
+                return ToolOutput.error(
+                    f"kernel_inspect: `{name}` was not shown: it may hold secrets ({why}), and showing it was not "
+                    f"allowed ({decision_reason}).", name=name, secret=True, shown=False)
+            result = await self.access.inspect(name, True)
         if result.get("error"):
             return ToolOutput.error(f"kernel_inspect: {result['error']}", name=name)
         return ToolOutput(str(result.get("text", "")), metadata={k: v for k, v in result.items() if k != "text"})
