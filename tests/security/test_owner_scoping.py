@@ -159,6 +159,7 @@ async def test_bg_task_check_and_notes_stay_with_their_owner(api: Api, openai_se
 
 
 async def test_the_current_model_is_per_owner(api: Api, openai_server: Any, astro_service: AstroApp) -> None:
+    openai_server.models.extend(["shared-default", "alice-model", "bob-model"])  # switching checks the endpoint's list
     status, switched = await api("PUT", "astro/api/models/current", body={"model": "alice-model"}, headers=ALICE)
     assert status == 200 and switched == {"current": "alice-model", "previous": "shared-default"}
     status, bob_models = await api("GET", "astro/api/models", headers=BOB)
