@@ -27,6 +27,7 @@ __all__ = ["COMMANDS", "COMMAND_MODULES", "EXIT_CANCELLED", "EXIT_ERROR", "EXIT_
 COMMAND_MODULES: tuple[str, ...] = (
     "astro_jupyter.cli.ask", "astro_jupyter.cli.tools", "astro_jupyter.cli.sessions", "astro_jupyter.cli.doctor",
     "astro_jupyter.cli.library", "astro_jupyter.cli.demo", "astro_jupyter.cli.export",
+    "astro_jupyter.cli.mcp",
 )
 
 

@@ -1,0 +1,174 @@
+"""``astro-jupyter mcp``: our astronomy tools for any MCP client, over the official ``mcp`` SDK.
+
+The server is a thin adapter over ``AstroApp``: ``tools/list`` is the exposed subset of the
+registry (``exposed.py``) with its JSON schemas and hints, ``tools/call`` runs the tool through the
+same executor as the sidebar (validation, permissions, audit) and stores the call as a session.
+Nobody can answer a permission question here, so a call the rules leave at Ask is refused.
+
+Transports: stdio (what Claude Code, Cursor and jupyter-ai's MCP settings start), or streamable
+HTTP on a loopback address with a bearer token (``serve_http``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import socket
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from .._version import __version__
+from .exposed import EXPOSED, exposed_tools
+
+if TYPE_CHECKING:
+    from ..app.core import AstroApp
+
+SOURCE = "mcp"  # what the sessions of these calls record as their origin
+MCP_PATH = "/mcp"
+TOKEN_ENV = "ASTRO_MCP_TOKEN"
+INSTRUCTIONS = (
+    "astro-jupyter: literature (ADS + arXiv), object resolution (CDS Sesame) and the user's own paper library "
+    "with retrieval over parsed papers. Every call is kept in the user's astro-jupyter history."
+)
+
+
+class McpServeError(Exception):
+    """The server cannot be started as asked (a non-loopback address without --allow-remote, a bad address)."""
+
+
+def tool_listing(app: "AstroApp", *, allow_writes: bool) -> list[types.Tool]:
+    """The ``tools/list`` answer: schema, description and MCP hints of each exposed tool."""
+    listed = []
+    for name, tool in exposed_tools(app.tool_registry(), allow_writes=allow_writes).items():
+        exposure = EXPOSED[name]
+        listed.append(types.Tool(
+            name=name,
+            description=tool.description,
+            input_schema=dict(tool.parameters),
+            annotations=types.ToolAnnotations(
+                read_only_hint=not exposure.writes,
+                destructive_hint=False,  # our writes only add to the library
+                idempotent_hint=not exposure.writes,
+                open_world_hint=exposure.open_world,
+            ),
+        ))
+    return listed
+
+
+def _structured(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The tool's metadata as plain JSON (paths and other objects as text)."""
+    return json.loads(json.dumps(metadata, ensure_ascii=False, default=str))
+
+
+def build_server(app: "AstroApp", *, allow_writes: bool = False) -> Server[Any]:
+    """An MCP server bound to ``app`` (started by the caller)."""
+    listing = tool_listing(app, allow_writes=allow_writes)
+    names = {t.name for t in listing}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listing)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in names:
+            hint = " (it changes the library: start the server with --allow-writes)" \
+                if params.name in EXPOSED and EXPOSED[params.name].writes else ""
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}{hint}; tools: {', '.join(sorted(names))}")
+        arguments = params.arguments if params.arguments is not None else {}
+        run, session_id = await app.run_tool_as_session(params.name, arguments, source=SOURCE, title_prefix="MCP")
+        return types.CallToolResult(
+            content=[types.TextContent(text=run.content)],
+            structured_content={"content": run.content, "metadata": _structured(run.metadata), "session_id": session_id},
+            is_error=run.is_error,
+        )
+
+    return Server("astro-jupyter", version=__version__, instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_stdio(app: "AstroApp", *, allow_writes: bool = False) -> None:
+    """Serve one client over this process's stdin/stdout until it closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(app, allow_writes=allow_writes)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+# -- streamable HTTP --------------------------------------------------------------------------
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT`` (then 127.0.0.1); ``[::1]:PORT`` for IPv6."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text.strip()
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise McpServeError(f"--http wants HOST:PORT (e.g. 127.0.0.1:8765, or port 0 for a free one), not {text!r}")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bearer_guard(app: Callable[..., Awaitable[None]], token: str) -> Callable[..., Awaitable[None]]:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>`` (constant-time check)."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                body = b'{"error": "unauthorized", "message": "a bearer token is required (see astro-jupyter mcp --http)"}'
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="astro-jupyter"'),
+                    (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def bind(host: str, port: int, *, allow_remote: bool = False) -> socket.socket:
+    """The listening socket (bound before serving, so port 0 is known and printed)."""
+    if not is_loopback(host) and not allow_remote:
+        raise McpServeError(
+            f"refusing to listen on {host}: only loopback addresses (127.0.0.1, ::1, localhost) unless --allow-remote"
+        )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise McpServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve_http(app: "AstroApp", sock: socket.socket, token: str, *, allow_writes: bool = False) -> None:
+    """Serve streamable HTTP at ``/mcp`` on ``sock`` until cancelled."""
+    import uvicorn
+
+    host = sock.getsockname()[0]
+    server = build_server(app, allow_writes=allow_writes)
+    asgi = server.streamable_http_app(streamable_http_path=MCP_PATH, host="127.0.0.1" if is_loopback(host) else host)
+    config = uvicorn.Config(bearer_guard(asgi, token), log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def endpoint_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}{MCP_PATH}"
