@@ -65,6 +65,14 @@ def direct_context(
     )
 
 
+def standard_registry(config: "AstroConfig") -> Any:
+    """The standard tools' declarations without a runtime or an open store (their schemas, for a
+    front end that must list them before anything starts)."""
+    from ..agent.tools import build_default_registry
+
+    return build_default_registry(config)
+
+
 class ToolsMixin(AppBase):
     def tool_registry(self) -> Any:
         """The tools this front end offers (the runtime's registry: the kernel adds kernel_inspect / kernel_run)."""

@@ -432,8 +432,9 @@ def _connection_lost(exc: BaseException) -> bool:
 
 
 def _reason(exc: BaseException, fallback: str) -> str:
-    if isinstance(exc, BaseExceptionGroup):  # anyio task groups wrap the cause
-        return "; ".join(_reason(e, fallback) for e in exc.exceptions)
+    grouped = getattr(exc, "exceptions", None)  # an exception group: anyio task groups wrap the cause
+    if isinstance(grouped, (list, tuple)) and grouped:
+        return "; ".join(_reason(e, fallback) for e in grouped)
     if isinstance(exc, (asyncio.TimeoutError, asyncio.CancelledError)):
         return fallback
     text = str(exc).strip() or type(exc).__name__
