@@ -407,12 +407,13 @@ class McpServerConnection:
         except Exception as exc:  # noqa: BLE001 - a dead server or a protocol error is the call's result
             if _connection_lost(exc) or self._owner is None or self._owner.done():
                 self._failures_in_row += 1
-                self.state = f"stopped during a call{self._stderr_tail()}"
+                tail = self._stderr_tail()
+                self.state = f"stopped during a call{tail}"
                 async with self._lock:
                     await self._shutdown()  # the next call starts it again
                 return CallOutcome(
-                    f"the MCP server {self.spec.name!r} stopped during the call ({_reason(exc, 'connection closed')}); "
-                    "it is started again on the next call", True)
+                    f"the MCP server {self.spec.name!r} stopped during the call ({_reason(exc, 'connection closed')})"
+                    f"{tail}; it is started again on the next call", True)
             return CallOutcome(f"the MCP server {self.spec.name!r} refused the call: {_reason(exc, 'error')}", True)
         self._failures_in_row = 0
         text, metadata = result_text(result)

@@ -1,6 +1,6 @@
 """An MCP server (official SDK, stdio) that misbehaves on purpose, for the client side's tests.
 
-Run as ``python -m tests.fakes.mcp_hostile_server [--mode MODE] [--mark DIR]``. Modes: ``normal``
+Run as ``python -m tests.fakes.mcp_hostile_server [--mode MODE] [--mark DIR] [--pidfile PATH]``. Modes: ``normal``
 (the tools below), ``exit`` (dies before the handshake, after a line on stderr). ``--mark DIR``:
 each call appends ``<tool>\\n`` to ``DIR/calls.txt``, so a test can tell whether a call reached it.
 
@@ -91,7 +91,10 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="normal", choices=["normal", "exit"])
     parser.add_argument("--mark", default="")
+    parser.add_argument("--pidfile", default="", help="write this process's id here at start")
     opts = parser.parse_args()
+    if opts.pidfile:
+        Path(opts.pidfile).write_text(str(os.getpid()), encoding="utf-8")
     if opts.mode == "exit":
         sys.stderr.write("hostile server: refusing to start (missing API key)\n")
         sys.exit(2)

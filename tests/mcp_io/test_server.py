@@ -3,7 +3,6 @@ fastmcp's, and Jupyter's MCP extension loading our ``jupyter_server_mcp.tools`` 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
