@@ -31,25 +31,26 @@ class ToolSessionsMixin(AppBase):
     async def run_tool_as_session(
         self, name: str, arguments: dict[str, Any], *, source: str, title_prefix: str, owner: str = ""
     ) -> tuple[ToolRun, str]:
-        """Run one tool through the executor (no one to answer: Ask is denied) and store the call
-        as a new session; returns the outcome and the session id."""
+        """Run one tool through the executor (no one to answer: Ask is denied), then store the call as
+        a new finished session in one transaction; returns the outcome and the session id."""
+        from ..store.recorded_calls import record_call
+
         title = call_title(title_prefix, name, arguments)
-        session = await self.services.sessions.create(title=title, owner=owner, source=source)
-        run_id = new_id("run")
-        await self.services.runs.create(run_id, session.id, owner=owner, prompt=title, model=source)
-        run = await self.run_tool(name, arguments, session_id=session.id, run_id=run_id)
-        call = ToolCall(id=run.call_id, name=name, arguments=run.arguments if run.arguments is not None else arguments,
-                        step=1)
-        result = ToolResult(tool_call_id=run.call_id, name=name, output=run.content, is_error=run.is_error,
-                            metadata=run.metadata, step=1, duration_ms=run.duration_ms)
-        done = Done(session_id=session.id, run_id=run_id, reason="finished")  # a tool's error ends the run normally
-        await self.services.runs.append_events(run_id, enumerate((e.to_wire() for e in (call, result, done)), 1))
-        raw_args = json.dumps(call.arguments, ensure_ascii=False)
-        await self.services.messages.append_many(session.id, [
+        session_id, run_id = new_id("ses"), new_id("run")
+        run = await self.run_tool(name, arguments, session_id=session_id, run_id=run_id)
+        args = run.arguments if run.arguments is not None else arguments
+        events = [
+            ToolCall(id=run.call_id, name=name, arguments=args, step=1),
+            ToolResult(tool_call_id=run.call_id, name=name, output=run.content, is_error=run.is_error,
+                       metadata=run.metadata, step=1, duration_ms=run.duration_ms),
+            Done(session_id=session_id, run_id=run_id, reason="finished"),  # a tool's error ends the run normally
+        ]
+        messages = [
             {"role": "user", "content": title},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": run.call_id, "type": "function", "function": {"name": name, "arguments": raw_args}}]},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": run.call_id, "type": "function", "function": {
+                "name": name, "arguments": json.dumps(args, ensure_ascii=False)}}]},
             {"role": "tool", "tool_call_id": run.call_id, "name": name, "content": run.content},
-        ], run_id=run_id)
-        await self.services.runs.finish(run_id, "finished")
-        return run, session.id
+        ]
+        await record_call(self.services.db, session_id=session_id, run_id=run_id, title=title, owner=owner,
+                          source=source, events=[e.to_wire() for e in events], messages=messages)
+        return run, session_id

@@ -45,7 +45,7 @@ MAX_DESCRIPTION_CHARS = 1000  # of a tool's description, shown to the model
 MAX_RESULT_CHARS = 1_000_000  # of one call's text; beyond it cut (the executor persists what is over its own cap)
 NAME_LIMIT = 64  # what model APIs accept as a function name
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]+")
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9-]{1,40}$|^(?=.{1,40}$)[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)+$")  # no "__": names split there
 
 
 @functools.cache
@@ -110,7 +110,7 @@ def _string_map(value: Any, what: str) -> tuple[tuple[str, str], ...]:
 def parse_spec(name: str, entry: Any, origin: str = "config") -> ServerSpec:
     """One server entry, checked (McpConfigError says what is wrong with it)."""
     if not isinstance(name, str) or not _SERVER_NAME.match(name):
-        raise McpConfigError(f"server name {name!r}: use letters, digits, '-' or '_' (at most 40)")
+        raise McpConfigError(f"server name {name!r}: use letters, digits, '-' and single '_' inside (at most 40)")
     if not isinstance(entry, dict):
         raise McpConfigError(f"server {name!r}: the entry must be an object")
     command, url = entry.get("command") or "", entry.get("url") or ""

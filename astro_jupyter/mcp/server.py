@@ -11,10 +11,14 @@ HTTP on a loopback address with a bearer token (``serve_http``).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
+import os
 import socket
+import stat
+import sys
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import mcp_types as types
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
 SOURCE = "mcp"  # what the sessions of these calls record as their origin
 MCP_PATH = "/mcp"
 TOKEN_ENV = "ASTRO_MCP_TOKEN"
+STDIO_LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message from the client, at most
 INSTRUCTIONS = (
     "astro-jupyter: literature (ADS + arXiv), object resolution (CDS Sesame) and the user's own paper library "
     "with retrieval over parsed papers. Every call is kept in the user's astro-jupyter history."
@@ -90,12 +95,76 @@ def build_server(app: "AstroApp", *, allow_writes: bool = False) -> Server[Any]:
 
 
 async def serve_stdio(app: "AstroApp", *, allow_writes: bool = False) -> None:
-    """Serve one client over this process's stdin/stdout until it closes them."""
+    """Serve one client over this process's stdin/stdout until it closes them.
+
+    The SDK reads stdin and writes stdout through a worker thread per line; on a busy machine each
+    hop waits for a core, which was most of a call's time (20 ms p50 under load, benchmarks/bench_mcp.py).
+    When both ends are pipes (how every MCP client starts a server) they are read and written on the
+    event loop instead; anything else (a file, a terminal that cannot be polled) keeps the SDK's way."""
     from mcp.server.stdio import stdio_server
 
     server = build_server(app, allow_writes=allow_writes)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    pipes = await _loop_pipes()
+    try:
+        streams = stdio_server(*pipes) if pipes else stdio_server()
+        async with streams as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        if pipes:
+            pipes[1].close()
+
+
+class _LineReader:
+    """Text lines of a pipe read on the event loop (what the SDK's stdio server iterates)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> "_LineReader":
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+class _LineWriter:
+    """Text written to a pipe on the event loop (``write`` + ``flush``, as the SDK calls them)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+async def _loop_pipes() -> tuple[Any, Any] | None:
+    """stdin/stdout as event-loop pipes, with fd 0 on /dev/null and fd 1 on stderr meanwhile (a stray
+    print must not corrupt the wire); None when they are not pipes."""
+    try:
+        if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
+            return None
+    except OSError:
+        return None
+    loop = asyncio.get_running_loop()
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    os.close(null)
+    reader = asyncio.StreamReader(limit=STDIO_LINE_LIMIT, loop=loop)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0))
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", 0))
+    return _LineReader(reader), _LineWriter(asyncio.StreamWriter(transport, protocol, None, loop))
 
 
 # -- streamable HTTP --------------------------------------------------------------------------

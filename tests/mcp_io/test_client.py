@@ -94,7 +94,8 @@ async def test_jupyter_ai_settings_file_in_both_shapes(tmp_path):
     settings.write_text(json.dumps({
         "mcp_servers": [{"name": "clock", "command": str(BIN / "mcp-server-time")},
                         {"name": "remote", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer t"}},
-                        {"name": "broken", "url": "ftp://nowhere"}],
+                        {"name": "broken", "url": "ftp://nowhere"},
+                        {"name": "two__parts", "command": "x"}],  # "__" would make mcp__two__parts__tool ambiguous
         "mcpServers": {"time": {"command": "ignored-because-the-trait-wins"}},
     }))
     specs, problems = load_specs(config(tmp_path, {"time": {"command": str(BIN / "mcp-server-time")}}))
@@ -102,7 +103,7 @@ async def test_jupyter_ai_settings_file_in_both_shapes(tmp_path):
     assert set(by_name) == {"time", "clock", "remote"}
     assert by_name["time"].origin == "config" and by_name["time"].command.endswith("mcp-server-time")
     assert by_name["remote"].transport == "http" and dict(by_name["remote"].headers) == {"Authorization": "Bearer t"}
-    assert len(problems) == 1 and "broken" in problems[0] and "http" in problems[0]
+    assert len(problems) == 2 and "broken" in problems[0] and "http" in problems[0] and "two__parts" in problems[1]
 
 
 @pytest.mark.asyncio
