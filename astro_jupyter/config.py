@@ -405,9 +405,9 @@ class AstroConfig(Configurable):
     # -- MCP servers others publish (astro_jupyter/mcp/client.py) -----------------------------
     mcp_servers = Dict(
         help='Outside MCP servers whose tools the agent may use, by name: {"name": {"command": "...", "args": [...], '
-        '"env": {...}, "timeout": 60}} or {"name": {"url": "http://...", "headers": {...}}}. Servers in the project\'s '
-        '.jupyter/mcp_settings.json (jupyter-ai\'s file) are added. Started on first use; every call asks unless a '
-        'permission rule allows "mcp__NAME__*" or one tool.',
+        '"env": {...}, "timeout": 60}} or {"name": {"url": "http://...", "headers": {...}}}. Servers listed in '
+        'jupyter-ai\'s file `.jupyter/mcp_settings.json` under project_root are added. Started on first use; every '
+        'call asks unless a permission rule allows "mcp__NAME__*" or one tool.',
     ).tag(config=True)
 
     # -- external services --------------------------------------------------------------
