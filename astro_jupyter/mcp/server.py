@@ -19,6 +19,7 @@ import os
 import socket
 import stat
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import mcp_types as types
@@ -69,6 +70,22 @@ def _structured(metadata: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(metadata, ensure_ascii=False, default=str))
 
 
+async def _whole_output(app: "AstroApp", content: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The full text of an output the executor persisted (the model got a stub naming a file under
+    tool-results/): an outside client cannot read that file, so it gets the text itself, and no path."""
+    path = metadata.pop("persisted_path", None)
+    if not path:
+        return content, metadata
+    root = app.config.tool_results_dir.resolve()
+    try:
+        resolved = Path(path).resolve()
+        if not resolved.is_relative_to(root):
+            return content, metadata
+        return await asyncio.to_thread(resolved.read_text, encoding="utf-8"), metadata
+    except (OSError, ValueError):
+        return content, metadata
+
+
 def build_server(app: "AstroApp", *, allow_writes: bool = False) -> Server[Any]:
     """An MCP server bound to ``app`` (started by the caller)."""
     listing = tool_listing(app, allow_writes=allow_writes)
@@ -84,9 +101,10 @@ def build_server(app: "AstroApp", *, allow_writes: bool = False) -> Server[Any]:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}{hint}; tools: {', '.join(sorted(names))}")
         arguments = params.arguments if params.arguments is not None else {}
         run, session_id = await app.run_tool_as_session(params.name, arguments, source=SOURCE, title_prefix="MCP")
+        text, metadata = await _whole_output(app, run.content, dict(run.metadata))
         return types.CallToolResult(
-            content=[types.TextContent(text=run.content)],
-            structured_content={"content": run.content, "metadata": _structured(run.metadata), "session_id": session_id},
+            content=[types.TextContent(text=text)],
+            structured_content={"content": text, "metadata": _structured(metadata), "session_id": session_id},
             is_error=run.is_error,
         )
 

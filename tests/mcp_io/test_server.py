@@ -80,6 +80,20 @@ async def test_sdk_client_over_stdio_lists_and_calls_and_each_call_is_a_session(
 
 
 @pytest.mark.asyncio
+async def test_a_long_output_reaches_the_client_whole_not_as_a_path(tmp_path, sesame_server):
+    """The agent gets a stub naming a file under tool-results/ for a long output; an MCP client cannot
+    read that file, so it gets the whole text and no path."""
+    params = _stdio(tmp_path / "home", sesame_server.url)
+    params.env["ASTRO_MAX_OUTPUT_CHARS"] = "60"
+    async with Client(params) as client:
+        result = await client.call_tool("query_target", {"name": "M 31"})
+    text = result.content[0].text
+    assert "00:42:44.33" in text and "Aliases" in text and len(text) > 60
+    assert "persisted" not in text and "tool-results" not in text
+    assert "persisted_path" not in result.structured_content["metadata"]
+
+
+@pytest.mark.asyncio
 async def test_writes_only_with_the_flag_and_never_files_notebooks_kernels_or_bash(tmp_path, sesame_server):
     async with Client(_stdio(tmp_path / "home", sesame_server.url, "--allow-writes")) as client:
         names = {t.name: t for t in (await client.list_tools()).tools}
