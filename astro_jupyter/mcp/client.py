@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = Path(".jupyter") / "mcp_settings.json"  # jupyter-ai's, under the project root
-START_TIMEOUT_SECS = 30.0  # start + handshake + first tools/list
+START_TIMEOUT_SECS = 15.0  # start + handshake + first tools/list (a run waits for it once)
 CALL_TIMEOUT_SECS = 120.0  # one tools/call, unless the server's entry sets "timeout"
 MAX_RESTARTS = 3  # starts in a row without a successful call before the server is left failed
 MAX_DESCRIPTION_CHARS = 1000  # of a tool's description, shown to the model

@@ -229,3 +229,20 @@ async def test_an_agent_finds_the_tool_with_load_tool_and_is_asked(tmp_path, ope
     result = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == call.id)
     assert result.output == "echo: from the agent" and result.metadata["mcp_server"] == "hostile"
     assert calls_reached(tmp_path) == ["echo"]
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_call_mid_way_leaves_the_server_usable(tmp_path):
+    rules = [{"action": "allow", "tool": "mcp__hostile__*"}]
+    async with AstroApp(config(tmp_path, {"hostile": hostile(tmp_path)}, permission_rules=rules)) as app:
+        cancelled = asyncio.Event()
+        call = asyncio.create_task(app.run_tool("mcp__hostile__hang", {}, cancelled=cancelled))
+        deadline = asyncio.get_running_loop().time() + 30
+        while "hang" not in calls_reached(tmp_path):  # the server has the call
+            assert asyncio.get_running_loop().time() < deadline and not call.done()
+            await asyncio.sleep(0.02)
+        cancelled.set()
+        stopped = await asyncio.wait_for(call, 10)
+        assert stopped.is_error and "cancel" in stopped.content.lower()
+        after = await app.run_tool("mcp__hostile__echo", {"text": "still here"})
+        assert after.content == "echo: still here"
