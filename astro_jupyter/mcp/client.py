@@ -223,6 +223,16 @@ def schema_problem(schema: Any) -> str | None:
     return None
 
 
+def _clean_schema(value: Any) -> Any:
+    """A schema with every string (descriptions, titles, enum values) cleaned like a description:
+    the model reads them too."""
+    if isinstance(value, dict):
+        return {clean_untrusted(str(k), MAX_DESCRIPTION_CHARS): _clean_schema(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_schema(v) for v in value]
+    return clean_untrusted(value, MAX_DESCRIPTION_CHARS) if isinstance(value, str) else value
+
+
 @dataclass
 class RemoteTool:
     """A tool a server listed, as the agent will see it."""
@@ -366,7 +376,8 @@ class McpServerConnection:
             tools.append(RemoteTool(
                 server=self.spec.name, remote_name=tool.name, name=name,
                 description=clean_untrusted(tool.description or "", MAX_DESCRIPTION_CHARS),
-                parameters=tool.input_schema, read_only_claim=bool(hints is not None and hints.read_only_hint),
+                parameters=_clean_schema(tool.input_schema),
+                read_only_claim=bool(hints is not None and hints.read_only_hint),
             ))
         self.tools, self.skipped = tools, skipped
 

@@ -170,6 +170,8 @@ async def test_hostile_server(tmp_path):
         assert len(injected.description) < MAX_DESCRIPTION_CHARS + 200
         assert injected.description.startswith("[MCP server 'hostile'")
         assert len(injected.classifier_summary()) <= 100
+        said = injected.parameters["properties"]["text"]["description"]  # the schema is read by the model too
+        assert "\x1b" not in said and "\u202e" not in said and len(said) < MAX_DESCRIPTION_CHARS + 200
 
         huge = await app.run_tool("mcp__hostile__huge", {})
         assert not huge.is_error and Path(huge.metadata["persisted_path"]).is_file()
