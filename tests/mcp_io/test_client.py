@@ -248,3 +248,25 @@ async def test_cancelling_a_call_mid_way_leaves_the_server_usable(tmp_path):
         assert stopped.is_error and "cancel" in stopped.content.lower()
         after = await app.run_tool("mcp__hostile__echo", {"text": "still here"})
         assert after.content == "echo: still here"
+
+
+@pytest.mark.asyncio
+async def test_a_streamable_http_server_with_headers(tmp_path, sesame_server):
+    """The URL + headers form, against a real streamable-HTTP MCP server (our own ``astro-jupyter mcp
+    --http``, another library); a wrong token leaves the server failed with the reason, not the run."""
+    from tests.mcp_io.test_server import _env, _start_http
+
+    proc, url = _start_http(_env(tmp_path / "other", sesame_server.url, ASTRO_MCP_TOKEN="tok-123"), "127.0.0.1:0")
+    try:
+        servers = {"astro2": {"url": url, "headers": {"Authorization": "Bearer tok-123"}},
+                   "locked": {"url": url, "headers": {"Authorization": "Bearer wrong"}}}
+        rules = [{"action": "allow", "tool": "mcp__astro2__query_target"}]
+        async with AstroApp(config(tmp_path, servers, permission_rules=rules)) as app:
+            resolved = await app.run_tool("mcp__astro2__query_target", {"name": "M 31"})
+            assert not resolved.is_error and "00:42:44.33" in resolved.content
+            report = {s["name"]: s for s in (await app.diagnose())["mcp"]["servers"]}
+        assert report["astro2"]["state"] == "ready" and "mcp__astro2__search_papers" in report["astro2"]["tools"]
+        assert report["locked"]["state"].startswith("failed") and "error response" in report["locked"]["state"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
