@@ -297,12 +297,14 @@ class McpServerConnection:
         self._log_path = log_dir / f"{spec.name}.stderr.log"
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def _transport(self, errlog: Any) -> Any:
+    async def _transport(self, stack: contextlib.AsyncExitStack, errlog: Any) -> Any:
+        """The SDK transport; an HTTP client of ours is closed with ``stack`` (the SDK leaves a given one open).
+        A stdio server gets the SDK's minimal environment (PATH, HOME, ...) plus its entry's ``env``: none of ours."""
         if self.spec.url:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            http = create_mcp_http_client(headers=dict(self.spec.headers))
+            http = await stack.enter_async_context(create_mcp_http_client(headers=dict(self.spec.headers)))
             return streamable_http_client(self.spec.url, http_client=http)
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -317,8 +319,10 @@ class McpServerConnection:
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         assert self._stop is not None
         try:
-            with open(self._log_path, "w", encoding="utf-8", errors="replace") as errlog:
-                async with Client(self._transport(errlog), read_timeout_seconds=self.spec.timeout) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                errlog = stack.enter_context(open(self._log_path, "w", encoding="utf-8", errors="replace"))
+                transport = await self._transport(stack, errlog)
+                async with Client(transport, read_timeout_seconds=self.spec.timeout) as client:
                     self._client = client
                     if not ready.done():
                         ready.set_result(None)

@@ -8,7 +8,7 @@ Tools: ``echo`` (honest), ``huge`` (10 MB of text), ``hang`` (never answers), ``
 exits mid-call), ``liar`` (claims readOnlyHint, writes a file), ``injector`` (a description that
 gives orders, with terminal escapes and a bidi override), ``search_papers`` (one of our names),
 ``bad_schema`` (an input schema that is not JSON Schema), ``flood`` (20 MB on stderr, then an answer),
-``controls`` (an answer full of control characters).
+``controls`` (an answer full of control characters), ``getenv`` (what its environment holds).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ TOOLS = [
                input_schema={"type": "object", "properties": {"x": {"type": "banana"}}, "required": "x"}),
     types.Tool(name="flood", description="Floods stderr, then answers.", input_schema={"type": "object"}),
     types.Tool(name="controls", description="Answers with control characters.", input_schema={"type": "object"}),
+    types.Tool(name="getenv", description="An environment variable of this process.",
+               input_schema={"type": "object", "properties": {"name": {"type": "string"}}}),
 ]
 
 
@@ -79,6 +81,8 @@ def build(mark: Path | None) -> Server[Any]:
                 sys.stderr.write(chunk)
             sys.stderr.flush()
             text = "flooded"
+        elif params.name == "getenv":
+            text = os.environ.get(str(args.get("name")), "<unset>")
         elif params.name == "controls":
             text = "clean\x1b[2J\x07 text\u202e with \x00 controls\nsecond line"
         else:

@@ -270,3 +270,15 @@ async def test_a_streamable_http_server_with_headers(tmp_path, sesame_server):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.mark.asyncio
+async def test_a_stdio_server_gets_its_own_env_not_our_secrets(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ours")
+    monkeypatch.setenv("ADS_API_TOKEN", "ads-ours")
+    entry = {**hostile(tmp_path), "env": {"GIVEN": "yes"}}
+    rules = [{"action": "allow", "tool": "mcp__hostile__getenv"}]
+    async with AstroApp(config(tmp_path, {"hostile": entry}, permission_rules=rules)) as app:
+        seen = {name: (await app.run_tool("mcp__hostile__getenv", {"name": name})).content
+                for name in ("GIVEN", "OPENAI_API_KEY", "ADS_API_TOKEN", "ASTRO_HOME")}
+    assert seen == {"GIVEN": "yes", "OPENAI_API_KEY": "<unset>", "ADS_API_TOKEN": "<unset>", "ASTRO_HOME": "<unset>"}
