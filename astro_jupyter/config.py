@@ -440,6 +440,14 @@ class AstroConfig(Configurable):
 
     hook_timeout_secs = Float(10.0, help="Default timeout of a command hook.").tag(config=True)
 
+    # -- MCP servers others publish (astro_jupyter/mcp/client.py) -----------------------------
+    mcp_servers = Dict(
+        help='Outside MCP servers whose tools the agent may use, by name: {"name": {"command": "...", "args": [...], '
+        '"env": {...}, "timeout": 60}} or {"name": {"url": "http://...", "headers": {...}}}. Servers listed in '
+        'jupyter-ai\'s file `.jupyter/mcp_settings.json` under project_root are added. Started on first use; every '
+        'call asks unless a permission rule allows "mcp__NAME__*" or one tool.',
+    ).tag(config=True)
+
     # -- external services --------------------------------------------------------------
     ads_url = Unicode(help="NASA ADS API base (env ASTRO_ADS_URL).").tag(config=True)
     _ads_default = _env_default("ads_url", "ASTRO_ADS_URL", "https://api.adsabs.harvard.edu/v1")

@@ -272,6 +272,9 @@ class AgentRuntime:
             self.hooks.fire_and_forget(HookEventName.USER_PROMPT_SUBMIT, {**base, "prompt": prompt, "owner": state.owner})
             await self.hooks.run(HookEventName.SESSION_START, {**base, "owner": state.owner})
             registry = self.registry_for(state.coordinator)
+            from .tools.mcp import install as install_mcp_tools
+
+            await install_mcp_tools(registry, self.services)  # outside servers' tools, started on first need
             memories = await self._memories(state.owner)
             system = build_system_prompt(registry, memories=memories, coordinator=state.coordinator)
             from .compaction import load_history

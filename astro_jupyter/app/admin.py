@@ -78,7 +78,19 @@ class AdminMixin(AppBase):
                 llm["capabilities"] = await capabilities(client, config.llm_model, embed_model)
         report["llm"] = llm
         report["embeddings"] = await self._embeddings(opened)
+        report["mcp"] = await self._mcp_servers()
         return report
+
+    async def _mcp_servers(self) -> dict[str, Any]:
+        """Each configured outside MCP server, started to list its tools (doctor checks for real)."""
+        from ..mcp.client import McpManager
+
+        try:
+            manager = McpManager.of(self.services)
+            await manager.listings()
+            return manager.report()
+        except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
+            return {"problems": [f"{type(exc).__name__}: {exc}"], "servers": []}
 
     async def _embeddings(self, opened: bool) -> dict[str, Any]:
         """The backend ``auto`` picks (asking the endpoint), why, how to get a better one, and how much

@@ -32,13 +32,14 @@ from .papers import PapersMixin
 from .runs import RunsMixin
 from .search import SearchMixin
 from .sessions import SessionsMixin
+from .tool_sessions import ToolSessionsMixin
 from .tools import ToolsMixin
 
 log = logging.getLogger(__name__)
 
 
 class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, ModelsMixin, BookmarkletMixin,
-               ToolsMixin, AdminMixin, CatalogsMixin):
+               ToolsMixin, ToolSessionsMixin, AdminMixin, CatalogsMixin):
     """One per process (server, kernel, CLI command): owns the ``ServiceContainer``, the
     ``AgentRuntime`` and, on the server, the bookmarklet intake worker."""
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .follow import Answerer
 
 _CALL_IDS = itertools.count(1)
+MCP_PREFIX = "mcp__"  # tools of outside MCP servers (agent/tools/mcp.py)
 
 
 @dataclass
@@ -34,6 +35,7 @@ class ToolRun:
     metadata: dict[str, Any]
     duration_ms: int
     events: list[Any] = field(default_factory=list)
+    call_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The tool output's wire shape (``astro-jupyter tool --json``)."""
@@ -63,6 +65,14 @@ def direct_context(
         ask_permission=answerer.answer if answerer is not None else None,
         unattended=unattended,
     )
+
+
+def standard_registry(config: "AstroConfig") -> Any:
+    """The standard tools' declarations without a runtime or an open store (their schemas, for a
+    front end that must list them before anything starts)."""
+    from ..agent.tools import build_default_registry
+
+    return build_default_registry(config)
 
 
 class ToolsMixin(AppBase):
@@ -103,9 +113,14 @@ class ToolsMixin(AppBase):
             run_id=run_id, session_id=session_id, runtime=runtime, answerer=answerer, unattended=unattended,
         )
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        call_id = f"{run_id}_{next(_CALL_IDS)}"
+        if name.startswith(MCP_PREFIX) and name not in runtime.registry:  # an outside server's tool: list it first
+            from ..agent.tools.mcp import install
+
+            await install(runtime.registry, self.services)
         try:
-            [done] = await executor.execute([ToolCallRequest(f"{run_id}_{next(_CALL_IDS)}", name, raw)], ctx)
+            [done] = await executor.execute([ToolCallRequest(call_id, name, raw)], ctx)
         finally:
             await self.services.release_run(run_id)
         return ToolRun(name, done.arguments, done.output.content, done.output.is_error,
-                       dict(done.output.metadata), done.duration_ms, events)
+                       dict(done.output.metadata), done.duration_ms, events, call_id)

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "astro_jupyter.cli.ask", "astro_jupyter.cli.tools", "astro_jupyter.cli.sessions", "astro_jupyter.cli.doctor",
     "astro_jupyter.cli.library", "astro_jupyter.cli.demo", "astro_jupyter.cli.export",
     "astro_jupyter.cli.acp",  # ACP agent (docs/acp.md)
+    "astro_jupyter.cli.mcp",
 )
 
 

@@ -55,7 +55,7 @@ def capability_lines(cap: dict[str, Any]) -> list[str]:
     return lines
 
 
-@command("doctor", "check the SQLite driver, FTS5, vec0, ASTRO_HOME, the LLM endpoint and embeddings", json_flag)
+@command("doctor", "check the SQLite driver, FTS5, vec0, ASTRO_HOME, the LLM endpoint, embeddings and MCP servers", json_flag)
 async def cmd_doctor(args: argparse.Namespace) -> int:
     report, code = await diagnose()
     if args.json:
@@ -93,4 +93,23 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
               + ("" if emb["embedded"] >= emb["chunks"] else " (the rest are embedded by the next rag_search, in the background)"))
     if emb.get("hint"):
         print(f"               better: {emb['hint']}")
+    _print_mcp(report.get("mcp") or {})
     return code
+
+
+def _print_mcp(mcp: dict[str, Any]) -> None:
+    """Outside MCP servers: where each is configured, its state, its tools (and those left out, why)."""
+    from ..prompt_text import visible
+
+    servers, problems = mcp.get("servers") or [], mcp.get("problems") or []
+    if not servers and not problems:
+        print("MCP servers    none configured (c.AstroConfig.mcp_servers or .jupyter/mcp_settings.json)")
+        return
+    for problem in problems:
+        print(f"MCP config     ERROR: {visible(problem)}")
+    for server in servers:
+        print(f"MCP server     {server['name']} ({server['transport']}: {visible(server['target'])}): {visible(server['state'])}")
+        if server["tools"]:
+            print(f"               tools: {', '.join(server['tools'])}")
+        for name, why in (server.get("skipped") or {}).items():
+            print(f"               left out {visible(name)}: {visible(why)}")

@@ -172,6 +172,15 @@ export function parseTime(value: string | undefined | null): number | undefined 
 }
 
 /** The identity of a call for "identical consecutive calls": name and arguments. */
+/**
+ * What a tool line shows for a tool name: an outside MCP server's tool (`mcp__server__tool`, see
+ * astro_jupyter/agent/tools/mcp.py) as `tool · server`, so the line says which program ran it.
+ */
+export function toolLabel(name: string): { tool: string; server: string } {
+  const match = /^mcp__([A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*)__(.+)$/.exec(name);
+  return match ? { tool: match[2], server: match[1] } : { tool: name, server: '' };
+}
+
 export function callSignature(tool: IToolItem): string {
   let args: string;
   try {

@@ -3,7 +3,7 @@
  * its arguments, progress and output; identical consecutive calls show as one line with a count.
  */
 import { caretRightIcon } from '@jupyterlab/ui-components';
-import { IToolItem, ToolStatus } from '../timeline';
+import { IToolItem, ToolStatus, toolLabel } from '../timeline';
 import {
   button,
   countHidden,
@@ -159,7 +159,9 @@ export class ToolView extends ItemView<IToolItem> {
       this.familyIcon.textContent = '';
       this.familyIcon.appendChild(iconEl(toolIcon(name)));
     }
-    this.name.textContent = name;
+    const label = toolLabel(name);
+    this.name.textContent = label.server ? `${label.tool} \u00b7 ${label.server}` : name;
+    this.name.title = label.server ? `${label.tool}: a tool of the MCP server ${label.server}` : '';
     this.keyArg.textContent = key;
     this.keyArg.title = key;
     this.count.hidden = t.repeats.length === 0;

@@ -1,0 +1,56 @@
+"""A tool call made by an outside agent (through ``astro-jupyter mcp``), kept as a session of its own.
+
+Another agent's call is work done on the user's library, so it is recorded like a run: a session
+(``source`` names the front end), one run whose prompt says what was called, its ``tool_call`` /
+``tool_result`` / ``done`` events and the matching messages. It then appears in the sidebar's
+history, in history search, and exports to a research-log notebook like any other run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..events import Done, ToolCall, ToolResult
+from ..store.sessions import new_id
+from .common import AppBase
+from .tools import ToolRun
+
+TITLE_ARGS_CHARS = 80  # the arguments shown in the session's title
+
+
+def call_title(prefix: str, name: str, arguments: dict[str, Any]) -> str:
+    """``MCP search_papers: {"query": "M 31"}``: one line, bounded."""
+    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True) if arguments else ""
+    if len(shown) > TITLE_ARGS_CHARS:
+        shown = shown[: TITLE_ARGS_CHARS - 1] + "…"
+    return " ".join(f"{prefix} {name}: {shown}".split()) if shown else f"{prefix} {name}"
+
+
+class ToolSessionsMixin(AppBase):
+    async def run_tool_as_session(
+        self, name: str, arguments: dict[str, Any], *, source: str, title_prefix: str, owner: str = ""
+    ) -> tuple[ToolRun, str]:
+        """Run one tool through the executor (no one to answer: Ask is denied), then store the call as
+        a new finished session in one transaction; returns the outcome and the session id."""
+        from ..store.recorded_calls import record_call
+
+        title = call_title(title_prefix, name, arguments)
+        session_id, run_id = new_id("ses"), new_id("run")
+        run = await self.run_tool(name, arguments, session_id=session_id, run_id=run_id)
+        args = run.arguments if run.arguments is not None else arguments
+        events = [
+            ToolCall(id=run.call_id, name=name, arguments=args, step=1),
+            ToolResult(tool_call_id=run.call_id, name=name, output=run.content, is_error=run.is_error,
+                       metadata=run.metadata, step=1, duration_ms=run.duration_ms),
+            Done(session_id=session_id, run_id=run_id, reason="finished"),  # a tool's error ends the run normally
+        ]
+        messages = [
+            {"role": "user", "content": title},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": run.call_id, "type": "function", "function": {
+                "name": name, "arguments": json.dumps(args, ensure_ascii=False)}}]},
+            {"role": "tool", "tool_call_id": run.call_id, "name": name, "content": run.content},
+        ]
+        await record_call(self.services.db, session_id=session_id, run_id=run_id, title=title, owner=owner,
+                          source=source, events=[e.to_wire() for e in events], messages=messages)
+        return run, session_id

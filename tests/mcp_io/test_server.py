@@ -1,0 +1,205 @@
+"""``astro-jupyter mcp`` driven by real MCP clients: the official SDK's (stdio and streamable HTTP),
+fastmcp's, and Jupyter's MCP extension loading our ``jupyter_server_mcp.tools`` entry point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from astro_jupyter.app import AstroApp
+from astro_jupyter.config import AstroConfig
+from astro_jupyter.mcp.exposed import EXPOSED
+
+ROOT = Path(__file__).resolve().parents[2]
+READ_ONLY = {"search_papers", "query_target", "get_paper_metadata", "rag_search", "get_paper_content"}
+WRITES = {"download_paper", "parse_paper", "save_note"}
+NEVER = {"read_file", "file_write", "file_edit", "run_bash", "grep_files", "glob_files", "notebook_read",
+         "notebook_edit", "notebook_run", "kernel_run", "kernel_inspect", "subagent", "ask_user"}
+
+
+def _env(home: Path, sesame_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_", "ASTRO_"))}
+    env.update(ASTRO_HOME=str(home), ASTRO_SESAME_URL=sesame_url, PYTHONPATH=str(ROOT), **extra)
+    return env
+
+
+def _stdio(home: Path, sesame_url: str, *flags: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "astro_jupyter.cli", "mcp", *flags],
+                                 env=_env(home, sesame_url), cwd=str(ROOT))
+
+
+async def _sessions(home: Path) -> list[dict[str, Any]]:
+    async with AstroApp(AstroConfig(home=str(home))) as app:
+        return await app.list_sessions(None)
+
+
+@pytest.mark.asyncio
+async def test_sdk_client_over_stdio_lists_and_calls_and_each_call_is_a_session(tmp_path, sesame_server):
+    home = tmp_path / "home"
+    async with Client(_stdio(home, sesame_server.url)) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(listed) == READ_ONLY
+        target = listed["query_target"]
+        assert target.input_schema["required"] == ["name"]
+        assert target.annotations.read_only_hint is True and target.annotations.open_world_hint is True
+        assert listed["rag_search"].annotations.open_world_hint is False
+
+        result = await client.call_tool("query_target", {"name": "M 31"})
+        assert result.is_error is False
+        assert "00:42:44.33" in result.content[0].text
+        assert result.structured_content["metadata"]["main_id"] == "M 31"
+        session_id = result.structured_content["session_id"]
+
+        missing = await client.call_tool("query_target", {"name": "Planet Nine"})
+        assert missing.is_error is True and "not found" in missing.content[0].text
+        bad = await client.call_tool("query_target", {"rows": 3})  # the model forgot the required name
+        assert bad.is_error is True and "name" in bad.content[0].text
+
+        with pytest.raises(MCPError, match="--allow-writes"):
+            await client.call_tool("download_paper", {"paper_id": "2101.00001"})
+        with pytest.raises(MCPError, match="unknown tool 'run_bash'"):
+            await client.call_tool("run_bash", {"command": "id"})
+
+    sessions = {s["id"]: s for s in await _sessions(home)}
+    assert len(sessions) == 3  # three calls ran; the refused ones never reached the executor
+    record = sessions[session_id]
+    assert record["source"] == "mcp" and record["title"].startswith("MCP query_target")
+    async with AstroApp(AstroConfig(home=str(home))) as app:
+        _, notebook = await app.export_session(None, session_id)
+    cells = [c.source for c in notebook.cells if c.cell_type == "code"]
+    assert any("%astro query_target" in c and "M 31" in c for c in cells)
+
+
+@pytest.mark.asyncio
+async def test_a_long_output_reaches_the_client_whole_not_as_a_path(tmp_path, sesame_server):
+    """The agent gets a stub naming a file under tool-results/ for a long output; an MCP client cannot
+    read that file, so it gets the whole text and no path."""
+    params = _stdio(tmp_path / "home", sesame_server.url)
+    params.env["ASTRO_MAX_OUTPUT_CHARS"] = "60"
+    async with Client(params) as client:
+        result = await client.call_tool("query_target", {"name": "M 31"})
+    text = result.content[0].text
+    assert "00:42:44.33" in text and "Aliases" in text and len(text) > 60
+    assert "persisted" not in text and "tool-results" not in text
+    assert "persisted_path" not in result.structured_content["metadata"]
+
+
+@pytest.mark.asyncio
+async def test_writes_only_with_the_flag_and_never_files_notebooks_kernels_or_bash(tmp_path, sesame_server):
+    async with Client(_stdio(tmp_path / "home", sesame_server.url, "--allow-writes")) as client:
+        names = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(names) == READ_ONLY | WRITES
+    assert not set(names) & NEVER
+    assert names["save_note"].annotations.read_only_hint is False
+    assert names["save_note"].annotations.destructive_hint is False
+    assert set(EXPOSED) == READ_ONLY | WRITES  # the one list; catalog tools are added there
+
+
+def _start_http(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "astro_jupyter.cli", "mcp", "--http", *args], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()  # "MCP endpoint  http://127.0.0.1:PORT/mcp"
+    assert line.startswith("MCP endpoint"), (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc, line.split()[-1]
+
+
+@pytest.mark.asyncio
+async def test_sdk_client_over_streamable_http_needs_the_bearer_token(tmp_path, sesame_server):
+    from mcp.client.streamable_http import streamable_http_client
+
+    env = _env(tmp_path / "home", sesame_server.url, ASTRO_MCP_TOKEN="s3cret-token")
+    proc, url = _start_http(env, "127.0.0.1:0")
+    try:
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+        async with httpx2.AsyncClient() as plain:
+            refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            wrong = await plain.post(url, json={}, headers={"Authorization": "Bearer nope"})
+        assert refused.status_code == 401 and wrong.status_code == 401
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == READ_ONLY
+            result = await client.call_tool("query_target", {"name": "Sgr A*"})
+        assert result.is_error is False and "17:45:40.03" in result.content[0].text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_http_refuses_a_non_loopback_address_without_allow_remote(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "mcp", "--http", "0.0.0.0:0"],
+                          env=_env(tmp_path / "home", "http://127.0.0.1:9"), cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "only loopback" in proc.stderr and "--allow-remote" in proc.stderr
+    assert not (tmp_path / "home" / "astro.db").exists()  # refused before anything opened
+
+
+@pytest.mark.asyncio
+async def test_fastmcp_client_lists_and_calls_over_stdio(tmp_path, sesame_server):
+    from fastmcp import Client as FastClient
+    from fastmcp.client.transports import StdioTransport
+
+    transport = StdioTransport(command=sys.executable, args=["-m", "astro_jupyter.cli", "mcp"],
+                               env=_env(tmp_path / "home", sesame_server.url), cwd=str(ROOT))
+    async with FastClient(transport) as client:
+        assert {t.name for t in await client.list_tools()} == READ_ONLY
+        result = await client.call_tool("query_target", {"name": "NGC 224"})
+    assert "M 31" in result.content[0].text and result.structured_content["metadata"]["main_id"] == "M 31"
+
+
+@pytest.mark.asyncio
+async def test_jupyter_server_mcp_loads_our_entry_point_and_calls_a_tool(tmp_path, sesame_server, monkeypatch):
+    """The extension's own discovery path: the declared entry point's list of module:function specs,
+    each registered with its FastMCP server, listed and called through fastmcp's in-memory client."""
+    from fastmcp import Client as FastClient
+    from jupyter_server_mcp.extension import MCPExtensionApp
+    from jupyter_server_mcp.mcp_server import MCPServer
+
+    monkeypatch.setenv("ASTRO_SESAME_URL", sesame_server.url)
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["jupyter_server_mcp.tools"]
+    module, _, attr = declared["astro_jupyter"].partition(":")
+    import importlib
+
+    specs = getattr(importlib.import_module(module), attr)()
+    ext = MCPExtensionApp()
+    ext.mcp_server_instance = MCPServer(name="jupyter", port=0)
+    ext._register_tools(specs, source="entrypoints")
+    assert {t["name"] for t in ext.mcp_server_instance.list_tools()} == READ_ONLY
+    async with FastClient(ext.mcp_server_instance.mcp) as client:
+        tools = {t.name: t for t in await client.list_tools()}
+        assert tools["query_target"].input_schema["required"] == ["name"]
+        result = await client.call_tool("query_target", {"name": "M 31"})
+        assert "00:42:44.33" in result.content[0].text
+        failed = await client.call_tool("query_target", {"name": "Planet Nine"}, raise_on_error=False)
+        assert failed.is_error and "not found" in failed.content[0].text
+    from astro_jupyter.mcp import jupyter_tools
+
+    await jupyter_tools._app().close()
+    jupyter_tools._state.clear()
+    assert len(await _sessions(Path(os.environ["ASTRO_HOME"]))) == 2
+
+
+def test_never_exposes_a_tool_whose_registry_flag_is_not_read_only():
+    """A name listed as read-only whose tool is not (a catalog tool added wrongly) is left out."""
+    from astro_jupyter.agent.tools import build_default_registry
+    from astro_jupyter.agent.tools.registry import ToolRegistry
+    from astro_jupyter.mcp.exposed import exposed_tools
+
+    registry = build_default_registry(AstroConfig())
+    writer = registry.get("save_note")
+    fake = ToolRegistry([t for t in registry.sorted_tools() if t.name != "query_target"])
+
+    class PretendTarget(type(writer)):  # a writing tool under a read-only name
+        name = "query_target"
+
+    fake.add(PretendTarget())
+    assert "query_target" not in exposed_tools(fake, allow_writes=True)
+    assert "query_target" in exposed_tools(registry)
