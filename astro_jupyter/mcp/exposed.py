@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Exposure:
     writes: bool  # changes the library (only with --allow-writes)
-    open_world: bool  # reaches an outside service (ADS, arXiv, Sesame, a publisher)
+    open_world: bool  # reaches an outside service (ADS, arXiv, Sesame, a publisher, a TAP archive)
+    # a query that is not flagged read-only only because it keeps its result (a VOTable in the caller's
+    # own tool-results) and asks before an unlisted service; over MCP that question is refused
+    keeps_result: bool = False
 
 
 EXPOSED: dict[str, Exposure] = {
@@ -30,6 +33,10 @@ EXPOSED: dict[str, Exposure] = {
     "download_paper": Exposure(writes=True, open_world=True),
     "parse_paper": Exposure(writes=True, open_world=False),
     "save_note": Exposure(writes=True, open_world=False),
+    "query_catalog": Exposure(writes=False, open_world=True, keeps_result=True),
+    "describe_catalog": Exposure(writes=False, open_world=True, keeps_result=True),
+    "cone_search": Exposure(writes=False, open_world=True, keeps_result=True),
+    "object_papers": Exposure(writes=False, open_world=True),
 }
 
 
@@ -39,7 +46,9 @@ def exposed_tools(registry: "ToolRegistry", *, allow_writes: bool = False) -> di
     out: dict[str, "AgentTool"] = {}
     for name in sorted(EXPOSED):
         tool, exposure = registry.get(name), EXPOSED[name]
-        if tool is None or (exposure.writes and not allow_writes) or (not exposure.writes and not tool.is_readonly):
+        if tool is None or (exposure.writes and not allow_writes):
+            continue
+        if not exposure.writes and not tool.is_readonly and not exposure.keeps_result:
             continue
         out[name] = tool
     return out

@@ -56,9 +56,9 @@ def tool_listing(app: "AstroApp", *, allow_writes: bool) -> list[types.Tool]:
             description=tool.description,
             input_schema=dict(tool.parameters),
             annotations=types.ToolAnnotations(
-                read_only_hint=not exposure.writes,
+                read_only_hint=not (exposure.writes or exposure.keeps_result),
                 destructive_hint=False,  # our writes only add to the library
-                idempotent_hint=not exposure.writes,
+                idempotent_hint=not (exposure.writes or exposure.keeps_result),
                 open_world_hint=exposure.open_world,
             ),
         ))

@@ -20,7 +20,8 @@ from astro_jupyter.config import AstroConfig
 from astro_jupyter.mcp.exposed import EXPOSED
 
 ROOT = Path(__file__).resolve().parents[2]
-READ_ONLY = {"search_papers", "query_target", "get_paper_metadata", "rag_search", "get_paper_content"}
+READ_ONLY = {"search_papers", "query_target", "get_paper_metadata", "rag_search", "get_paper_content", "object_papers"}
+CATALOGS = {"query_catalog", "describe_catalog", "cone_search"}  # keep their VOTable; an unlisted service asks (refused here)
 WRITES = {"download_paper", "parse_paper", "save_note"}
 NEVER = {"read_file", "file_write", "file_edit", "run_bash", "grep_files", "glob_files", "notebook_read",
          "notebook_edit", "notebook_run", "kernel_run", "kernel_inspect", "subagent", "ask_user"}
@@ -47,7 +48,7 @@ async def test_sdk_client_over_stdio_lists_and_calls_and_each_call_is_a_session(
     home = tmp_path / "home"
     async with Client(_stdio(home, sesame_server.url)) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(listed) == READ_ONLY
+        assert set(listed) == READ_ONLY | CATALOGS
         target = listed["query_target"]
         assert target.input_schema["required"] == ["name"]
         assert target.annotations.read_only_hint is True and target.annotations.open_world_hint is True
@@ -97,11 +98,13 @@ async def test_a_long_output_reaches_the_client_whole_not_as_a_path(tmp_path, se
 async def test_writes_only_with_the_flag_and_never_files_notebooks_kernels_or_bash(tmp_path, sesame_server):
     async with Client(_stdio(tmp_path / "home", sesame_server.url, "--allow-writes")) as client:
         names = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(names) == READ_ONLY | WRITES
+    assert set(names) == READ_ONLY | CATALOGS | WRITES
     assert not set(names) & NEVER
+    assert names["query_catalog"].annotations.read_only_hint is False  # it keeps its result
+    assert names["query_catalog"].annotations.open_world_hint is True
     assert names["save_note"].annotations.read_only_hint is False
     assert names["save_note"].annotations.destructive_hint is False
-    assert set(EXPOSED) == READ_ONLY | WRITES  # the one list; catalog tools are added there
+    assert set(EXPOSED) == READ_ONLY | CATALOGS | WRITES  # the one list
 
 
 def _start_http(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
@@ -126,7 +129,7 @@ async def test_sdk_client_over_streamable_http_needs_the_bearer_token(tmp_path, 
         assert refused.status_code == 401 and wrong.status_code == 401
         http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"})
         async with http, Client(streamable_http_client(url, http_client=http)) as client:
-            assert {t.name for t in (await client.list_tools()).tools} == READ_ONLY
+            assert {t.name for t in (await client.list_tools()).tools} == READ_ONLY | CATALOGS
             result = await client.call_tool("query_target", {"name": "Sgr A*"})
         assert result.is_error is False and "17:45:40.03" in result.content[0].text
     finally:
@@ -150,7 +153,7 @@ async def test_fastmcp_client_lists_and_calls_over_stdio(tmp_path, sesame_server
     transport = StdioTransport(command=sys.executable, args=["-m", "astro_jupyter.cli", "mcp"],
                                env=_env(tmp_path / "home", sesame_server.url), cwd=str(ROOT))
     async with FastClient(transport) as client:
-        assert {t.name for t in await client.list_tools()} == READ_ONLY
+        assert {t.name for t in await client.list_tools()} == READ_ONLY | CATALOGS
         result = await client.call_tool("query_target", {"name": "NGC 224"})
     assert "M 31" in result.content[0].text and result.structured_content["metadata"]["main_id"] == "M 31"
 
@@ -172,7 +175,7 @@ async def test_jupyter_server_mcp_loads_our_entry_point_and_calls_a_tool(tmp_pat
     ext = MCPExtensionApp()
     ext.mcp_server_instance = MCPServer(name="jupyter", port=0)
     ext._register_tools(specs, source="entrypoints")
-    assert {t["name"] for t in ext.mcp_server_instance.list_tools()} == READ_ONLY
+    assert {t["name"] for t in ext.mcp_server_instance.list_tools()} == READ_ONLY | CATALOGS
     async with FastClient(ext.mcp_server_instance.mcp) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert tools["query_target"].input_schema["required"] == ["name"]

@@ -28,6 +28,8 @@ SEED_DEFERRED = {
     "notebook_read", "notebook_edit", "notebook_run",
 }
 LIBRARY_DEFERRED = {"remove_paper"}  # beyond the seed: asks every time, rarely needed
+DATA_DEFERRED = {"query_catalog", "describe_catalog", "cone_search", "object_papers"}  # the data family
+DATA_READONLY = {"object_papers"}
 
 
 def _names(request: dict) -> list[str]:
@@ -70,8 +72,8 @@ def test_seed_flags_and_prompt_size_of_the_full_registry(astro_config) -> None:
     registry = build_default_registry(astro_config)
     readonly = {t.name for t in registry if t.is_readonly}
     deferred = {t.name for t in registry if t.defer_loading}
-    assert readonly == (SEED_READONLY | NOTEBOOK_READONLY) & set(registry.names())
-    assert deferred == (SEED_DEFERRED | LIBRARY_DEFERRED) & set(registry.names())
+    assert readonly == (SEED_READONLY | NOTEBOOK_READONLY | DATA_READONLY) & set(registry.names())
+    assert deferred == (SEED_DEFERRED | LIBRARY_DEFERRED | DATA_DEFERRED) & set(registry.names())
     assert len(registry.resident_definitions()) == len(registry) - len(deferred)
     prompt = build_system_prompt(registry)
     assert all(f"- {name}:" in prompt for name in deferred)

@@ -88,6 +88,7 @@ class ObjectPapersTool(AgentTool):
         "additionalProperties": False,
     }
     is_readonly = True
+    defer_loading = True  # found through load_tool: the resident schemas stay small for local models
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         target = str(args.get("target") or "").strip()

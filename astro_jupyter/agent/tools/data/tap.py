@@ -105,6 +105,7 @@ class _CatalogTool(AgentTool):
     """What the TAP tools share: resolving the service, the asks, running and reporting a query."""
 
     interrupt_behavior = InterruptBehavior.CANCEL
+    defer_loading = True  # found through load_tool: the resident schemas stay small for local models
 
     def __init__(self, config: "AstroConfig") -> None:
         self.config = config
