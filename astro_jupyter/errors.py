@@ -2,6 +2,8 @@
 
     AstroError
     ├── ConfigError            missing or invalid configuration (e.g. no LLM endpoint)
+    │   ├── mcp.client.McpConfigError (also a ValueError)  an MCP server entry that cannot be used
+    │   └── mcp.server.McpServeError  astro-jupyter mcp cannot serve as asked (e.g. a non-loopback address)
     ├── StoreError             the database refused (driver errors mapped at the store boundary)
     │   ├── StoreLockedError   another process holds the write lock past the busy timeout
     │   └── StoreReadOnlyError the file or directory is not writable
@@ -13,8 +15,11 @@
     │   │   └── llm.client.DeadlineExceeded     one LLM request past its overall deadline
     │   ├── NotebookError      a notebook that cannot be read, changed or run as asked
     │   │   └── CellChanged    the cell is not the code the user allowed (not run; ask again)
-    │   └── services.download._ChannelError     one download channel failed (the next is tried)
+    │   ├── services.download._ChannelError     one download channel failed (the next is tried)
+    │   ├── mcp.client.ServerUnavailable        an MCP server could not be started, listed or reached
+    │   └── services.rag._OutOfTime (a ServiceTimeoutError)  rag_search's time budget ran out (keeps what it found)
     ├── ToolInputError         arguments that do not fit a tool's schema
+    ├── kernel.inspect.NotEvaluated  a kernel attribute whose value would come from the user's code
     ├── wire_contract.UnsupportedAnnotation (also a TypeError)  an event field type the wire contract cannot express
     ├── InvalidInput (also a ValueError)   text from a user or the model that cannot be used;
     │   │                                   the message is written for whoever sent it

@@ -34,6 +34,8 @@ import sys
 import types
 from typing import Any, Callable
 
+from ..errors import AstroError
+
 HEAD_ROWS = 5
 COORD_ENTRIES = 3
 _SCAN_ITEMS = 2000  # how many container items the secret scan and the safe repr look at, at most
@@ -243,7 +245,7 @@ def _library_meta(obj: Any) -> Any:
 
 
 # -- attribute paths, statically -----------------------------------------------------------------------------
-class NotEvaluated(Exception):
+class NotEvaluated(AstroError):
     """An attribute whose value would come from the user's code (a property, a descriptor)."""
 
 

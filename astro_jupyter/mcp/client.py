@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError, ServiceError
+
 if TYPE_CHECKING:
     from ..config import AstroConfig
     from ..services.container import ServiceContainer
@@ -64,7 +66,7 @@ def _unsafe_pattern() -> "re.Pattern[str]":
     return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
 
 
-class McpConfigError(ValueError):
+class McpConfigError(ConfigError, ValueError):
     """A server entry that cannot be used (told by ``doctor``; the others still work)."""
 
 
@@ -276,7 +278,7 @@ def result_text(result: Any) -> tuple[str, dict[str, Any]]:
 
 # -- one server ------------------------------------------------------------------------------------
 
-class ServerUnavailable(Exception):
+class ServerUnavailable(ServiceError):
     """A server could not be started, listed or reached (the message says why, for the model and doctor)."""
 
 

@@ -29,6 +29,8 @@ from mcp.shared.exceptions import MCPError
 from .._version import __version__
 from .exposed import EXPOSED, exposed_tools
 
+from ..errors import ConfigError
+
 if TYPE_CHECKING:
     from ..app.core import AstroApp
 
@@ -42,7 +44,7 @@ INSTRUCTIONS = (
 )
 
 
-class McpServeError(Exception):
+class McpServeError(ConfigError):
     """The server cannot be started as asked (a non-loopback address without --allow-remote, a bad address)."""
 
 

@@ -40,5 +40,5 @@ class CatalogResultHandler(AstroHandler):
 
 
 handlers = [
-    (r"astro/api/catalog-results/(?P<result_id>cat_[0-9a-f]{16})", CatalogResultHandler),
+    (r"astro/api/catalog-results/(?P<result_id>[^/?#]{1,100})", CatalogResultHandler),  # unknown ids: 404 JSON
 ]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Sequence
 
 import numpy as np
 
+from ..errors import ServiceTimeoutError
 from .embed import STOPWORDS, EmbeddingBackend, embed_query
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def rrf(rankings: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[tuple[int,
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-class _OutOfTime(Exception):
+class _OutOfTime(ServiceTimeoutError):
     """The answer's time budget ran out; carries what was found so far."""
 
     def __init__(self, result: "RagAnswer") -> None:

@@ -293,7 +293,10 @@ async def test_skills_and_teams_are_per_owner_for_the_file_tools(box: Any) -> No
             out = await box.call("read_file", owner=owner, path=str(path))
             assert out.is_error and "another user's" in out.content and "-text" not in out.content, (owner, path)
             out = await box.call("file_write", owner=owner, rules=allow, path=str(path), content="forged")
-            assert out.is_error and "another user's" in out.content, (owner, path, out.content)
+            # refused either as another user's or, for team/, as the library's own data (the hard write list)
+            assert out.is_error and ("another user's" in out.content or "astro-jupyter's own data" in out.content), (
+                owner, path, out.content)
+            assert path.read_text().endswith("-text")  # nothing written
         for root in (skills, team, box.config.home_path):
             found = await box.call("grep_files", owner=owner, pattern="-text", path=str(root))
             assert not any(p.read_text() in found.content for p in shut), (owner, root, found.content)
@@ -488,10 +491,10 @@ def test_compaction_restore_does_not_follow_a_file_turned_into_a_link_to_a_secre
     notes.parent.mkdir()
     notes.write_text("harmless")
     compactor = Compactor(SimpleNamespace(services=None, config=box.config))
-    assert compactor._restore([str(notes)], None) == [(str(notes), "harmless")]
+    assert compactor._restore([str(notes)], None, 100_000) == [(str(notes), "harmless")]
     notes.unlink()
     notes.symlink_to(box.home / ".ssh" / "id_rsa")
-    assert compactor._restore([str(notes)], None) == []
+    assert compactor._restore([str(notes)], None, 100_000) == []
 
 
 def test_non_interactive_cli_run_denies_a_write_at_once(tmp_path: Path, openai_server: Any) -> None:

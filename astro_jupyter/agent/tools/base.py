@@ -102,7 +102,7 @@ class ToolContext:
     ask_user: AskUserFn | None = None
     scope: "RunScope | None" = None  # the run's scope (loop registry, subagents, ...); None: no agent loop
     ask_permission: AskPermissionFn | None = None  # answers a permission_request; None = Ask is denied
-    question_pin: Any = None  # this call's ``PermissionPreview.pin`` when a question was asked (set per call)
+    question_pin: object = None  # this call's ``PermissionPreview.pin`` when a question was asked (set per call)
     unattended: "Unattended | None" = None  # no one can answer: questions are decided at once (permissions.py)
     # a question a running call asks once it knows more (kernel_inspect on a value that may hold secrets),
     # through the executor's own pipeline; None outside the executor: such a call is refused
