@@ -148,8 +148,10 @@ class LocalEmbedder:
     name = f"local:{LOCAL_MODEL}"
     dim = 384
 
-    def __init__(self, batch_tokens: int = 2048, threads: int = -1, window: int = 128) -> None:
+    def __init__(self, batch_tokens: int = 2048, threads: int = -1, window: int = 128,
+                 directory: Any = None) -> None:
         self._model: Any = None
+        self.directory = directory  # None: the weights package
         self.batch_tokens = batch_tokens
         self.threads = threads
         self.window = window
@@ -158,7 +160,7 @@ class LocalEmbedder:
         if self._model is None:
             from .minilm import MiniLM
 
-            self._model = MiniLM()
+            self._model = MiniLM(self.directory)
         return self._model
 
     def embed_many(self, texts: Sequence[str]) -> np.ndarray:
@@ -187,6 +189,7 @@ class BackendChoice:
     name: str
     reason: str
     hint: str = ""
+    notice: str = ""  # one line for the tool result: lexical because the local model cannot be had, or it was downloaded
 
 
 def _is_openai_api(config: "AstroConfig") -> bool:
@@ -204,9 +207,15 @@ def endpoint_embedding_model(models: Sequence[str], *, openai_api: bool) -> str:
     return named[0] if named else ""
 
 
-def _offline_choice(why: str) -> BackendChoice:
+def _offline_choice(why: str, config: "AstroConfig | None" = None) -> BackendChoice:
     if local_model_available():
         return BackendChoice(LocalEmbedder.name, f"{why}; the local model is installed")
+    if config is not None:  # not packaged: a previous download, one on first use, or offline
+        from .model_download import local_choice
+
+        found = local_choice(config, why)
+        if found is not None:
+            return found
     return BackendChoice(LexicalEmbedder.name, f"{why}; no local model installed", LOCAL_HINT)
 
 
@@ -223,12 +232,12 @@ def static_choice(config: "AstroConfig") -> BackendChoice:
     if choice == "local":
         if local_model_available():
             return BackendChoice(LocalEmbedder.name, "embed_model is 'local'")
-        return BackendChoice(LexicalEmbedder.name, "embed_model is 'local' but the model is not installed", LOCAL_HINT)
+        return _offline_choice("embed_model is 'local'", config)
     if choice and choice != "auto":
         if config.llm_configured:
             return BackendChoice(f"endpoint:{choice}", "embed_model names an endpoint model")
-        return _offline_choice(f"embed_model {choice!r} needs an LLM endpoint (OPENAI_BASE_URL / OPENAI_API_KEY)")
-    return _offline_choice("no LLM endpoint configured" if not config.llm_configured else "endpoint not asked")
+        return _offline_choice(f"embed_model {choice!r} needs an LLM endpoint (OPENAI_BASE_URL / OPENAI_API_KEY)", config)
+    return _offline_choice("no LLM endpoint configured" if not config.llm_configured else "endpoint not asked", config)
 
 
 async def choose_backend(config: "AstroConfig", llm: Any = None) -> BackendChoice:
@@ -244,11 +253,11 @@ async def choose_backend(config: "AstroConfig", llm: Any = None) -> BackendChoic
         models = await asyncio.wait_for(llm.list_models(), timeout=config.embed_probe_timeout_secs)
     except Exception as exc:  # noqa: BLE001 - an endpoint that cannot list models still leaves local/lexical
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return _offline_choice(f"the endpoint's model list failed ({detail[:200]})")
+        return _offline_choice(f"the endpoint's model list failed ({detail[:200]})", config)
     model = endpoint_embedding_model(models, openai_api=_is_openai_api(config))
     if model:
         return BackendChoice(f"endpoint:{model}", f"the endpoint serves {model}")
-    return _offline_choice(f"the endpoint lists no embedding model among {len(models)} models")
+    return _offline_choice(f"the endpoint lists no embedding model among {len(models)} models", config)
 
 
 def build_backend(choice: BackendChoice, llm: Any = None, config: "AstroConfig | None" = None) -> EmbeddingBackend:
@@ -257,7 +266,10 @@ def build_backend(choice: BackendChoice, llm: Any = None, config: "AstroConfig |
     if choice.name == LocalEmbedder.name:
         if config is None:
             return LocalEmbedder()
-        return LocalEmbedder(threads=config.embed_threads, window=config.embed_window_tokens)
+        from .model_download import model_directory
+
+        return LocalEmbedder(threads=config.embed_threads, window=config.embed_window_tokens,
+                             directory=model_directory(config.home_path))
     return LexicalEmbedder()
 
 
@@ -269,6 +281,7 @@ class AutoEmbedder:
         self.llm = llm
         self.choice: BackendChoice | None = None
         self.backend: EmbeddingBackend | None = None
+        self.progress: Any = None  # model_download.Progress for a first download of the local model
         self._lock = asyncio.Lock()
 
     @property
@@ -280,6 +293,10 @@ class AutoEmbedder:
             async with self._lock:
                 if self.backend is None:
                     self.choice = await choose_backend(self.config, self.llm)
+                    if self.choice.name == LocalEmbedder.name:  # not packaged: downloaded once, else lexical
+                        from .model_download import prepare_local
+
+                        self.choice = await prepare_local(self.choice, self.config, self.progress)
                     self.backend = build_backend(self.choice, self.llm, self.config)
         return self.backend
 
@@ -292,4 +309,7 @@ def make_embedder(config: "AstroConfig", llm: Any = None) -> EmbeddingBackend:
     choice = (config.embed_model or "").strip()
     if (not choice or choice == "auto") and config.llm_configured and llm is not None:
         return AutoEmbedder(config, llm)
-    return build_backend(static_choice(config), llm, config)
+    static = static_choice(config)
+    if static.notice or static.name == LocalEmbedder.name and not local_model_available():
+        return AutoEmbedder(config, llm)  # the local model is fetched on first use (or its absence said once)
+    return build_backend(static, llm, config)

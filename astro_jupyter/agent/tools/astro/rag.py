@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ....errors import AstroError
+from ....services.model_download import take_notice
 from ..base import AgentTool, ToolContext, ToolOutput
 
 if TYPE_CHECKING:
@@ -63,9 +64,12 @@ class RagSearchTool(AgentTool):
         except AstroError as exc:
             return ToolOutput.error(f"rag_search failed: {exc}", reason=exc.reason)
         hits = result.hits
+        # once per process: retrieval fell back to lexical-v2 (offline, download failed) or the model was downloaded
+        notice = take_notice(services.rag.embedder)
         if not hits:
             scope = f" in {', '.join(paper_ids)}" if paper_ids else ""
-            return ToolOutput(f"No passages{scope} match {query!r}.", metadata={"query": query, "hits": []})
+            return ToolOutput(f"No passages{scope} match {query!r}." + (f"\n({notice})" if notice else ""),
+                              metadata={"query": query, "hits": [], "embedding_notice": notice})
         sources = {n: {"paper_id": h.chunk.paper_id, "title": h.chunk.title, "section": h.chunk.section,
                        "page_start": h.chunk.page_start, "page_end": h.chunk.page_end, "chunk_id": h.chunk.id,
                        "relevance": h.relevance, "quote": h.quote}
@@ -81,8 +85,10 @@ class RagSearchTool(AgentTool):
             "answer_call": result.answer_call,
             "citation_check": result.citation_check,
             "refused": result.refused,
+            "embedding_notice": notice,
         }
         note = f"\n(vector search unavailable, full-text only: {result.vector_error})" if result.vector_error else ""
+        note += f"\n({notice})" if notice else ""
         if result.reembed:
             r = result.reembed
             meta["reembed"] = r
