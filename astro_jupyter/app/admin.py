@@ -80,7 +80,7 @@ class AdminMixin(AppBase):
             llm = services.llm if opened else None
             choice = await choose_backend(config, llm) if llm is not None else static_choice(config)
             if model_progress is not None:
-                from ..services.model_download import prepare_local
+                from ..services.embed import prepare_local
 
                 choice = await prepare_local(choice, config, model_progress)
         except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes

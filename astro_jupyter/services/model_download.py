@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import os
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ..errors import ServiceError
-
-if TYPE_CHECKING:
-    from ..config import AstroConfig
-    from .embed import BackendChoice
 
 HF_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 HF_REVISION = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"  # the hub commit sentence-transformers pins for this model
@@ -58,8 +55,8 @@ FILES = (
 )
 TOTAL_BYTES = sum(f.size for f in FILES)
 
-# progress(bytes done, bytes total, file name): called as bytes arrive (about once per MB)
-Progress = Callable[[int, int, str], None]
+# progress(bytes done, bytes total, file name), plain or async: called as bytes arrive (about once per MB)
+Progress = Callable[[int, int, str], Any]
 
 
 class ModelDownloadError(ServiceError):
@@ -106,59 +103,12 @@ def model_directory(home: Path) -> Path | None:
     return package_dir() or cached(home)
 
 
-def _tokenizers_installed() -> bool:
+def tokenizers_installed() -> bool:
     return importlib.util.find_spec("tokenizers") is not None
 
 
-def _mb(n: int) -> str:
+def megabytes(n: int) -> str:
     return f"{n / 1e6:.0f} MB"
-
-
-def local_choice(config: "AstroConfig", why: str) -> "BackendChoice | None":
-    """The choice when the weights package is not installed: a previous download; a download on
-    first use; or, offline, ``lexical-v2`` saying why. None when ``tokenizers`` is missing
-    (no local model at all: the caller's install hint applies)."""
-    from .embed import LOCAL_HINT, BackendChoice, LexicalEmbedder, LocalEmbedder
-
-    if not _tokenizers_installed():
-        return None
-    home = config.home_path
-    found = cached(home)
-    if found is not None:
-        return BackendChoice(LocalEmbedder.name, f"{why}; the local model was downloaded to {found}")
-    if hub_offline():
-        notice = (f"Retrieval uses lexical-v2 (hashed words), not the {LocalEmbedder.name} model: "
-                  "HF_HUB_OFFLINE=1 forbids downloading it and it is not installed.")
-        return BackendChoice(LexicalEmbedder.name, f"{why}; the local model is not installed and HF_HUB_OFFLINE=1 "
-                             "forbids downloading it", f"unset HF_HUB_OFFLINE to download it ({_mb(TOTAL_BYTES)}, once), "
-                             f"or {LOCAL_HINT}", notice=notice)
-    return BackendChoice(LocalEmbedder.name, f"{why}; the local model is downloaded on first use "
-                         f"({_mb(TOTAL_BYTES)}, once) from {hub_endpoint()} into {cache_dir(home)}")
-
-
-def needs_download(choice: "BackendChoice", config: "AstroConfig") -> bool:
-    from .embed import LocalEmbedder
-
-    return choice.name == LocalEmbedder.name and model_directory(config.home_path) is None
-
-
-async def prepare_local(choice: "BackendChoice", config: "AstroConfig", progress: Progress | None = None) -> "BackendChoice":
-    """Download the model when ``choice`` needs it; on failure ``lexical-v2`` with the reason (and a
-    notice for the tool result). The choice unchanged when nothing is to be fetched."""
-    from .embed import LOCAL_HINT, BackendChoice, LexicalEmbedder
-
-    if not needs_download(choice, config):
-        return choice
-    try:
-        where = await ensure_model(config.home_path, progress=progress)
-    except ModelDownloadError as exc:
-        notice = (f"Retrieval uses lexical-v2 (hashed words), not {choice.name}: the model could not be "
-                  f"downloaded ({exc}).")
-        return BackendChoice(LexicalEmbedder.name, f"{choice.reason.split(';')[0]}; downloading the local model "
-                             f"failed: {exc}", f"retry later (it is fetched on the next start), or {LOCAL_HINT}",
-                             notice=notice)
-    return replace(choice, reason=f"{choice.reason.split(';')[0]}; the local model was downloaded to {where}",
-                   notice=f"Downloaded the {choice.name} embedding model ({_mb(TOTAL_BYTES)}, once) into {where}.")
 
 
 def sweep_partials(directory: Path) -> None:
@@ -243,7 +193,9 @@ async def _fetch(http: Any, spec: ModelFile, url: str, target: Path, done: int, 
                     out.write(chunk)
                     digest.update(chunk)
                     if progress is not None:
-                        progress(done + got, TOTAL_BYTES, spec.name)
+                        shown = progress(done + got, TOTAL_BYTES, spec.name)
+                        if inspect.isawaitable(shown):
+                            await shown
                 out.flush()
                 os.fsync(out.fileno())
         if got != spec.size:
@@ -259,13 +211,3 @@ async def _fetch(http: Any, spec: ModelFile, url: str, target: Path, done: int, 
     finally:
         part.unlink(missing_ok=True)
     return done + got
-
-
-def take_notice(embedder: Any) -> str:
-    """The embedding notice (a fallback to ``lexical-v2``, a first download) once per embedder, then ""."""
-    choice = getattr(embedder, "choice", None)
-    notice = getattr(choice, "notice", "") if choice is not None else ""
-    if not notice or getattr(embedder, "notice_said", False):
-        return ""
-    embedder.notice_said = True
-    return notice

@@ -19,7 +19,8 @@ import pytest
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.services import model_download as md
 from astro_jupyter.services.container import ServiceContainer
-from astro_jupyter.services.embed import AutoEmbedder, make_embedder, static_choice
+from astro_jupyter.services.embed import AutoEmbedder, make_embedder, static_choice, take_notice
+from tests.agent.executor_support import Recorder
 from tests.agent.tools.paper_support import PDFS, add_and_parse, run_tool
 from tests.fakes.hf_hub_server import hf_hub_server, packaged_model_dir
 
@@ -94,7 +95,7 @@ async def test_a_corrupted_file_is_deleted_and_lexical_is_said(online, tmp_path)
     await emb.embed(["a query"])
     assert emb.name == "lexical-v2" and emb.choice is not None
     assert "checksum mismatch" in emb.choice.reason and "lexical-v2" in emb.choice.notice
-    assert md.take_notice(emb).startswith("Retrieval uses lexical-v2") and md.take_notice(emb) == ""  # said once
+    assert take_notice(emb).startswith("Retrieval uses lexical-v2") and take_notice(emb) == ""  # said once
 
 
 @pytest.mark.asyncio
@@ -145,7 +146,7 @@ async def test_offline_makes_no_request_and_says_lexical(online, tmp_path, monke
         await md.ensure_model(home)
     emb = make_embedder(cfg)
     await emb.embed(["a query"])
-    assert emb.name == "lexical-v2" and "HF_HUB_OFFLINE=1" in md.take_notice(emb)
+    assert emb.name == "lexical-v2" and "HF_HUB_OFFLINE=1" in take_notice(emb)
     assert online.requests == [] and not (home / "models").exists()
 
 
@@ -175,12 +176,23 @@ def test_doctor_downloads_with_progress_or_says_lexical(online, tmp_path) -> Non
 @pytest.mark.asyncio
 async def test_first_rag_search_downloads_the_second_does_not(online, tmp_path) -> None:
     home = tmp_path / "home"
+    parsed = ServiceContainer(AstroConfig(home=str(home), project_root=str(tmp_path), embed_model="lexical"))
+    await parsed.start()
+    try:  # a library parsed before (lexical vectors): the first search re-embeds it with the downloaded model
+        await add_and_parse(parsed, PDFS / "two_column.pdf")
+    finally:
+        await parsed.close()
+    assert online.requests == []
     cfg = AstroConfig(home=str(home), project_root=str(tmp_path), embed_model="")
     container = ServiceContainer(cfg)
     await container.start()
     try:
-        await add_and_parse(container, PDFS / "two_column.pdf")
-        first = await run_tool(container, "rag_search", {"query": "dark matter halo profile of a dwarf galaxy", "k": 3})
+        recorder = Recorder()
+        first = await run_tool(container, "rag_search", {"query": "dark matter halo profile of a dwarf galaxy", "k": 3},
+                               recorder)
+        shown = [e.progress for e in recorder.of("tool_progress")]
+        assert shown and "downloading the embedding model" in shown[-1]["message"]
+        assert (shown[-1]["done"], shown[-1]["total"]) == (md.TOTAL_BYTES, md.TOTAL_BYTES)
         assert not first.is_error, first.content
         fetched = len(online.requests)
         assert fetched == 4 and container.rag.embedder.name == "local:all-MiniLM-L6-v2"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ....errors import AstroError
-from ....services.model_download import take_notice
-from ..base import AgentTool, ToolContext, ToolOutput
+from ....services.embed import take_notice
+from ..base import AgentTool, ProgressReporter, ToolContext, ToolOutput
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
@@ -44,6 +44,22 @@ class RagSearchTool(AgentTool):
 
     def classifier_summary(self) -> str:
         return "Search parsed papers and answer with cited passages (hybrid vector + full-text)."
+
+    async def execute_with_progress(self, args: dict[str, Any], ctx: ToolContext, progress: ProgressReporter) -> ToolOutput:
+        """The first search may download the local embedding model: its bytes are this call's progress."""
+        embedder = ctx.services.rag.embedder
+        if getattr(embedder, "backend", False) is None:  # an AutoEmbedder that has not decided yet
+
+            def shown(done: int, total: int, name: str) -> Any:
+                return progress(done, total, f"downloading the embedding model ({name})")
+
+            embedder.progress = shown
+            try:
+                return await self.execute(args, ctx)
+            finally:
+                if embedder.progress is shown:
+                    embedder.progress = None
+        return await self.execute(args, ctx)
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         query = str(args.get("query") or "").strip()
