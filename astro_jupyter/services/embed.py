@@ -370,6 +370,6 @@ def make_embedder(config: "AstroConfig", llm: Any = None) -> EmbeddingBackend:
     if (not choice or choice == "auto") and config.llm_configured and llm is not None:
         return AutoEmbedder(config, llm)
     static = static_choice(config)
-    if static.notice or static.name == LocalEmbedder.name and not local_model_available():
+    if static.notice or (static.name == LocalEmbedder.name and not local_model_available()):
         return AutoEmbedder(config, llm)  # the local model is fetched on first use (or its absence said once)
     return build_backend(static, llm, config)

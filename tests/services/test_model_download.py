@@ -122,6 +122,20 @@ async def test_more_bytes_than_pinned_are_refused(online, tmp_path) -> None:
     assert _leftovers(tmp_path / "home") == []
 
 
+@pytest.mark.asyncio
+async def test_an_unreachable_hub_is_a_clear_error_and_lexical(online, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    home = tmp_path / "home"
+    with pytest.raises(md.ModelDownloadError, match=r"config.json: could not download http://127.0.0.1:9/"
+                                                    r"sentence-transformers/all-MiniLM-L6-v2/resolve/c9745ed1"):
+        await md.ensure_model(home)
+    assert md.cached(home) is None and _leftovers(home) == []
+    emb = make_embedder(AstroConfig(home=str(home), embed_model="local"))
+    vectors = await emb.embed(["a query"])
+    assert emb.name == "lexical-v2" and vectors.shape == (1, 384)
+    assert "downloading the local model failed" in emb.choice.reason and "could not download" in take_notice(emb)
+
+
 def test_a_part_file_of_a_dead_process_is_swept(tmp_path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)
