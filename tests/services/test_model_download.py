@@ -44,9 +44,16 @@ def online(hub, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", hub.url + "/")
     with hub.lock:
         hub.requests.clear()
-    for key in ("corrupt", "die_after", "oversize"):
+    for key in ("corrupt", "die_after", "oversize", "slow"):
         hub.state.pop(key, None)
     return hub
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # renamed or removed meanwhile
+        return 0
 
 
 def _leftovers(home: Path) -> list[str]:
@@ -134,6 +141,38 @@ async def test_an_unreachable_hub_is_a_clear_error_and_lexical(online, tmp_path,
     vectors = await emb.embed(["a query"])
     assert emb.name == "lexical-v2" and vectors.shape == (1, 384)
     assert "downloading the local model failed" in emb.choice.reason and "could not download" in take_notice(emb)
+
+
+@pytest.mark.asyncio
+async def test_a_killed_download_leaves_nothing_trusted(online, tmp_path) -> None:
+    """SIGKILL mid-file: only a .part is left; the next download sweeps it and fetches the file again."""
+    import signal
+    import time
+
+    online.state["slow"] = {"model.safetensors": 0.05}
+    home = tmp_path / "home"
+    code = ("import asyncio, sys; from astro_jupyter.services import model_download as md; "
+            f"asyncio.run(md.ensure_model(sys.argv[1]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(home)], env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        parts: list[Path] = []
+        while not any(p.name.startswith(".model.") and _size(p) > 2_000_000 for p in parts):
+            assert time.monotonic() < deadline and proc.poll() is None, "the download did not start"
+            parts = list(md.cache_dir(home).glob("*.part")) if md.cache_dir(home).is_dir() else []
+            time.sleep(0.05)  # polling the file the child writes, with the deadline above
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "model.safetensors" not in _leftovers(home) and md.cached(home) is None
+    assert [p.name for p in md.cache_dir(home).glob("*.part")] == [p.name for p in parts if p.name.startswith(".model.")]
+    online.state.pop("slow")
+    where = await md.ensure_model(home)
+    assert _leftovers(home) == sorted(f.name for f in md.FILES)  # the dead process's .part is gone
+    assert (where / "model.safetensors").stat().st_size == md.FILES[-1].size
 
 
 def test_a_part_file_of_a_dead_process_is_swept(tmp_path) -> None:
