@@ -152,7 +152,7 @@ async def test_a_killed_download_leaves_nothing_trusted(online, tmp_path) -> Non
     online.state["slow"] = {"model.safetensors": 0.05}
     home = tmp_path / "home"
     code = ("import asyncio, sys; from astro_jupyter.services import model_download as md; "
-            f"asyncio.run(md.ensure_model(sys.argv[1]))")
+            "asyncio.run(md.ensure_model(sys.argv[1]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", code, str(home)], env=env, cwd=ROOT)
     try:
