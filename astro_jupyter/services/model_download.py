@@ -147,7 +147,10 @@ async def ensure_model(home: Path, *, progress: Progress | None = None, endpoint
     from .http import USER_AGENT
 
     target = cache_dir(home)
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ModelDownloadError(f"cannot create {target}: {exc}") from exc
     sweep_partials(target)
     done = sum((target / f.name).stat().st_size for f in FILES if _complete(target, f))
     own = client is None
@@ -204,7 +207,7 @@ async def _fetch(http: Any, spec: ModelFile, url: str, target: Path, done: int, 
             raise ModelDownloadError(f"{spec.name}: checksum mismatch (SHA-256 {digest.hexdigest()[:16]}…, expected "
                                      f"{spec.sha256[:16]}…); the file was deleted")
         os.replace(part, target / spec.name)
-    except httpx2.HTTPError as exc:
+    except (httpx2.HTTPError, httpx2.InvalidURL) as exc:  # a malformed HF_ENDPOINT is InvalidURL
         raise ModelDownloadError(f"{spec.name}: could not download {url}: {type(exc).__name__}: {exc}") from exc
     except OSError as exc:
         raise ModelDownloadError(f"{spec.name}: could not write {target}: {exc}") from exc
