@@ -26,10 +26,12 @@ class AdminMixin(AppBase):
         await self.start()  # type: ignore[attr-defined]
         return await seed_demo(self.services)
 
-    async def diagnose(self) -> dict[str, Any]:
+    async def diagnose(self, model_progress: Any = None) -> dict[str, Any]:
         """What this installation can do, checked for real: SQLite driver, FTS5, vec0, paths, the LLM
         endpoint and the embedding backend. Never raises: a failing part is reported in its section
-        (``sqlite.error``, ``llm.reachable`` false)."""
+        (``sqlite.error``, ``llm.reachable`` false). ``model_progress``: download the local embedding
+        model now when it is due on first use (``model_download.Progress``), so the report is what
+        the first search will get."""
         from ..agent.tools.filesystem.protected import root_warning
 
         config = self.config
@@ -77,7 +79,7 @@ class AdminMixin(AppBase):
                     endpoint_embedding_model(models, openai_api=_is_openai_api(config)))
                 llm["capabilities"] = await capabilities(client, config.llm_model, embed_model)
         report["llm"] = llm
-        report["embeddings"] = await self._embeddings(opened)
+        report["embeddings"] = await self._embeddings(opened, model_progress)
         report["mcp"] = await self._mcp_servers()
         return report
 
@@ -92,7 +94,7 @@ class AdminMixin(AppBase):
         except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
             return {"problems": [f"{type(exc).__name__}: {exc}"], "servers": []}
 
-    async def _embeddings(self, opened: bool) -> dict[str, Any]:
+    async def _embeddings(self, opened: bool, model_progress: Any = None) -> dict[str, Any]:
         """The backend ``auto`` picks (asking the endpoint), why, how to get a better one, and how much
         of the library has vectors in its space."""
         from ..services.embed import choose_backend, static_choice
@@ -101,6 +103,10 @@ class AdminMixin(AppBase):
         try:
             llm = services.llm if opened else None
             choice = await choose_backend(config, llm) if llm is not None else static_choice(config)
+            if model_progress is not None:
+                from ..services.embed import prepare_local
+
+                choice = await prepare_local(choice, config, model_progress)
         except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
             return {"active": "unavailable", "reason": f"{type(exc).__name__}: {exc}", "hint": ""}
         out: dict[str, Any] = {"active": choice.name, "reason": choice.reason, "hint": choice.hint}

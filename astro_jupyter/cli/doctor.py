@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from .registry import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, command, json_flag, make_app
+
+
+def print_model_progress(done: int, total: int, name: str) -> None:
+    """A first download of the local embedding model, on stderr (stdout stays the report)."""
+    end = "\n" if done >= total else ""
+    print(f"\rDownloading the embedding model: {done / 1e6:5.1f} / {total / 1e6:.1f} MB ({name})", end=end,
+          file=sys.stderr, flush=True)
 
 
 async def diagnose() -> tuple[dict[str, Any], int]:
     """The app's report and the exit code it means: 1 when the store cannot open, 2 when the agent cannot run."""
     app = make_app()
     try:
-        report = await app.diagnose()
+        report = await app.diagnose(model_progress=print_model_progress)
     finally:
         await app.close()
     code = EXIT_ERROR if "error" in report["sqlite"] else EXIT_OK

