@@ -42,6 +42,7 @@ FAMILIES: tuple[str, ...] = (
     ".team",
     ".load_tool",
     ".notebook",
+    ".data.bibtex",
 )
 
 # Coordinator meta-tools are added only to sessions in coordinator mode.

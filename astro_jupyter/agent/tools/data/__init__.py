@@ -1,0 +1,1 @@
+"""Data tools: catalogs over TAP, the sky, BibTeX (one module per tool family)."""
