@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .common import AppBase
 
 if TYPE_CHECKING:
+    from ..services.bibtex import BibResult
     from ..store.papers import PaperRecord
 
 
@@ -60,3 +61,15 @@ class PapersMixin(AppBase):
             paper = result.paper
             notes.append(f"downloaded via {result.channel} from {result.url}")
         return AddedPaper(paper, bool(outcome.already), notes)
+
+    async def library_bibtex(self, paper_ids: list[str] | None = None) -> "BibResult":
+        """BibTeX of the whole library (oldest first, so keys and order stay put as it grows), or of
+        the given stored papers (no metadata lookups: unknown ids are noted in ``problems``)."""
+        bib = self.services.bibtex
+        if paper_ids is None:
+            records = list(reversed(await self.services.library.list(limit=100_000)))
+            return await bib.entries(records)
+        problems: list[str] = []
+        result = await bib.entries(await bib.papers(paper_ids, problems, fetch=False))
+        result.problems[:0] = problems
+        return result

@@ -195,15 +195,16 @@ class AstroMagics(Magics):
             raise UsageError("%astro export: no session yet in this kernel; give a session id (see %astro sessions)")
         path = Path(ns.output or f"astro-{session_id}.ipynb")
 
-        async def export() -> Path:
+        async def export() -> Any:
             return await (await self.rt.app()).write_session_notebook(None, session_id, path)
 
         try:
-            written = self.rt.call(export)
+            log = self.rt.call(export)
         except Exception as exc:  # noqa: BLE001 - SessionNotFound and I/O errors shown plainly
             raise UsageError(f"%astro export: {exc}") from None
-        print(f"research log written to {written}")
-        return written
+        print(f"research log written to {log.notebook}")
+        print(f"bibliography written to {log.bibtex}" + "".join(f"\n  note: {p}" for p in log.problems))
+        return log.notebook
 
     def _subagent(self, rest: str) -> AgentAnswer | None:
         p = _parser("%astro subagent")

@@ -48,6 +48,8 @@ class BibResult:
     entries: list[BibEntry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
+    cited: dict[str, str] = field(default_factory=dict)  # identifier as a text cited it → key
+
     @property
     def text(self) -> str:
         return "\n".join(e.text for e in self.entries)
@@ -57,13 +59,34 @@ class BibResult:
         return {e.paper_id: e.key for e in self.entries}
 
 
+def _citations(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, identifier) of every paper identifier in a text, in order; overlaps dropped."""
+    spans = [(m.start(1), m.end(1), m.group(1)) for m in _BIBCODE_IN_TEXT.finditer(text)]
+    spans += [(m.start(), m.end(), f"arXiv:{m.group(1)}") for m in _ARXIV_IN_TEXT.finditer(text)]
+    for m in _DOI_IN_TEXT.finditer(text):
+        doi = m.group(1).rstrip(".,;:)")
+        spans.append((m.start(1), m.start(1) + len(doi), doi))
+    out: list[tuple[int, int, str]] = []
+    for span in sorted(spans):
+        if not out or span[0] >= out[-1][1]:
+            out.append(span)
+    return out
+
+
 def cited_identifiers(text: str) -> list[str]:
     """Paper identifiers a text names, in order of first mention (bibcodes, ``arXiv:`` ids, DOIs)."""
-    found: list[tuple[int, str]] = []
-    found += [(m.start(), m.group(1)) for m in _BIBCODE_IN_TEXT.finditer(text) if not m.group(1)[:4].startswith("10.")]
-    found += [(m.start(), f"arXiv:{m.group(1)}") for m in _ARXIV_IN_TEXT.finditer(text)]
-    found += [(m.start(), m.group(1).rstrip(".,;:)")) for m in _DOI_IN_TEXT.finditer(text)]
-    return list(dict.fromkeys(ident for _, ident in sorted(found)))
+    return list(dict.fromkeys(ident for _, _, ident in _citations(text)))
+
+
+def use_keys(text: str, keys: dict[str, str]) -> str:
+    """The text with each cited identifier that has a key written as a citation, ``[@key]``."""
+    out: list[str] = []
+    last = 0
+    for start, end, ident in _citations(text):
+        if ident in keys:
+            out += [text[last:start], f"[@{keys[ident]}]"]
+            last = end
+    return "".join(out) + text[last:]
 
 
 def entry_key(record: "PaperRecord") -> str:
@@ -114,23 +137,34 @@ class BibtexService:
         self.ads = ads
         self.library = library
 
-    async def papers(self, identifiers: Iterable[str], problems: list[str]) -> list["PaperRecord"]:
-        """The library records of ``identifiers`` (metadata fetched and stored for unknown ones, as
-        get_paper_metadata does); one that cannot be resolved is noted in ``problems`` and skipped."""
+    async def papers(self, identifiers: Iterable[str], problems: list[str], *, fetch: bool = True,
+                     found: dict[str, str] | None = None) -> list["PaperRecord"]:
+        """The library records of ``identifiers`` (with ``fetch``, metadata fetched and stored for unknown
+        ones, as get_paper_metadata does); one that cannot be resolved is noted in ``problems`` and
+        skipped. ``found`` collects identifier → paper id."""
         records: list["PaperRecord"] = []
         for ident in dict.fromkeys(i.strip() for i in identifiers if i and i.strip()):
             try:
-                records.append(await self.library.resolve(ident))
+                record = await self.library.resolve(ident, fetch=fetch)
             except AstroError as exc:
-                problems.append(f"{ident}: {exc}")
+                hint = "" if fetch else " (add it with `astro-jupyter library add`)"
+                problems.append(f"{ident}: {exc}{hint}")
+                continue
+            records.append(record)
+            if found is not None:
+                found[ident] = record.id
         return records
 
-    async def for_texts(self, texts: Iterable[str]) -> BibResult:
-        """Entries for every paper the texts cite (see ``cited_identifiers``), in order of first mention."""
+    async def for_texts(self, texts: Iterable[str], *, fetch: bool = True) -> BibResult:
+        """Entries for every paper the texts cite (see ``cited_identifiers``), in order of first mention;
+        without ``fetch`` only papers already in the library (no metadata lookups)."""
         problems: list[str] = []
         idents = [i for text in texts for i in cited_identifiers(text or "")]
-        result = await self.entries(await self.papers(idents, problems))
+        found: dict[str, str] = {}
+        result = await self.entries(await self.papers(idents, problems, fetch=fetch, found=found))
         result.problems[:0] = problems
+        keys = result.keys()
+        result.cited = {ident: keys[paper_id] for ident, paper_id in found.items() if paper_id in keys}
         return result
 
     async def entries(self, records: Iterable["PaperRecord"]) -> BibResult:
