@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from astropy.table import Table
 
 ROW_COLUMN = "astro_row"  # the hidden index column of the overlay
+OVERLAY_NAME = "astro-jupyter rows"
 DEFAULT_FOV_DEG = 0.5  # a target alone: about a galaxy group's field
 MIN_FOV_DEG, MAX_FOV_DEG = 1 / 60, 180.0
 RA_NAMES = ("ra", "raj2000", "_raj2000", "ra_icrs", "radeg", "ra_deg", "ramean", "s_ra")
@@ -184,7 +185,7 @@ def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = Non
         where = Field(where.ra, where.dec, float(fov))
     widget = Aladin(target=f"{where.ra} {where.dec}", fov=where.fov, height=height)
     if overlay is not None:
-        widget.add_table(overlay, name="astro-jupyter rows", ra_field="ra", dec_field="dec", shape="circle", color="#ff9f1c")
+        widget.add_table(overlay, name=OVERLAY_NAME, ra_field="ra", dec_field="dec", shape="circle", color="#ff9f1c")
     return SkyView(widget, table, name or f"{where.ra:.5f} {where.dec:+.5f}", where)
 
 

@@ -96,6 +96,7 @@ def test_sky_view_state_overlay_and_selection(kernel: Any) -> None:
     assert list(overlay["ra"]) == pytest.approx(positions[0]) and list(overlay["dec"]) == pytest.approx(positions[1])
     assert list(overlay["name"]) == [f"src{i}" for i in range(25)]
     assert add["content"]["data"]["content"]["options"]["ra_field"] == "ra"
+    assert add["content"]["data"]["content"]["options"]["name"] == "astro-jupyter rows"
 
     assert _run(kernel, "print(len(v.selection))").strip() == "0"
     picked = [{"ra": positions[0][i], "dec": positions[1][i], "x": 10, "y": 20,
