@@ -119,6 +119,19 @@ def run_cell(page: Any, notebook: Any, index: int) -> None:
     page.keyboard.press("Shift+Enter")
 
 
+def render_ms(page: Any, notebook: Any, index: int, views: int) -> float:
+    """Run the sky cell; milliseconds until the ``views``-th Aladin view holds all rows and has drawn a frame."""
+    started = page.evaluate("() => performance.now()")
+    run_cell(page, notebook, index)
+    page.wait_for_function(
+        f"""() => {{ const all = window.__astroAladins || []; const al = all[{views} - 1];
+              return al && (al.view.catalogs || []).some(c => c.name === 'astro-jupyter rows' && c.getSources().length === {ROWS}); }}""",
+        timeout=60_000,
+    )
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")  # drawn
+    return float(page.evaluate("() => performance.now()")) - started
+
+
 def test_sky_view_renders_10k_rows_and_the_selection_returns(page: Any, lab: Any) -> None:
     route_aladin(page)
     name = "sky.ipynb"
@@ -127,21 +140,14 @@ def test_sky_view_renders_10k_rows_and_the_selection_returns(page: Any, lab: Any
     run_cell(page, notebook, 0)
     page.wait_for_function("() => document.querySelector('.jp-Cell:nth-child(1) .jp-InputPrompt')?.textContent.includes('[1]')",
                            timeout=120_000)
-    started = page.evaluate("() => performance.now()")
-    run_cell(page, notebook, 1)
-    page.wait_for_function(
-        f"""() => (window.__astroAladins || []).some(al => (al.view.catalogs || [])
-              .some(c => c.name === 'astro-jupyter rows' && c.getSources().length === {ROWS}))""",
-        timeout=60_000,
-    )
-    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")  # drawn
-    rendered = page.evaluate("() => performance.now()") - started
+    timings = [render_ms(page, notebook, 1, views=1), render_ms(page, notebook, 1, views=2)]  # first view, then again
     view = notebook.locator(".jp-Cell").nth(1).locator(".aladin-widget")
     assert view.is_visible() and view.locator("canvas").count() >= 1
-    figure = {"rows": ROWS, "run_to_rendered_ms": round(rendered), "target_ms": 2000}
+    figure = {"rows": ROWS, "first_view_ms": round(timings[0]), "next_view_ms": round(timings[1]), "target_ms": 2000}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "sky_render.json").write_text(json.dumps(figure))
-    print(f"\n%astro sky with {ROWS} rows: cell run to rendered view {rendered:.0f} ms (target 2000 ms)")
+    print(f"\n%astro sky with {ROWS} rows, cell run to rendered view: first view in the page {timings[0]:.0f} ms "
+          f"(loads Aladin Lite), next {timings[1]:.0f} ms (target 2000 ms)")
     shot(page, "sky-10k")
 
     # the user draws a rectangle over the middle of the field: those rows come back as a Table
