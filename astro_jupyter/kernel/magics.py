@@ -347,18 +347,6 @@ def load_ipython_extension(ip: Any) -> None:
     _loaded[id(ip)] = magics
 
 
-def runtime_magics() -> AstroMagics:
-    """The %astro magics of the running IPython (loaded now if they were not): what code outside a
-    magic (a sky view resolving a name) runs tools through."""
-    from IPython import get_ipython
-
-    ip = get_ipython()
-    if ip is None:
-        raise RuntimeError("not inside IPython: give a SkyCoord instead of a name")
-    load_ipython_extension(ip)
-    return _loaded[id(ip)]
-
-
 def unload_ipython_extension(ip: Any) -> None:
     magics = _loaded.pop(id(ip), None)
     if magics is not None:

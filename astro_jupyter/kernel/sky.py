@@ -192,13 +192,14 @@ def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = Non
 def resolve_name(name: str) -> "SkyCoord":
     """A name's ICRS position through the ``query_target`` tool of this kernel's %astro runtime."""
     from astropy.coordinates import SkyCoord
+    from IPython import get_ipython
 
-    from .magics import runtime_magics
-
-    try:
-        magics = runtime_magics()
-    except RuntimeError as exc:
-        raise SkyError(str(exc)) from None
+    ip = get_ipython()
+    if ip is None:
+        raise SkyError("a name can only be resolved inside IPython (with %load_ext astro_jupyter): give a SkyCoord")
+    if "astro" not in ip.magics_manager.magics["line"]:  # not loaded, or unloaded since
+        ip.run_line_magic("load_ext", "astro_jupyter")
+    magics = ip.magics_manager.registry["AstroMagics"]  # the loaded %astro magics, by class name
     run = magics.rt.run_tool("query_target", {"name": name}, ask_permission=magics._ask_permission)
     if run.is_error:
         raise SkyError(run.content)

@@ -19,6 +19,8 @@ SEED_READONLY = {
     "get_paper_content", "rag_search", "query_target", "check_team_inbox",
 }
 NOTEBOOK_READONLY = {"notebook_read", "kernel_inspect"}  # the notebook family, beyond the seed (resident)
+DATA_READONLY = {"export_bibtex"}  # the data family (issue 25)
+DATA_DEFERRED = {"export_bibtex"}  # a bibliography is asked for now and then: loaded when needed
 SEED_DEFERRED = {
     "parse_paper", "download_paper", "bg_task_run", "bg_task_check", "spawn_teammate",
     "send_teammate_message", "team_broadcast", "search_history",
@@ -65,8 +67,8 @@ def test_seed_flags_and_prompt_size_of_the_full_registry(astro_config) -> None:
     registry = build_default_registry(astro_config)
     readonly = {t.name for t in registry if t.is_readonly}
     deferred = {t.name for t in registry if t.defer_loading}
-    assert readonly == (SEED_READONLY | NOTEBOOK_READONLY) & set(registry.names())
-    assert deferred == SEED_DEFERRED & set(registry.names())
+    assert readonly == (SEED_READONLY | NOTEBOOK_READONLY | DATA_READONLY) & set(registry.names())
+    assert deferred == (SEED_DEFERRED | DATA_DEFERRED) & set(registry.names())
     assert len(registry.resident_definitions()) == len(registry) - len(deferred)
     prompt = build_system_prompt(registry)
     assert all(f"- {name}:" in prompt for name in deferred)

@@ -36,6 +36,7 @@ class ExportBibtexTool(AgentTool):
         "additionalProperties": False,
     }
     is_readonly = True
+    defer_loading = True  # a bibliography is asked for now and then; the catalog names it
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         paper_ids = args.get("paper_ids")
