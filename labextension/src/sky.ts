@@ -27,8 +27,8 @@ export function skyTargetName(tool: IToolItem): string | null {
   return SAFE_NAME.test(name) ? name : null;
 }
 
-/** The cell "Show on sky" runs, or null when the call offers none. */
+/** The cell "Show on sky" runs (loading the magics first: a no-op when loaded), or null when the call offers none. */
 export function skyCell(tool: IToolItem): string | null {
   const name = skyTargetName(tool);
-  return name === null ? null : `%astro sky "${name}"`;
+  return name === null ? null : `%load_ext astro_jupyter\n%astro sky "${name}"`;
 }

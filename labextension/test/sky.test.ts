@@ -51,7 +51,7 @@ describe('Show on sky', () => {
     const { button, calls } = render('NGC 1275', { output: 'NGC 1275 ...', metadata: RESOLVED });
     expect(button?.textContent).toBe('Show on sky');
     button!.click();
-    expect(calls).toEqual([['run', '%astro sky "NGC 1275"']]);
+    expect(calls).toEqual([['run', '%load_ext astro_jupyter\n%astro sky "NGC 1275"']]);
   });
 
   it('is not offered for an unresolved or failed lookup', () => {
@@ -65,7 +65,7 @@ describe('Show on sky', () => {
     }
     for (const name of ['[HB89] 0316+413', 'Sgr A*', '2MASS J03194823+4130420', 'alf Cen A']) {
       const tool = { name: 'query_target', arguments: { name }, result: { output: '', isError: false, metadata: RESOLVED, durationMs: 1 } } as unknown as IToolItem;
-      expect(skyCell(tool)).toBe(`%astro sky "${name}"`);
+      expect(skyCell(tool)).toBe(`%load_ext astro_jupyter\n%astro sky "${name}"`);
     }
   });
 });

@@ -201,7 +201,7 @@ export class ToolView extends ItemView<IToolItem> {
     }
     this.skyButton = button('Show on sky', () => this.ctx.code('run', cell), {
       class: 'jp-Astro-button jp-Astro-sky',
-      title: `Insert \u201c${cell}\u201d below the active cell and run it`
+      title: `Insert \u201c${cell.split('\n').pop()}\u201d below the active cell and run it`
     });
     this.el.insertBefore(this.skyButton, this.subagentHost);
   }
