@@ -16,7 +16,10 @@ code, their arguments are JSON data written on one visible line (every character
 splitter or a bidi renderer could act on is a ``\\uXXXX`` escape) and checked to read back
 exactly; any other name, argument or text is shown escaped in a Markdown cell.
 
-Data comes from the store only: sessions, messages, runs and their stored events.
+Data comes from the store only: sessions, messages, runs and their stored events. A log
+written to disk (``write_research_log``) also gets a ``.bib`` beside it with every paper the
+answers cite; in the log the citations are written with those keys (``[@key]``) and a last
+cell lists the references.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import nbformat
 
+    from .services.bibtex import BibResult
     from .services.container import ServiceContainer
 
 def _escape_invisible(text: str) -> str:
@@ -369,13 +373,15 @@ def _json_text(value: Any) -> str:
 
 
 async def export_session(services: "ServiceContainer", session_id: str, *,
-                         registered: frozenset[str] | None = None) -> "nbformat.NotebookNode":
+                         registered: frozenset[str] | None = None, bib: "BibResult | None" = None) -> "nbformat.NotebookNode":
     """Build the research-log notebook of ``session_id`` (raises SessionNotFound). ``registered``:
-    the tool names that may become code cells (default: the standard registry's)."""
+    the tool names that may become code cells (default: the standard registry's); ``bib``: the
+    session's bibliography, whose keys the answers' citations are written with."""
     import nbformat
     import nbformat.v4 as nbf
 
     from ._version import __version__
+    from .services.bibtex import use_keys
 
     if registered is None:
         registered = registered_tool_names(services)
@@ -476,12 +482,15 @@ async def export_session(services: "ServiceContainer", session_id: str, *,
                 count += 1
         tool_total += calls
         status = "" if run is None or run.status in ("finished", "running") else f" *(run {run.status})*"
-        nb.cells.append(nbf.new_markdown_cell(f"**Answer**{status}\n\n{turn.answer or '*(no answer was given)*'}"))
+        answer = use_keys(turn.answer, bib.cited) if bib is not None else turn.answer
+        nb.cells.append(nbf.new_markdown_cell(f"**Answer**{status}\n\n{answer or '*(no answer was given)*'}"))
         if run is not None:
             run_meta.append({"run_id": run.id, "status": run.status, "model": run.model, "started_at": run.started_at,
                              "finished_at": run.finished_at, "tool_calls": calls})
     if in_kernel:
         nb.cells.insert(1, nbf.new_markdown_cell(KERNEL_NOTE))
+    if bib is not None and bib.entries:
+        nb.cells.append(nbf.new_markdown_cell(_references(bib)))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["astro_jupyter"] = {
@@ -499,23 +508,66 @@ def _scalar(value: Any) -> str | int | float | bool | None:
     return value if value is None or isinstance(value, (str, int, float, bool)) else _json_text(value)
 
 
-async def write_notebook(services: "ServiceContainer", session_id: str, path: str | os.PathLike[str]) -> Path:
-    """Export and write atomically (temp file + rename); returns the written path."""
-    import nbformat
+def _references(bib: "BibResult") -> str:
+    """The last cell: each cited key with what it names (escaped: the titles are untrusted text)."""
+    lines = ["## References", "", "BibTeX for these keys is in the `.bib` file written beside this notebook.", ""]
+    lines += [f"- [@{_one_line(e.key)}] {_one_line(e.paper_id)} ({'NASA ADS' if e.source == 'ads' else 'library metadata'})"
+              for e in bib.entries]
+    return "\n".join(lines)
 
-    nb = await export_session(services, session_id)
+
+@dataclass(frozen=True)
+class ResearchLog:
+    """What ``write_research_log`` wrote: the notebook, its ``.bib``, and papers left out or made locally (why)."""
+
+    notebook: Path
+    bibtex: Path
+    problems: list[str]
+
+
+def _notebook_path(path: str | os.PathLike[str]) -> Path:
     target = Path(path)
     if target.suffix != ".ipynb":
         target = target.with_suffix(target.suffix + ".ipynb") if target.suffix else target.with_suffix(".ipynb")
+    return target
+
+
+def _write_atomic(target: Path, write: Any) -> None:
+    """``write(fh)`` into a temp file renamed over ``target``."""
     target.parent.mkdir(parents=True, exist_ok=True)
     # os.open with 0o666 lets the umask decide, like any file the user saves (mkstemp would make it 0600)
     tmp = str(target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            nbformat.write(nb, fh)
+            write(fh)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+async def write_notebook(services: "ServiceContainer", session_id: str, path: str | os.PathLike[str],
+                         *, bib: "BibResult | None" = None) -> Path:
+    """Export and write atomically (temp file + rename); returns the written path."""
+    import nbformat
+
+    nb = await export_session(services, session_id, bib=bib)
+    target = _notebook_path(path)
+    _write_atomic(target, lambda fh: nbformat.write(nb, fh))
     return target
+
+
+async def write_research_log(services: "ServiceContainer", session_id: str, path: str | os.PathLike[str]) -> ResearchLog:
+    """The notebook and, beside it (same name, ``.bib``), the BibTeX of every paper its answers cite
+    that the library holds (no metadata lookups: an export works offline; ADS is asked for its entries
+    when a token is set, local entries otherwise)."""
+    await services.sessions.get(session_id)  # SessionNotFound before anything is looked up
+    messages = await services.messages.list(session_id)
+    bib = await services.bibtex.for_texts((m.content for m in messages if m.role == "assistant"), fetch=False)
+    notebook = await write_notebook(services, session_id, path, bib=bib)
+    header = f"% BibTeX of the papers cited in astro-jupyter session {session_id} ({notebook.name})\n"
+    header += "".join(f"% note: {' '.join(p.split())}\n" for p in bib.problems)
+    bib_path = notebook.with_suffix(".bib")
+    _write_atomic(bib_path, lambda fh: fh.write(header + "\n" + bib.text))
+    return ResearchLog(notebook, bib_path, list(bib.problems))

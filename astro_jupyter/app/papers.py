@@ -10,6 +10,7 @@ from ..errors import AstroError, ToolInputError
 from .common import AppBase
 
 if TYPE_CHECKING:
+    from ..services.bibtex import BibResult
     from ..services.parse import ParseResult
     from ..store.papers import PaperRecord
 
@@ -123,3 +124,15 @@ class PapersMixin(AppBase):
         and the PDF copy and Markdown the library made. Notes on it are kept (they are the user's)."""
         record, chunks = await self.services.parser.remove(paper_id)
         return RemovedPaper(record, chunks)
+
+    async def library_bibtex(self, paper_ids: list[str] | None = None) -> "BibResult":
+        """BibTeX of the whole library (oldest first, so keys and order stay put as it grows), or of
+        the given stored papers (no metadata lookups: unknown ids are noted in ``problems``)."""
+        bib = self.services.bibtex
+        if paper_ids is None:
+            records = list(reversed(await self.services.library.list(limit=100_000)))
+            return await bib.entries(records)
+        problems: list[str] = []
+        result = await bib.entries(await bib.papers(paper_ids, problems, fetch=False))
+        result.problems[:0] = problems
+        return result

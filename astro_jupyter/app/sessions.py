@@ -10,6 +10,7 @@ from ..events import fold_deltas
 from .common import AppBase, Owner, may_change, visible_to
 
 if TYPE_CHECKING:
+    from ..export import ResearchLog
     from ..store.sessions import SessionRecord
 
 TITLE_MAX = 200
@@ -128,14 +129,15 @@ class SessionsMixin(AppBase):
         await self.settle_session(session_id)
         return record, await export_session(self.services, session_id)
 
-    async def write_session_notebook(self, owner: Owner, session_id: str, path: str | Path) -> Path:
-        """Write the research log to ``path`` (SessionNotFound for an unknown id, OSError on I/O)."""
-        from ..export import write_notebook
+    async def write_session_notebook(self, owner: Owner, session_id: str, path: str | Path) -> "ResearchLog":
+        """Write the research log to ``path`` and its BibTeX beside it (SessionNotFound for an unknown
+        id, OSError on I/O)."""
+        from ..export import write_research_log
 
         if owner is not None:
             await self.session(owner, session_id)
         await self.settle_session(session_id)
-        return await write_notebook(self.services, session_id, path)
+        return await write_research_log(self.services, session_id, path)
 
     def _session_dict(self, record: "SessionRecord") -> dict[str, Any]:
         out = record.to_dict()

@@ -1,4 +1,5 @@
-"""``astro-jupyter export SESSION -o FILE``: a stored session as a research-log notebook."""
+"""``astro-jupyter export SESSION -o FILE``: a stored session as a research-log notebook, and its BibTeX
+(``FILE`` with ``.bib``) with every paper the answers cite."""
 
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
     async with open_app() as app:
         try:
-            path = await app.write_session_notebook(None, args.session, args.output or f"astro-{args.session}.ipynb")
+            log = await app.write_session_notebook(None, args.session, args.output or f"astro-{args.session}.ipynb")
         except AstroError as exc:
             err(str(exc))
             return EXIT_ERROR
         except OSError as exc:
             err(f"cannot write the notebook: {exc}")
             return EXIT_ERROR
-    print(path)
+    for problem in log.problems:
+        err(f"bibliography: {problem}")
+    print(log.notebook)
+    print(log.bibtex)
     return EXIT_OK

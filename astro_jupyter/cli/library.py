@@ -4,6 +4,7 @@
     astro-jupyter library list [--state metadata|downloaded|parsed] [--json]
     astro-jupyter library show PAPER_ID [--json]
     astro-jupyter library remove PAPER_ID [--yes] [--json]
+    astro-jupyter library bib [PAPER_ID ...]   BibTeX of the library (or of these papers) on stdout
 
 A local PDF is copied into ``ASTRO_HOME/papers/`` with metadata read from the PDF itself
 (upgraded from arXiv/ADS when the PDF names its arXiv id or DOI), then parsed and indexed so
@@ -48,6 +49,8 @@ def _library_args(p: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="show one paper's full record")
     show.add_argument("paper_id", help="library id or any identifier of a stored paper")
     json_flag(show)
+    bib = sub.add_parser("bib", help="print the library's BibTeX (NASA ADS entries where it knows the paper)")
+    bib.add_argument("paper_ids", nargs="*", help="only these papers (library ids or any identifier)")
 
 
 def _line(paper: "PaperRecord") -> str:
@@ -73,6 +76,8 @@ async def cmd_library(args: argparse.Namespace) -> int:
 
                 print(describe_record(paper))
             return EXIT_OK
+        if args.library_command == "bib":
+            return await _bib(app, args)
         papers = await app.list_paper_records(state=args.state, limit=args.limit)
         if args.json:
             print(json.dumps([p.to_dict() for p in papers], ensure_ascii=False))
@@ -105,6 +110,19 @@ def _page_progress(label: str) -> Any:
 def _end_progress() -> None:
     if sys.stderr.isatty():
         print("\r" + " " * 100 + "\r", end="", file=sys.stderr, flush=True)
+
+
+async def _bib(app: "AstroApp", args: argparse.Namespace) -> int:
+    """BibTeX on stdout (pipe it to a file), notes on stderr; exit 1 when nothing could be made."""
+    result = await app.library_bibtex(args.paper_ids or None)
+    for problem in result.problems:
+        err(problem)
+    if not result.entries:
+        if not args.paper_ids:
+            err("the library is empty (add a paper with: astro-jupyter library add FILE.pdf|ARXIV_ID|DOI)")
+        return EXIT_ERROR
+    print(result.text, end="")
+    return EXIT_OK
 
 
 async def _add(app: "AstroApp", args: argparse.Namespace) -> int:

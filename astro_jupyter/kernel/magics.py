@@ -34,7 +34,9 @@ r = %astro query_catalog service=gaia adql="SELECT ..."   r.to_table(), r.to_pan
 %astro library list [--state S]     the paper library (not downloaded / downloaded / parsed)
 %astro library add PDF|ARXIV|DOI    bring a local PDF or a paper by identifier into the library
 %astro model [NAME]                 show or set the model of %%astro runs in this kernel
-%astro export [SESSION] [-o PATH.ipynb]
+%astro export [SESSION] [-o PATH.ipynb]   the research log, and its BibTeX beside it (.bib)
+%astro sky TARGET [--table VAR] [--fov DEG]   Aladin Lite view of TARGET (rows of table VAR overlaid);
+                                    v = %astro sky ...; v.selection is what you selected, as a Table
 %%astro [--session S] [--new] [--model M] [--max-steps N] [--coordinator] [--allow TOOL,TOOL]
 <prompt>                            ask the agent; the timeline streams below the cell.
                                     --allow: tools allowed without asking when no one can answer
@@ -85,7 +87,7 @@ class AstroMagics(Magics):
             return None
         handler = {
             "tools": self._tools, "sessions": self._sessions, "history": self._history, "model": self._model,
-            "export": self._export, "subagent": self._subagent, "library": self._library,
+            "export": self._export, "subagent": self._subagent, "library": self._library, "sky": self._sky,
         }.get(command)
         try:
             return handler(rest) if handler is not None else self._tool(command, rest)
@@ -216,15 +218,38 @@ class AstroMagics(Magics):
             raise UsageError("%astro export: no session yet in this kernel; give a session id (see %astro sessions)")
         path = Path(ns.output or f"astro-{session_id}.ipynb")
 
-        async def export() -> Path:
+        async def export() -> Any:
             return await (await self.rt.app()).write_session_notebook(None, session_id, path)
 
         try:
-            written = self.rt.call(export)
+            log = self.rt.call(export)
         except Exception as exc:  # noqa: BLE001 - SessionNotFound and I/O errors shown plainly
             raise UsageError(f"%astro export: {exc}") from None
-        print(f"research log written to {written}")
-        return written
+        print(f"research log written to {log.notebook}")
+        print(f"bibliography written to {log.bibtex}" + "".join(f"\n  note: {p}" for p in log.problems))
+        return log.notebook
+
+    def _sky(self, rest: str) -> Any:
+        p = _parser("%astro sky")
+        p.add_argument("target", nargs="*")
+        p.add_argument("--table", help="a variable holding an astropy Table to overlay")
+        p.add_argument("--fov", type=float, help="field of view in degrees")
+        ns = p.parse_args(_split(rest))
+        table = None
+        if ns.table is not None:
+            if ns.table not in self.shell.user_ns:
+                raise UsageError(f"%astro sky: no variable {ns.table!r} in the namespace")
+            table = self.shell.user_ns[ns.table]
+        if not ns.target and table is None:
+            raise UsageError("%astro sky: give a target name (e.g. %astro sky NGC 1275) and/or --table VAR")
+        try:
+            from .sky import SkyError, show_sky
+        except ImportError as exc:
+            raise UsageError(f"%astro sky needs the data extra (pip install 'astro-jupyter[data]'): {exc}") from None
+        try:
+            return show_sky(table, " ".join(ns.target) or None, fov=ns.fov)
+        except SkyError as exc:
+            raise UsageError(f"%astro sky: {exc}") from None
 
     def _subagent(self, rest: str) -> AgentAnswer | None:
         p = _parser("%astro subagent")

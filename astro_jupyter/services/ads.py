@@ -1,14 +1,20 @@
-"""NASA ADS search API client (``{ads_url}/search/query``, Bearer token).
+"""NASA ADS API client: search (``{ads_url}/search/query``), link resolver, BibTeX export; Bearer token.
 
 ADS returns Solr documents; ``record_from_doc`` turns one into a ``PaperRecord``
 (title/doi are lists there, the arXiv id hides in ``identifier`` as ``arXiv:...``).
 Failures become ``ServiceError`` kinds whose message says what to do: no token names
 ADS_API_TOKEN, 401 says the token was refused, 429 says when the quota resets.
+
+ADS meters every token (a daily quota per endpoint): a 429 is retried after ``Retry-After``
+(else ``X-RateLimit-Reset``) when that is near, and an answer saying ``X-RateLimit-Remaining: 0``
+makes the next request wait for the reset, or fail at once without being sent when the reset is far.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -30,6 +36,9 @@ SORTS = {
     "date": "date desc",
     "citations": "citation_count desc",
 }
+RATE_RETRIES = 3  # 429s retried per request before the error is the answer
+RATE_WAIT_MAX_SECS = 30.0  # a longer wait (a daily quota) fails at once with the reset time instead
+EXPORT_BATCH = 2000  # bibcodes per export request (the ADS export service's limit)
 NO_TOKEN = "NASA ADS needs an API token: set ADS_API_TOKEN (https://ui.adsabs.harvard.edu/user/settings/token)"
 
 
@@ -129,10 +138,34 @@ class AdsResult:
     records: list[PaperRecord] = field(default_factory=list)
 
 
+def _retry_wait(response: "httpx2.Response", attempt: int) -> float:
+    """Seconds to wait before retrying a 429: ``Retry-After`` (seconds), else ``X-RateLimit-Reset``
+    (epoch seconds), else 1, 2, 4 s."""
+    retry_after = response.headers.get("Retry-After", "").strip()
+    try:
+        return max(0.0, float(retry_after))
+    except ValueError:
+        pass
+    reset = _reset_epoch(response)
+    return max(0.0, reset - time.time()) if reset is not None else float(2**attempt)
+
+
+def _reset_epoch(response: "httpx2.Response") -> float | None:
+    try:
+        return float(response.headers.get("X-RateLimit-Reset", ""))
+    except ValueError:
+        return None
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
 class AdsClient:
     def __init__(self, config: "AstroConfig", http: "httpx2.AsyncClient") -> None:
         self.config = config
         self.http = http
+        self._quota_reset: dict[str, float] = {}  # endpoint → reset epoch, when ADS said X-RateLimit-Remaining: 0
 
     @property
     def configured(self) -> bool:
@@ -148,15 +181,50 @@ class AdsClient:
         return {"Authorization": f"Bearer {self.config.ads_token}", "Accept": "application/json"}
 
     async def _get_json(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self._request_json("GET", path, params=params)
+
+    async def _wait_for_quota(self, endpoint: str) -> None:
+        """Hold a request while the endpoint's last answer said its quota is spent (ADS meters each
+        endpoint apart); refuse it at once when the reset is far."""
+        reset = self._quota_reset.get(endpoint)
+        if reset is None:
+            return
+        wait = reset - time.time()
+        if wait > RATE_WAIT_MAX_SECS:
+            raise ServiceError(f"NASA ADS rate limit reached (X-RateLimit-Remaining: 0); the quota resets at {_when(reset)}")
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._quota_reset.pop(endpoint, None)
+
+    def _note_quota(self, endpoint: str, response: "httpx2.Response") -> None:
+        reset = _reset_epoch(response)
+        if response.headers.get("X-RateLimit-Remaining", "").strip() == "0" and reset is not None:
+            self._quota_reset[endpoint] = reset
+
+    async def _request_json(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                            body: Any = None) -> dict[str, Any]:
+        """One ADS call: the quota respected, 429 retried after the wait ADS names, JSON object back."""
         import httpx2
 
         headers = self._headers()
-        try:
-            response = await self.http.get(
-                f"{self.base}{path}", params=params, headers=headers, timeout=self.config.http_timeout_secs
-            )
-        except httpx2.HTTPError as exc:
-            raise http_failure("NASA ADS", exc) from exc
+        endpoint = path.strip("/").split("/", 1)[0]  # search, export, resolver
+        for attempt in range(RATE_RETRIES + 1):
+            await self._wait_for_quota(endpoint)
+            try:
+                response = await self.http.request(
+                    method, f"{self.base}{path}", params=params, json=body, headers=headers,
+                    timeout=self.config.http_timeout_secs,
+                )
+            except httpx2.HTTPError as exc:
+                raise http_failure("NASA ADS", exc) from exc
+            self._note_quota(endpoint, response)
+            if response.status_code == 429 and attempt < RATE_RETRIES:
+                wait = _retry_wait(response, attempt)
+                if wait <= RATE_WAIT_MAX_SECS:
+                    self._quota_reset.pop(endpoint, None)  # the wait below is the one ADS asked for
+                    await asyncio.sleep(wait)
+                    continue
+            break
         if response.status_code >= 400:
             raise status_failure("NASA ADS", response, _error_detail(response))
         try:
@@ -213,6 +281,21 @@ class AdsClient:
                 links.append((str(rec.get("link_type") or rec.get("type") or ""), str(rec["url"])))
         links.sort(key=lambda item: 0 if item[0].upper().endswith("PDF") else 1)
         return links
+
+    async def export_bibtex(self, bibcodes: list[str]) -> str:
+        """BibTeX for ``bibcodes`` from the export service (``POST /export/bibtex``), as ADS wrote it.
+
+        ADS answers ``{"msg": "Retrieved N abstracts...", "export": "@ARTICLE{...}"}`` and leaves out
+        bibcodes it does not know; a request where none is known is a 404. The caller checks which
+        records came back."""
+        parts: list[str] = []
+        for start in range(0, len(bibcodes), EXPORT_BATCH):
+            payload = await self._request_json("POST", "/export/bibtex", body={"bibcode": bibcodes[start : start + EXPORT_BATCH]})
+            export = payload.get("export")
+            if not isinstance(export, str):
+                raise ServiceError("NASA ADS export answered without BibTeX (no 'export' text in the JSON)")
+            parts.append(export)
+        return "\n".join(parts)
 
 
 def _error_detail(response: "httpx2.Response") -> str:

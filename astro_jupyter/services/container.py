@@ -189,6 +189,13 @@ class ServiceContainer:
         return AdsClient(self.config, self.http)
 
     @cached_property
+    def bibtex(self) -> Any:
+        """BibTeX entries through the ADS export service, local ones as fallback (``services/bibtex.py``)."""
+        from .bibtex import BibtexService
+
+        return BibtexService(self.ads, self.library)
+
+    @cached_property
     def arxiv(self) -> Any:
         """arXiv API client with the process-wide rate limiter (``services/arxiv.py``)."""
         from .arxiv import ArxivClient

@@ -314,8 +314,9 @@ export class NotebookIntegration implements INotebookHost {
     }
     cell.model.sharedModel.setSource(code);
     this.options.activate(current);
+    void notebook.scrollToCell(cell, 'center').catch(() => undefined); // the user sees what runs
     if (run) {
-      await NotebookActions.run(notebook, current.sessionContext);
+      await NotebookActions.runCells(notebook, [cell], current.sessionContext); // that cell only
     }
     return true;
   }

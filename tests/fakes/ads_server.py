@@ -11,6 +11,15 @@ Queries containing these words trigger failures: ``cause500`` → HTTP 500, ``ra
 query that matches nothing answer with that document instead, as a relevance search returning
 its nearest hit does (an unrelated paper). ``state["esource"][bibcode]`` lists the
 link-resolver records (dicts with url and link_type).
+
+``POST /export/bibtex`` with ``{"bibcode": [...]}`` answers as the ADS export service does:
+``{"msg": "Retrieved N abstracts, starting with number 1.", "export": "@ARTICLE{bibcode, ...}"}``
+with one entry per known bibcode (unknown ones left out; none known → 404 ``no result from
+solr``). ``state["export_429"] = n`` answers the next n exports with 429 (``Retry-After`` =
+``state["retry_after"]``, default "0.2", ``X-RateLimit-Remaining: 0``); ``state["export_remaining"]
+= (remaining, reset_epoch)`` puts those quota headers on successful answers;
+``state["export_malformed"] = "no_export" | "garbage"`` breaks the answer;
+``state["export_swap"] = {asked: served}`` answers for another bibcode instead.
 """
 
 from __future__ import annotations
@@ -37,7 +46,85 @@ def _matches(doc: dict[str, Any], words: list[str]) -> bool:
     return all(w in hay for w in words)
 
 
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def _author(name: str) -> str:
+    last, _, first = name.partition(",")
+    return f"{{{last.strip()}}}, {first.strip()}" if first else f"{{{last.strip()}}}"
+
+
+def bibtex_entry(doc: dict[str, Any]) -> str:
+    """One document as the ADS export writes it (key = bibcode, aligned fields, ``adsurl``)."""
+    kind = "ARTICLE" if doc.get("pub") else "MISC"
+    fields: list[tuple[str, str]] = [
+        ("author", "{" + " and ".join(_author(a) for a in doc.get("author") or []) + "}"),
+        ("title", '"{' + (doc.get("title") or [""])[0] + '}"'),
+        ("journal", "{" + (doc.get("pub") or "") + "}"),
+        ("keywords", "{" + ", ".join(doc.get("keyword") or []) + "}"),
+        ("year", str(doc.get("year") or "")),
+    ]
+    month = (doc.get("pubdate") or "")[5:7]
+    if month.isdigit() and 1 <= int(month) <= 12:
+        fields.append(("month", _MONTHS[int(month) - 1]))
+    eprint = next((i[6:] for i in doc.get("identifier") or [] if i.lower().startswith("arxiv:")), "")
+    if doc.get("doi"):
+        fields.append(("doi", "{" + doc["doi"][0] + "}"))
+    if eprint:
+        fields += [("archivePrefix", "{arXiv}"), ("eprint", "{" + eprint + "}")]
+    fields += [
+        ("adsurl", "{https://ui.adsabs.harvard.edu/abs/" + doc["bibcode"] + "}"),
+        ("adsnote", "{Provided by the SAO/NASA Astrophysics Data System}"),
+    ]
+    body = ",\n".join(f"{k:>13} = {v}" for k, v in fields if v not in ("{}", '"{}"', ""))
+    return f"@{kind}{{{doc['bibcode']},\n{body}\n}}\n\n"
+
+
 class AdsHandler(FakeHandler):
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        req = self.record()
+        if req.headers.get("Authorization") != f"Bearer {self.fake.state.get('token', TOKEN)}":
+            self.send_json(401, {"error": "Unauthorized"})
+            return
+        if req.path != "/export/bibtex":
+            self.send_json(404, {"error": "no such endpoint"})
+            return
+        state = self.fake.state
+        with self.fake.lock:
+            limited = int(state.get("export_429") or 0)
+            if limited:
+                state["export_429"] = limited - 1
+        if limited:
+            self.send_json(429, {"error": "Too many requests"}, {
+                "Retry-After": str(state.get("retry_after", "0.2")), "X-RateLimit-Limit": "100",
+                "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)})
+            return
+        try:
+            asked = req.json()["bibcode"]
+            assert isinstance(asked, list) and all(isinstance(b, str) for b in asked)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            self.send_json(400, {"error": "no bibcodes found in payload (parameter name is `bibcode`)"})
+            return
+        malformed = state.get("export_malformed")
+        if malformed == "no_export":
+            self.send_json(200, {"msg": "Retrieved 1 abstracts, starting with number 1."})
+            return
+        if malformed == "garbage":
+            self.send_json(200, {"msg": "Retrieved 1 abstracts", "export": "<html>upstream proxy error</html>"})
+            return
+        by_bib = {d["bibcode"]: d for d in load_corpus()["docs"]}
+        swap = state.get("export_swap") or {}
+        hits = [by_bib[swap.get(b, b)] for b in asked if swap.get(b, b) in by_bib]
+        if not hits:
+            self.send_json(404, {"error": "no result from solr"})
+            return
+        headers = {}
+        if state.get("export_remaining"):
+            remaining, reset = state["export_remaining"]
+            headers = {"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": str(remaining), "X-RateLimit-Reset": str(reset)}
+        self.send_json(200, {"msg": f"Retrieved {len(hits)} abstracts, starting with number 1.",
+                             "export": "".join(bibtex_entry(d) for d in hits)}, headers)
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         req = self.record()
         if req.headers.get("Authorization") != f"Bearer {self.fake.state.get('token', TOKEN)}":

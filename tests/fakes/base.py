@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,6 +24,7 @@ class RecordedRequest:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes = b""
+    received: float = field(default_factory=time.monotonic)  # when the server read it (back-off checks)
 
     def json(self) -> Any:
         return json.loads(self.body or b"null")

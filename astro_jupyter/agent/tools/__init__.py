@@ -44,6 +44,7 @@ FAMILIES: tuple[str, ...] = (
     ".notebook",
     ".data.tap",
     ".data.object_papers",
+    ".data.bibtex",
 )
 
 # Coordinator meta-tools are added only to sessions in coordinator mode.

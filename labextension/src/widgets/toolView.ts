@@ -18,6 +18,7 @@ import {
 import { IProgressInfo } from '../tokens';
 import { catalogOf, renderCatalog } from './catalogView';
 import { apiUrl } from '../handler';
+import { skyCell } from '../sky';
 import { iconEl, STATUS_ICON, toolIcon } from './icons';
 import { COLLAPSE_CHARS, IRenderContext, ItemView } from './itemView';
 
@@ -69,6 +70,7 @@ export class ToolView extends ItemView<IToolItem> {
   private link!: HTMLElement;
   private shownOutput: string | null = null;
   private outputExpanded = false;
+  private skyButton: HTMLButtonElement | null = null;
 
   protected build(): HTMLElement {
     this.familyIcon = h('span', { class: 'jp-Astro-tool-icon' });
@@ -191,7 +193,21 @@ export class ToolView extends ItemView<IToolItem> {
     if (this.expanded) {
       this.fillBody();
     }
+    this.offerSky();
     this.ctx.decorateTool?.(t, this.el);
+  }
+
+  /** "Show on sky" under a resolved target: inserts and runs the `%astro sky` cell in the active notebook. */
+  private offerSky(): void {
+    const cell = skyCell(this.item);
+    if (cell === null || this.skyButton) {
+      return;
+    }
+    this.skyButton = button('Show on sky', () => this.ctx.code('run', cell), {
+      class: 'jp-Astro-button jp-Astro-sky',
+      title: `Insert \u201c${cell.split('\n').pop()}\u201d below the active cell and run it`
+    });
+    this.el.insertBefore(this.skyButton, this.subagentHost);
   }
 
   private fillBody(): void {

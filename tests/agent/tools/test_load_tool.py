@@ -28,8 +28,8 @@ SEED_DEFERRED = {
     "notebook_read", "notebook_edit", "notebook_run",
 }
 LIBRARY_DEFERRED = {"remove_paper"}  # beyond the seed: asks every time, rarely needed
-DATA_DEFERRED = {"query_catalog", "describe_catalog", "cone_search", "object_papers"}  # the data family
-DATA_READONLY = {"object_papers"}
+DATA_DEFERRED = {"query_catalog", "describe_catalog", "cone_search", "object_papers", "export_bibtex"}  # the data family
+DATA_READONLY = {"object_papers", "export_bibtex"}
 
 
 def _names(request: dict) -> list[str]:

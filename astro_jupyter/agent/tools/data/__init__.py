@@ -1,1 +1,1 @@
-"""Data tools: catalogs over TAP (``tap``), an object's literature (``object_papers``)."""
+"""Data tools: catalogs over TAP (``tap``), an object's literature (``object_papers``), BibTeX (``bibtex``)."""

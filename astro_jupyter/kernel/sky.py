@@ -1,0 +1,210 @@
+"""The sky view: an ``ipyaladin`` Aladin Lite widget centred on a target with a table's rows overlaid.
+
+``show_sky(table, target)`` is what ``%astro sky TARGET`` and a catalog result's ``r.show_sky()``
+call. A name is resolved through the ``query_target`` tool (CDS Sesame, its cache, the
+permission pipeline), so the sky view and the agent agree on where an object is.
+
+The user's selection comes back as rows of the *original* table (units and UCDs kept): every
+overlaid row carries its index in a hidden column, and ``SkyView.selection`` maps the objects
+Aladin reports back through it (indices from the front end are checked, never trusted).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from astropy.coordinates import SkyCoord
+    from astropy.table import Table
+
+ROW_COLUMN = "astro_row"  # the hidden index column of the overlay
+OVERLAY_NAME = "astro-jupyter rows"
+DEFAULT_FOV_DEG = 0.5  # a target alone: about a galaxy group's field
+MIN_FOV_DEG, MAX_FOV_DEG = 1 / 60, 180.0
+RA_NAMES = ("ra", "raj2000", "_raj2000", "ra_icrs", "radeg", "ra_deg", "ramean", "s_ra")
+DEC_NAMES = ("dec", "dej2000", "_dej2000", "de_icrs", "decj2000", "dedeg", "dec_deg", "decmean", "s_dec")
+
+
+class SkyError(ValueError):
+    """A table without positions or a target that does not resolve: the message says which."""
+
+
+def position_columns(table: "Table") -> tuple[str, str]:
+    """The (ra, dec) column names: UCD ``pos.eq.ra``/``pos.eq.dec`` first (``meta.main`` preferred),
+    then the common names (ra/dec, RAJ2000/DEJ2000, RA_ICRS/DE_ICRS, ...)."""
+    found: dict[str, str] = {}
+    for axis in ("ra", "dec"):
+        with_ucd = [(("meta.main" in _ucd(table[name])), name) for name in table.colnames
+                    if f"pos.eq.{axis}" in _ucd(table[name]).split(";")]
+        if with_ucd:
+            found[axis] = sorted(with_ucd, reverse=True)[0][1]
+            continue
+        names = RA_NAMES if axis == "ra" else DEC_NAMES
+        lower = {name.lower(): name for name in table.colnames}
+        match = next((lower[n] for n in names if n in lower), None)
+        if match is None:
+            raise SkyError(
+                f"the table has no {axis.upper()} column (looked for UCD pos.eq.{axis} and the names "
+                f"{', '.join(names)}); its columns: {', '.join(table.colnames[:20])}"
+            )
+        found[axis] = match
+    return found["ra"], found["dec"]
+
+
+def _ucd(column: Any) -> str:
+    return str((getattr(column, "meta", None) or {}).get("ucd") or "").lower()
+
+
+def _degrees(column: Any) -> Any:
+    """A position column as plain degrees (a Quantity or a column with an angle unit is converted)."""
+    import numpy as np
+
+    unit = getattr(column, "unit", None)
+    values = getattr(column, "value", column)
+    if unit is not None and str(unit) not in ("", "deg"):
+        import astropy.units as u
+
+        values = (np.asarray(values, dtype=float) * u.Unit(unit)).to_value(u.deg)
+    return np.asarray(values, dtype=float)
+
+
+@dataclass(frozen=True)
+class Field:
+    """Where the view looks: centre (degrees) and field of view (degrees)."""
+
+    ra: float
+    dec: float
+    fov: float
+
+
+def field_for(ra: Any, dec: Any, centre: "SkyCoord | None") -> Field:
+    """The centre (the target, else the rows' mean direction) and a field that holds every row."""
+    import numpy as np
+    from astropy.coordinates import SkyCoord
+
+    if len(ra) == 0:
+        if centre is None:
+            raise SkyError("nothing to show: no target and an empty table")
+        return Field(float(centre.icrs.ra.deg), float(centre.icrs.dec.deg), DEFAULT_FOV_DEG)
+    rows = SkyCoord(ra, dec, unit="deg")
+    if centre is None:
+        xyz = rows.cartesian.xyz.mean(axis=1)
+        centre = SkyCoord(x=xyz[0], y=xyz[1], z=xyz[2], representation_type="cartesian").spherical
+        centre = SkyCoord(centre.lon, centre.lat)
+    spread = float(np.nanmax(centre.separation(rows).deg)) if len(ra) else 0.0
+    fov = min(MAX_FOV_DEG, max(MIN_FOV_DEG, spread * 2.4 if spread > 0 else DEFAULT_FOV_DEG))
+    return Field(float(centre.icrs.ra.deg), float(centre.icrs.dec.deg), fov)
+
+
+class SkyView:
+    """An Aladin Lite view (``.widget``) with the rows of ``.table`` overlaid; ``.selection`` is what
+    the user selected in it, as rows of ``.table``. Displaying the object shows the widget."""
+
+    def __init__(self, widget: Any, table: "Table | None", target: str, field: Field) -> None:
+        self.widget = widget
+        self.table = table
+        self.target = target
+        self.field = field
+
+    @property
+    def selection(self) -> "Table":
+        """The selected rows of ``.table`` (in table order; empty when nothing is selected).
+
+        Objects of other layers (a SIMBAD pointer, a catalog the user added) and indices that are
+        not rows of the table are ignored."""
+        if self.table is None:
+            raise SkyError("this sky view has no table overlaid, so nothing can be selected from it")
+        picked: set[int] = set()
+        for layer in self.widget._selected_objects or []:
+            for obj in layer if isinstance(layer, list) else []:
+                data = obj.get("data") if isinstance(obj, dict) else None
+                raw = data.get(ROW_COLUMN) if isinstance(data, dict) else None
+                try:
+                    number = float(str(raw).strip())  # Aladin hands values over as text or numbers
+                except ValueError:
+                    continue
+                if number.is_integer() and 0 <= number < len(self.table):
+                    picked.add(int(number))
+        return self.table[sorted(picked)]
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        rows = f", {len(self.table)} rows" if self.table is not None else ""
+        return (f"<SkyView {self.target} at RA {self.field.ra:.5f} Dec {self.field.dec:+.5f} deg, "
+                f"field {self.field.fov:.3g} deg{rows}>")
+
+
+Resolver = Callable[[str], "SkyCoord"]
+
+
+def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = None, *,
+             fov: float | None = None, height: int = 400, resolve: Resolver | None = None) -> SkyView:
+    """An Aladin Lite view centred on ``target`` (a name, resolved through Sesame, or a SkyCoord;
+    default: the rows' centre) with ``table``'s rows overlaid (positions found by UCD or name)."""
+    from astropy.coordinates import SkyCoord
+    from astropy.table import Table
+    from ipyaladin import Aladin
+
+    if table is None and target is None:
+        raise SkyError("show_sky needs a table, a target, or both")
+    if table is not None and not isinstance(table, Table) and callable(getattr(table, "to_table", None)):
+        table = table.to_table()  # a catalog result (query_catalog / cone_search)
+    if table is not None and not isinstance(table, Table):
+        raise SkyError(f"show_sky shows an astropy Table, not {type(table).__name__}")
+    name = ""
+    centre: SkyCoord | None = None
+    if isinstance(target, SkyCoord):
+        centre = target.icrs
+        name = centre.to_string("decimal", precision=5)
+    elif target is not None:
+        name = str(target).strip()
+        if not name:
+            raise SkyError("an empty target name cannot be resolved")
+        centre = (resolve or resolve_name)(name)
+    overlay = None
+    if table is not None:
+        ra_col, dec_col = position_columns(table)
+        ra, dec = _degrees(table[ra_col]), _degrees(table[dec_col])
+        where = field_for(ra, dec, centre)
+        overlay = Table({ROW_COLUMN: list(range(len(table))), "ra": ra, "dec": dec})
+        overlay["ra"].unit = overlay["dec"].unit = "deg"
+        overlay["ra"].meta["ucd"], overlay["dec"].meta["ucd"] = "pos.eq.ra;meta.main", "pos.eq.dec;meta.main"
+        for col in table.colnames:
+            if col not in (ra_col, dec_col) and col not in overlay.colnames and table[col].dtype.kind in "biufUS":
+                overlay[col] = table[col]  # shown in Aladin's popup; plain types only (VOTable writes them)
+    else:
+        assert centre is not None
+        where = Field(float(centre.ra.deg), float(centre.dec.deg), DEFAULT_FOV_DEG)
+    if fov is not None:
+        if not (isinstance(fov, (int, float)) and math.isfinite(fov) and 0 < fov <= MAX_FOV_DEG):
+            raise SkyError(f"fov is in degrees, between 0 and {MAX_FOV_DEG:g}")
+        where = Field(where.ra, where.dec, float(fov))
+    widget = Aladin(target=f"{where.ra} {where.dec}", fov=where.fov, height=height)
+    if overlay is not None:
+        widget.add_table(overlay, name=OVERLAY_NAME, ra_field="ra", dec_field="dec", shape="circle", color="#ff9f1c")
+    return SkyView(widget, table, name or f"{where.ra:.5f} {where.dec:+.5f}", where)
+
+
+def resolve_name(name: str) -> "SkyCoord":
+    """A name's ICRS position through the ``query_target`` tool of this kernel's %astro runtime."""
+    from astropy.coordinates import SkyCoord
+    from IPython import get_ipython
+
+    ip = get_ipython()
+    if ip is None:
+        raise SkyError("a name can only be resolved inside IPython (with %load_ext astro_jupyter): give a SkyCoord")
+    if "astro" not in ip.magics_manager.magics["line"]:  # not loaded, or unloaded since
+        ip.run_line_magic("load_ext", "astro_jupyter")
+    magics = ip.magics_manager.registry["AstroMagics"]  # the loaded %astro magics, by class name
+    run = magics.rt.run_tool("query_target", {"name": name}, ask_permission=magics._ask_permission)
+    if run.is_error:
+        raise SkyError(run.content)
+    meta = run.metadata
+    try:
+        return SkyCoord(float(meta["ra_deg"]), float(meta["dec_deg"]), unit="deg", frame="icrs")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SkyError(f"query_target gave no position for {name!r}") from exc

@@ -1,0 +1,121 @@
+"""``%astro sky`` in a real ipykernel: the Aladin widget's model state, the overlay, and a selection.
+
+The test plays the JupyterLab front end: it reads the widget's ``comm_open`` from IOPub, tells
+the kernel the view has loaded (``_is_loaded``, as ipyaladin's JS does), receives the overlaid
+table as the VOTable buffer of the ``add_table`` message, then sends a selection the way Aladin
+Lite's ``select`` handler does (``_selected_objects`` set and saved) and reads it back as a Table.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+M87 = (187.70593075, 12.39112331)  # tests/data/sesame/m87.xml
+
+SETUP = """
+import numpy as np
+from astropy.table import Table
+rng = np.random.default_rng(7)
+n = 25
+t = Table({"alpha": 187.70593075 + rng.normal(0, 0.02, n), "delta": 12.39112331 + rng.normal(0, 0.02, n),
+           "name": [f"src{i}" for i in range(n)], "gmag": rng.uniform(15, 21, n)})
+t["alpha"].meta["ucd"] = "pos.eq.ra;meta.main"; t["delta"].meta["ucd"] = "pos.eq.dec;meta.main"
+t["gmag"].unit = "mag"
+"""
+
+
+@pytest.fixture
+def kernel(project: Path, sesame_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from jupyter_client.manager import start_new_kernel
+
+    monkeypatch.setenv("ASTRO_SESAME_URL", sesame_server.url)
+    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=60, cwd=str(project))
+    try:
+        reply = kc.execute_interactive("%load_ext astro_jupyter\n" + SETUP, timeout=60)
+        assert reply["content"]["status"] == "ok"
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _collect(kc: Any, until: Any, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """IOPub messages until ``until(messages)`` holds."""
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            seen.append(kc.get_iopub_msg(timeout=0.2))
+        except Exception:  # noqa: BLE001 - queue.Empty
+            continue
+        if until(seen):
+            return seen
+    raise AssertionError(f"not seen in {timeout}s: {[m['msg_type'] for m in seen]}")
+
+
+def _update(kc: Any, comm_id: str, state: dict[str, Any]) -> None:
+    """What the front end sends on ``model.save_changes()`` (widget protocol 2)."""
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state, "buffer_paths": []}}))
+
+
+def _run(kc: Any, code: str) -> str:
+    out: list[str] = []
+    reply = kc.execute_interactive(code, timeout=60, output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return "".join(out)
+
+
+def test_sky_view_state_overlay_and_selection(kernel: Any) -> None:
+    from astropy.table import Table
+
+    kernel.execute("v = %astro sky M 87 --table t\nv")
+    opened = _collect(kernel, lambda ms: any(m["msg_type"] == "comm_open" and m["content"]["data"]["state"].get("_model_name") == "AnyModel" for m in ms)
+                      and any(m["msg_type"] == "display_data" or m["msg_type"] == "execute_result" for m in ms))
+    aladin = next(m["content"] for m in opened if m["msg_type"] == "comm_open" and m["content"]["data"]["state"].get("_model_name") == "AnyModel")
+    state = aladin["data"]["state"]
+    ra, dec = (float(x) for x in state["_target"].split())
+    assert (ra, dec) == pytest.approx(M87)
+    assert 0.05 < state["_fov"] < 1.0  # holds the 25 rows (spread ~0.02 deg), not the 60 deg default
+    shown = next(m["content"]["data"] for m in opened if m["msg_type"] in ("display_data", "execute_result"))
+    assert json.loads(json.dumps(shown["application/vnd.jupyter.widget-view+json"]))["model_id"] == aladin["comm_id"]
+
+    _update(kernel, aladin["comm_id"], {"_is_loaded": True})  # the JS view is ready: queued calls run
+    sent = _collect(kernel, lambda ms: any(m["msg_type"] == "comm_msg" and m["content"]["data"].get("content", {}).get("event_name") == "add_table" for m in ms))
+    add = next(m for m in sent if m["msg_type"] == "comm_msg" and m["content"]["data"].get("content", {}).get("event_name") == "add_table")
+    overlay = Table.read(io.BytesIO(bytes(add["buffers"][0])), format="votable")
+    assert len(overlay) == 25 and list(overlay["astro_row"]) == list(range(25))
+    positions = json.loads(_run(kernel, "import json; print(json.dumps([list(map(float, t['alpha'])), list(map(float, t['delta']))]))"))
+    assert list(overlay["ra"]) == pytest.approx(positions[0]) and list(overlay["dec"]) == pytest.approx(positions[1])
+    assert list(overlay["name"]) == [f"src{i}" for i in range(25)]
+    assert add["content"]["data"]["content"]["options"]["ra_field"] == "ra"
+    assert add["content"]["data"]["content"]["options"]["name"] == "astro-jupyter rows"
+
+    assert _run(kernel, "print(len(v.selection))").strip() == "0"
+    picked = [{"ra": positions[0][i], "dec": positions[1][i], "x": 10, "y": 20,
+               "data": {"astro_row": i, "ra": positions[0][i], "dec": positions[1][i], "name": f"src{i}"}} for i in (4, 1)]
+    forged = [{"data": {"astro_row": 999}}, {"data": {"astro_row": "2; import os"}}, {"data": {"main_id": "M 87"}}]
+    _update(kernel, aladin["comm_id"], {"_selected_objects": [picked + forged]})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        out = _run(kernel, "print(json.dumps({'names': list(v.selection['name']), 'unit': str(v.selection['gmag'].unit)}))")
+        if json.loads(out)["names"]:
+            break
+    assert json.loads(out) == {"names": ["src1", "src4"], "unit": "mag"}  # table order, units kept, forged rows ignored
+
+
+def test_sky_bad_input_is_a_clear_error(kernel: Any) -> None:
+    reply = kernel.execute_interactive("%astro sky NoSuchObject 12345", timeout=60)
+    assert reply["content"]["status"] == "error"
+    assert "not found by CDS Sesame" in reply["content"]["evalue"]
+    reply = kernel.execute_interactive("import numpy as np\nbad = Table({'x': [1.0], 'y': [2.0]})\n%astro sky M 87 --table bad", timeout=60)
+    assert reply["content"]["status"] == "error" and "no RA column" in reply["content"]["evalue"]
+    reply = kernel.execute_interactive("%astro sky --table nope", timeout=60)
+    assert reply["content"]["status"] == "error" and "no variable 'nope'" in reply["content"]["evalue"]

@@ -1,0 +1,50 @@
+"""show_sky without a kernel: which columns are positions, where the view looks, bad input."""
+
+from __future__ import annotations
+
+import astropy.units as u
+import numpy as np
+import pytest
+from astropy.coordinates import SkyCoord
+from astropy.table import QTable, Table
+
+from astro_jupyter.kernel.sky import DEFAULT_FOV_DEG, SkyError, position_columns, show_sky
+
+
+def test_position_columns_by_ucd_then_by_name() -> None:
+    t = Table({"x": [1.0], "y": [2.0], "ra": [3.0], "dec": [4.0]})
+    assert position_columns(t) == ("ra", "dec")
+    t["x"].meta["ucd"], t["y"].meta["ucd"] = "pos.eq.ra", "pos.eq.dec"
+    assert position_columns(t) == ("x", "y")  # a UCD beats a name
+    t["ra"].meta["ucd"], t["dec"].meta["ucd"] = "pos.eq.ra;meta.main", "pos.eq.dec;meta.main"
+    assert position_columns(t) == ("ra", "dec")  # the main position beats another one
+    assert position_columns(Table({"RAJ2000": [1.0], "DEJ2000": [2.0]})) == ("RAJ2000", "DEJ2000")
+    assert position_columns(Table({"RA_ICRS": [1.0], "DE_ICRS": [2.0]})) == ("RA_ICRS", "DE_ICRS")
+    with pytest.raises(SkyError, match="no DEC column.*its columns: ra, mag"):
+        position_columns(Table({"ra": [1.0], "mag": [2.0]}))
+
+
+def test_the_view_holds_the_rows_and_angles_are_converted() -> None:
+    t = QTable({"ra": [10.0, 10.2] * u.deg, "dec": [36000.0, 36360.0] * u.arcsec, "name": ["a", "b"]})
+    view = show_sky(t)  # no target: the rows' centre
+    assert view.field.ra == pytest.approx(10.1, abs=1e-3) and view.field.dec == pytest.approx(10.05, abs=1e-3)
+    assert 0.2 < view.field.fov < 0.6
+    ra, dec = (float(x) for x in view.widget._target.split())
+    assert (ra, dec) == pytest.approx((view.field.ra, view.field.dec))
+    alone = show_sky(None, SkyCoord(83.82, -5.39, unit="deg"))
+    assert alone.field.fov == DEFAULT_FOV_DEG and alone.widget._fov == pytest.approx(DEFAULT_FOV_DEG)
+    with pytest.raises(SkyError, match="no table overlaid"):
+        alone.selection
+
+
+def test_bad_input() -> None:
+    with pytest.raises(SkyError, match="needs a table, a target"):
+        show_sky()
+    with pytest.raises(SkyError, match="not list"):
+        show_sky([1, 2], SkyCoord(0, 0, unit="deg"))
+    with pytest.raises(SkyError, match="fov is in degrees"):
+        show_sky(Table({"ra": [1.0], "dec": [2.0]}), fov=float("nan"))
+    with pytest.raises(SkyError, match="empty target"):
+        show_sky(None, "   ")
+    with pytest.raises(SkyError, match="empty table"):
+        show_sky(Table({"ra": np.array([], float), "dec": np.array([], float)}))
