@@ -37,6 +37,7 @@ EXPOSED: dict[str, Exposure] = {
     "describe_catalog": Exposure(writes=False, open_world=True, keeps_result=True),
     "cone_search": Exposure(writes=False, open_world=True, keeps_result=True),
     "object_papers": Exposure(writes=False, open_world=True),
+    "export_bibtex": Exposure(writes=False, open_world=True),
 }
 
 

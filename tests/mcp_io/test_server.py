@@ -20,7 +20,8 @@ from astro_jupyter.config import AstroConfig
 from astro_jupyter.mcp.exposed import EXPOSED
 
 ROOT = Path(__file__).resolve().parents[2]
-READ_ONLY = {"search_papers", "query_target", "get_paper_metadata", "rag_search", "get_paper_content", "object_papers"}
+READ_ONLY = {"search_papers", "query_target", "get_paper_metadata", "rag_search", "get_paper_content", "object_papers",
+             "export_bibtex"}
 CATALOGS = {"query_catalog", "describe_catalog", "cone_search"}  # keep their VOTable; an unlisted service asks (refused here)
 WRITES = {"download_paper", "parse_paper", "save_note"}
 NEVER = {"read_file", "file_write", "file_edit", "run_bash", "grep_files", "glob_files", "notebook_read",
