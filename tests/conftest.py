@@ -7,6 +7,7 @@ provider by accident; tests that need one point the config at a loopback fake.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -37,6 +38,17 @@ _SCRUBBED = (
     "ASTRO_HOME",
     "ASTRO_EMBED_MODEL",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Install what skips would otherwise need (tests/assets.py), before collection evaluates the skipifs.
+    Once per run: not in xdist workers, not for ``--collect-only``."""
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    from tests.assets import ensure_all
+
+    for asset in ensure_all():
+        print(f"test setup: {asset.note}", file=sys.stderr, flush=True)
 
 
 @pytest.fixture(autouse=True)

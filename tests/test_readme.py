@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -29,3 +30,28 @@ def test_every_setting_is_documented() -> None:
     traits = set(AstroConfig.class_traits(config=True))
     assert traits - documented == set(), "run python scripts/config_table.py and paste it into README.md"
     assert documented - traits == set(), "the README documents settings that no longer exist"
+
+
+def _marked_browser(node: ast.AST) -> bool:
+    decorators = getattr(node, "decorator_list", [])
+    return any("browser" in ast.unparse(d) for d in decorators)
+
+
+def test_the_fast_command_leaves_out_every_browser_test() -> None:
+    """The README names how long the suite takes and the fast part; `-m "not browser"` must then really
+    leave out every test that starts Chromium (issue 24 item 13)."""
+    assert 'python -m pytest -m "not browser"' in README
+    assert re.search(r"whole suite takes about \d+ minutes", README)
+    unmarked = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if "ui" in path.relative_to(ROOT / "tests").parts or path == Path(__file__).resolve():
+            continue  # tests/ui/conftest.py marks everything there; this test only names the words
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module_marked = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+                            and "browser" in ast.unparse(n.value) for n in tree.body)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                source = ast.unparse(node).lower()
+                if ("playwright" in source or "chromium" in source) and not (module_marked or _marked_browser(node)):
+                    unmarked.append(f"{path.relative_to(ROOT)}::{node.name}")
+    assert unmarked == [], "mark these @pytest.mark.browser"

@@ -5,8 +5,9 @@ A thin front end: each command parses its arguments, calls the application layer
 ``ask`` (a run), ``tools`` (``tool``, ``tools``), ``sessions``, ``library``, ``export``,
 ``demo``, ``doctor``; the registry and shared plumbing are in ``registry.py``.
 
-Exit codes: 0 ok, 1 a tool or run error, 2 no LLM endpoint configured/reachable or bad
-usage, 130 cancelled by Ctrl-C.
+Exit codes (as the README says): 0 ok, 1 a tool or run error or a bad argument (a usage error, a
+blank or too long prompt), 2 no LLM endpoint configured/reachable, 3 the answer was cut off, 130
+cancelled by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -62,10 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on a usage error; 2 is "no LLM endpoint" here
+        return EXIT_ERROR if exc.code == 2 else int(exc.code or 0)
     if not args.command:
         parser.print_help()
-        return EXIT_UNAVAILABLE
+        return EXIT_ERROR
     from ..errors import AstroError
 
     try:

@@ -36,9 +36,9 @@ async def cmd_ask(args: argparse.Namespace) -> int:
     async with open_app(config) as app:
         try:
             app.check_prompt(prompt)
-        except InvalidRequest as exc:
+        except InvalidRequest as exc:  # a bad argument, not a missing endpoint (README's exit codes)
             err(str(exc))
-            return EXIT_UNAVAILABLE
+            return EXIT_ERROR
         try:
             # no --coordinator: the session's own mode (a coordinator session stays one)
             handle = await app.start_run_handle(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
+import socket
 import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
@@ -66,6 +68,41 @@ PROBE_TIMEOUT_SECS = 5.0  # each request asking the endpoint about the model (a 
 PREPARING_EVERY_SECS = 1.0  # how often a tool call being written is reported while its arguments grow
 
 
+# A connection that was never made, for a reason another try within seconds will not change.
+_UNREACHABLE_ERRNOS = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.EHOSTUNREACH: "no route to host",
+    errno.ENETUNREACH: "network unreachable",
+}
+
+
+def unreachable_reason(exc: BaseException) -> str:
+    """Why no connection to the endpoint could be opened at all ('' when it opened, or may have).
+
+    A refused connection, no route or an unknown host name fails the same way on every retry, so
+    it is reported at once; a reset mid-response or a timeout is left to the retries. Looks
+    through the chain openai -> httpx2.ConnectError -> httpcore2 -> OSError (and exception groups).
+    """
+    import httpx2
+
+    stack, seen, connecting, reason = [exc], set(), False, ""
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, httpx2.ConnectError):
+            connecting = True
+        if not reason and isinstance(current, socket.gaierror):
+            reason = f"the host name does not resolve: {current.strerror or current}"
+        elif not reason and isinstance(current, OSError) and current.errno in _UNREACHABLE_ERRNOS:
+            reason = _UNREACHABLE_ERRNOS[current.errno]
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return reason if connecting else ""
+
+
 class _Failure:
     """A normalised view of an exception raised by the openai client."""
 
@@ -77,12 +114,13 @@ class _Failure:
         self.deadline = isinstance(exc, DeadlineExceeded)
         if isinstance(exc, RemoteLlmFailure):  # classified in the LLM I/O process (io_worker)
             self.status, self.timeout, self.connection = exc.status, exc.timeout, exc.connection
-            self.api, self.message = exc.api, exc.message
+            self.api, self.message, self.unreachable = exc.api, exc.message, exc.unreachable
             return
         self.status: int | None = getattr(exc, "status_code", None)
         self.timeout = self.deadline or isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
         # a connection dropped while the body streams surfaces as a raw httpx2 error
         self.connection = isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)) and not self.timeout
+        self.unreachable = unreachable_reason(exc) if self.connection else ""  # not worth a retry
         self.api = isinstance(exc, openai.APIError) or isinstance(exc, httpx2.TransportError) or self.deadline
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         body = getattr(exc, "body", None)
@@ -104,7 +142,7 @@ class _Failure:
 
     @property
     def transient(self) -> bool:
-        if self.timeout or self.connection:
+        if self.timeout or (self.connection and not self.unreachable):
             return True
         return self.api and self.status is not None and is_transient(self.status)
 
@@ -113,6 +151,8 @@ class _Failure:
             return str(self.exc)
         if self.timeout:
             return "timed out"
+        if self.unreachable:
+            return self.unreachable
         if self.status is not None:
             return f"HTTP {self.status}: {self.message}"
         return self.message
@@ -122,7 +162,7 @@ def failure_fields(exc: BaseException) -> dict[str, Any]:
     """How ``_Failure`` sees ``exc``, as JSON: the LLM I/O process sends this in place of the exception."""
     failure = _Failure(exc)
     return {"status": failure.status, "timeout": failure.timeout, "connection": failure.connection,
-            "api": failure.api, "message": failure.message}
+            "api": failure.api, "message": failure.message, "unreachable": failure.unreachable}
 
 
 async def read_chat_stream(client: Any, model: str, body: dict[str, Any], put: Callable[[ChunkView], None]) -> None:

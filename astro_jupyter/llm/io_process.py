@@ -46,8 +46,9 @@ class RemoteLlmFailure(ServiceError):
     ``_Failure`` reads these fields instead of an ``openai`` exception)."""
 
     def __init__(self, message: str, *, status: int | None = None, timeout: bool = False,
-                 connection: bool = False, api: bool = True) -> None:
+                 connection: bool = False, api: bool = True, unreachable: str = "") -> None:
         super().__init__(message)
+        self.unreachable = unreachable  # why no connection opened (refused, no route, unknown host): not retried
         self.message = message
         self.status = status
         self.timeout = timeout
@@ -206,6 +207,7 @@ class LlmProcess:
                 str(error.get("message") or "the LLM request failed"),
                 status=status if isinstance(status, int) else None, timeout=bool(error.get("timeout")),
                 connection=bool(error.get("connection")), api=bool(error.get("api")),
+                unreachable=str(error.get("unreachable") or ""),
             ))
 
     def _end(self, rid: Any, error: BaseException | None) -> None:

@@ -74,12 +74,13 @@ def test_ask_without_llm_exits_2_with_clear_message(tmp_path):
 
 
 def test_ask_unreachable_llm_exits_2(tmp_path):
+    """A refused connection is said at once: with an hour's retry backoff, one retry would outlast the timeout."""
     env = cli_env(tmp_path / "home", "http://127.0.0.1:9/v1")
-    env["ASTRO_LLM_RETRY_DELAY"] = "0.01"
-    proc = run_cli(env, "ask", "hello", "--json")
+    env["ASTRO_LLM_RETRY_DELAY"] = "3600"
+    proc = run_cli(env, "ask", "hello", "--json", timeout=120)
     assert proc.returncode == 2, proc.stderr
     err = [json.loads(l) for l in proc.stdout.splitlines() if '"error"' in l][0]
-    assert "Cannot reach the LLM endpoint at http://127.0.0.1:9/v1" in err["message"]
+    assert "Cannot reach the LLM endpoint at http://127.0.0.1:9/v1 (connection refused)" in err["message"]
 
 
 def test_tool_command_text_json_and_errors(tmp_path, sesame_server):
@@ -289,14 +290,17 @@ def test_doctor_without_llm_says_what_to_set(tmp_path):
 
 
 def test_ask_applies_the_apps_prompt_rules(tmp_path, openai_server):
-    """The CLI checks a prompt as the sidebar does (astro_jupyter.app): blank or over the limit → exit 2, no run."""
+    """The CLI checks a prompt as the sidebar does (astro_jupyter.app): blank or over the limit → exit 1 (a bad
+    argument, as the README's exit codes say; 2 means no LLM endpoint), no run."""
     env = cli_env(tmp_path / "home", openai_server.url)
     too_long = subprocess.run(
         [sys.executable, "-m", "astro_jupyter.cli", "ask", "-"], env=env, input="x" * 100_001,
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )
-    assert too_long.returncode == 2 and "100001 characters; the limit is 100000" in too_long.stderr
+    assert too_long.returncode == 1 and "100001 characters; the limit is 100000" in too_long.stderr
     blank = run_cli(env, "ask", "   ")
-    assert blank.returncode == 2 and "non-empty" in blank.stderr
+    assert blank.returncode == 1 and "non-empty" in blank.stderr
+    usage = run_cli(env, "ask", "hi", "--max-steps", "many")  # argparse's usage error, also a bad argument
+    assert usage.returncode == 1 and "invalid int value" in usage.stderr
     assert openai_server.chat_requests == []
     assert json.loads(run_cli(env, "sessions", "--json").stdout) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -239,6 +240,69 @@ async def test_unreachable_endpoint_is_unavailable_with_url():
     with pytest.raises(LlmUnavailableError):
         await client.list_models()
     await client.aclose()
+
+
+# A backoff no test could sit out: a refused connection that were retried would hang here.
+_NEVER = 3600.0
+
+
+@pytest.mark.asyncio
+async def test_refused_connection_is_reported_at_once_not_retried():
+    """Issue 24 item 12: a closed port fails the first attempt with the reason, with no backoff sleep
+    (the retry delay is an hour, so a single retry would run past the deadline below)."""
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    client = make_client(url, llm_max_retries=4)
+    client.config.llm_retry_base_delay = _NEVER
+    for what in (lambda: collect(client), client.list_models, lambda: client.embed(["M 31"], "emb")):
+        with pytest.raises(LlmUnavailableError) as info:
+            await asyncio.wait_for(what(), timeout=60)
+        message = str(info.value)
+        assert f"Cannot reach the LLM endpoint at {url} (connection refused)" in message, message
+    await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_unknown_host_is_reported_at_once_not_retried():
+    url = "http://astro-jupyter-no-such-host.invalid/v1"  # .invalid never resolves (RFC 6761)
+    client = make_client(url, llm_max_retries=4)
+    client.config.llm_retry_base_delay = _NEVER
+    with pytest.raises(LlmUnavailableError, match="host name does not resolve") as info:
+        await asyncio.wait_for(collect(client), timeout=60)
+    assert url in str(info.value)
+    await client.aclose()
+
+
+def test_only_a_connection_never_opened_skips_the_retries():
+    """Refused / no route / unknown host are final; a reset or a timeout stays transient."""
+    import errno
+
+    import httpx2
+    import openai
+
+    from astro_jupyter.llm.client import _Failure
+
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+
+    def raised(inner: BaseException, outer: type[Exception] = httpx2.ConnectError) -> BaseException:
+        try:
+            try:
+                try:
+                    raise inner
+                except BaseException as exc:
+                    raise outer(str(exc)) from exc
+            except httpx2.TransportError as exc:
+                raise openai.APIConnectionError(request=request) from exc
+        except openai.APIConnectionError as exc:
+            return exc
+
+    no_route = _Failure(raised(OSError(errno.EHOSTUNREACH, "No route to host")))
+    assert no_route.connection and not no_route.transient and no_route.describe() == "no route to host"
+    grouped = _Failure(raised(ExceptionGroup("all failed", [ConnectionRefusedError(errno.ECONNREFUSED, "refused")])))
+    assert not grouped.transient and grouped.describe() == "connection refused"
+    reset = _Failure(raised(ConnectionResetError(errno.ECONNRESET, "reset"), httpx2.ReadError))
+    assert reset.connection and reset.transient and reset.unreachable == ""
+    timeout = _Failure(raised(TimeoutError(), httpx2.ConnectTimeout))
+    assert timeout.transient
 
 
 @pytest.mark.asyncio

