@@ -141,8 +141,8 @@ describe('permission card', () => {
     ]);
     expect(seen(card())).toContain('1 line removed, 1 added');
     expect(visible(card().querySelector('pre.jp-Astro-question-code'))).toBe(false);
-    const args_ = Array.from(card().querySelectorAll('.jp-Astro-question-args dt')).map(dt => dt.textContent);
-    expect(args_).toEqual(['path', 'action', 'cell_id']);
+    const listed = Array.from(card().querySelectorAll('.jp-Astro-question-args dt')).map(dt => dt.textContent);
+    expect(listed).toEqual(['path', 'action', 'cell_id']);
   });
 
   it('folds to "Declined" on Deny, and the call reads declined, not failed', () => {
