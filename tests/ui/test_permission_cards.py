@@ -103,6 +103,7 @@ def test_a_denied_call_reads_declined_not_failed(page, script):
                                      "--jp-error-color1"])
     assert look["color"] != look["variable"], look
     assert "failed" not in tool.locator(":scope > .jp-Astro-tool-line").inner_text()
+    shot(page, "permission-card-declined")
     assert page.astro_errors == []
 
 
