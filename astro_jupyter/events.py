@@ -136,6 +136,7 @@ class PermissionRequest(Event):
     message: str = ""
     scope: str = ""  # what "always" covers: "" = the tool for this session, else e.g. one notebook's path
     code: str = ""  # the exact code that will run, when it is not an argument (notebook_run: the cell, from where it runs)
+    old_source: str | None = None  # what an edit replaces (notebook_edit replace: the cell now, from where it applies)
 
 
 @dataclass(frozen=True, kw_only=True)

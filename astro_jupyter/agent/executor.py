@@ -149,7 +149,9 @@ class ToolExecutor:
                 return
         slot.permission = decision
         if decision.action != "allow":
-            self._reject(slot, f"Permission denied for {slot.name}: {decision.reason}", "permission")
+            # the user's own "Deny" is a decision, not a failure: the sidebar shows the call as declined
+            self._reject(slot, f"Permission denied for {slot.name}: {decision.reason}", "permission",
+                         declined=decision.source == "user")
             return
         payload = self._payload(slot, ctx)
         outcome = await self.hooks.run(HookEventName.PRE_TOOL_USE, payload, tool_name=slot.name)
@@ -186,7 +188,7 @@ class ToolExecutor:
             return await self._permission_answered(slot, ctx, PermissionDecision("deny", f"{decision.reason} ({why})", "ask"), "")
         assert slot.tool is not None and slot.args is not None
         scope = permission_scope(slot.tool, slot.args)
-        message, code = decision.reason, ""
+        message, code, old_source = decision.reason, "", None
         try:  # what will really happen, read now, just before asking
             preview = await slot.tool.permission_preview(slot.args, ctx.for_call(slot.id, ctx.step), decision.reason)
         except asyncio.CancelledError:
@@ -200,6 +202,7 @@ class ToolExecutor:
             preview = None
         if preview is not None:
             message, code, slot.question_pin = preview.message, preview.code, preview.pin
+            old_source = preview.old_source
         request = PermissionRequest(
             request_id=f"perm_{uuid.uuid4().hex[:16]}",
             tool_call_id=slot.id,
@@ -209,6 +212,7 @@ class ToolExecutor:
             subagent_id=ctx.subagent_id,
             scope=scope,
             code=code,
+            old_source=old_source,
         )
         payload = {**self._payload(slot, ctx), "request_id": request.request_id, "message": message}
         outcome = await self.hooks.run(HookEventName.PERMISSION_REQUEST, payload, tool_name=slot.name)

@@ -104,6 +104,7 @@ export interface IPermissionRequestEvent {
   message?: string;
   scope?: string;
   code?: string;
+  old_source?: string | null;
 }
 
 /** An `ask_user` or `permission_request` got its answer. Every open view of the run closes the question, and a reopened session shows what was answered, not "expired". */

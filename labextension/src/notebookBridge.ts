@@ -155,6 +155,10 @@ export function applyEdit(nb: ISharedNotebook, args: Record<string, unknown>): R
         nb.transact(() => nb.deleteCell(index));
         return { cell_id: args.cell_id, index, cell_type: cell.cell_type, old_source: oldSource };
       }
+      // a replace the user approved as a diff against this text: anything else in the cell now stays
+      if (typeof args.expected_source === 'string' && oldSource !== args.expected_source) {
+        throw new CellChangedError(oldSource);
+      }
       if (typeof args.source !== 'string') {
         throw new BridgeError('replace needs the cell\'s source');
       }

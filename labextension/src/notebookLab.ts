@@ -14,7 +14,6 @@ import {
   CellChangedError,
   CellJSON,
   cellForAnswer,
-  diffLines,
   INotebookHost,
   INotebookRequestEvent,
   INotebookTouch,
@@ -25,7 +24,7 @@ import {
 } from './notebookBridge';
 import type { IToolItem } from './timeline';
 import type { INotebookContext } from './tokens';
-import { renderVisible, visibleText } from './widgets/dom';
+import { renderDiff, renderVisible, visibleText } from './widgets/dom';
 
 /** The notebook tools whose cards show a cell. */
 const CELL_TOOLS = new Set(['notebook_edit', 'notebook_run']);
@@ -263,9 +262,9 @@ export class NotebookIntegration implements INotebookHost {
     link.addEventListener('click', () => void this.reveal(path, action === 'delete' ? '' : cellId));
     box.appendChild(link);
     if (action === 'replace' && oldSource !== undefined && source !== undefined) {
-      box.appendChild(renderDiff(oldSource, source));
+      box.appendChild(renderDiff(oldSource, source, 'jp-Astro-nbcell-diff'));
     } else if (action === 'delete' && oldSource !== undefined) {
-      box.appendChild(renderDiff(oldSource, ''));
+      box.appendChild(renderDiff(oldSource, '', 'jp-Astro-nbcell-diff'));
     } else if (source !== undefined && action !== 'run') {
       const pre = document.createElement('pre');
       pre.className = 'jp-Astro-pre jp-Astro-nbcell-source';
@@ -320,16 +319,4 @@ export class NotebookIntegration implements INotebookHost {
     }
     return true;
   }
-}
-
-function renderDiff(before: string, after: string): HTMLElement {
-  const pre = document.createElement('pre');
-  pre.className = 'jp-Astro-pre jp-Astro-nbcell-diff';
-  for (const { op, text } of diffLines(before, after)) {
-    const line = document.createElement('span');
-    line.className = op === '-' ? 'jp-Astro-diff-del' : op === '+' ? 'jp-Astro-diff-add' : 'jp-Astro-diff-same';
-    line.textContent = `${op} ${visibleText(text)}\n`;
-    pre.appendChild(line);
-  }
-  return pre;
 }

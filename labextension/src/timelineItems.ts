@@ -36,9 +36,10 @@ export interface ITextItem extends IItemBase {
 
 /**
  * `waiting`: a permission question for this call is open; `cancelled`: stopped by the user;
- * `interrupted`: the run ended (step limit, error) before its result came.
+ * `interrupted`: the run ended (step limit, error) before its result came; `declined`: the user answered
+ * Deny (a decision, not a failure).
  */
-export type ToolStatus = 'running' | 'waiting' | 'done' | 'error' | 'cancelled' | 'interrupted';
+export type ToolStatus = 'running' | 'waiting' | 'done' | 'error' | 'cancelled' | 'interrupted' | 'declined';
 
 export interface IToolResult {
   output: string;
@@ -117,6 +118,8 @@ export interface IQuestionItem extends IItemBase {
   arguments: unknown;
   /** The exact code that will run when it is not an argument (notebook_run: the cell, read where it runs). */
   code: string;
+  /** What an edit replaces, read where it applies (notebook_edit replace): the card shows a diff. */
+  oldSource: string | null;
   /** The answer given (or 'expired' when the run ended first). */
   answer: string | null;
   pending: boolean;
@@ -203,10 +206,16 @@ export function parseArguments(raw: unknown): unknown {
   }
 }
 
-/** A result's status: a cancelled call (metadata.cancelled) reads "cancelled", not "error". */
+/**
+ * A result's status: a cancelled call (metadata.cancelled) reads "cancelled", a call the user denied
+ * (metadata.declined, set by the executor) "declined", not "error".
+ */
 export function resultStatus(result: IToolResult): ToolStatus {
   if (result.metadata?.cancelled === true) {
     return 'cancelled';
+  }
+  if (result.metadata?.declined === true) {
+    return 'declined';
   }
   return result.isError ? 'error' : 'done';
 }
@@ -214,14 +223,14 @@ export function resultStatus(result: IToolResult): ToolStatus {
 /** What a question item takes from its event (the item's state is added by the model). */
 export type QuestionFields = Pick<
   IQuestionItem,
-  'variant' | 'requestId' | 'question' | 'options' | 'toolName' | 'toolCallId' | 'arguments' | 'code'
+  'variant' | 'requestId' | 'question' | 'options' | 'toolName' | 'toolCallId' | 'arguments' | 'code' | 'oldSource'
 >;
 
 /** An `ask_user` or `permission_request` event as the question the timeline shows. */
 export function questionOf(event: IAskUserEvent | IPermissionRequestEvent): QuestionFields {
   if (event.type === 'ask_user') {
     const q = { requestId: event.request_id, question: event.question, options: event.options ?? [] };
-    return { variant: 'ask_user', ...q, toolName: '', toolCallId: '', arguments: null, code: '' };
+    return { variant: 'ask_user', ...q, toolName: '', toolCallId: '', arguments: null, code: '', oldSource: null };
   }
   return {
     variant: 'permission',
@@ -231,6 +240,7 @@ export function questionOf(event: IAskUserEvent | IPermissionRequestEvent): Ques
     toolName: event.name,
     toolCallId: event.tool_call_id,
     arguments: event.arguments,
-    code: typeof event.code === 'string' ? event.code : ''
+    code: typeof event.code === 'string' ? event.code : '',
+    oldSource: typeof event.old_source === 'string' ? event.old_source : null
   };
 }

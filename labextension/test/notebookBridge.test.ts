@@ -181,6 +181,17 @@ describe('NotebookBridge answers', () => {
     expect(changed).toEqual({ status: 'changed', source: 'import os\nos.remove("data.fits")' });
     expect(doc.ran).toEqual(['code1']); // not run again
   });
+
+  it('a replace with expected_source changes only the text the user saw the diff against', async () => {
+    const { doc, bridge } = open();
+    doc.sharedModel.getCell(1).setSource('x = 20  # mine, typed after the question');
+    const stale = (await bridge.handle(request('edit', { action: 'replace', cell_id: 'code1', source: 'x = 21', expected_source: 'x = 20\nx + 1' }))) as any;
+    expect(stale).toEqual({ status: 'changed', source: 'x = 20  # mine, typed after the question' });
+    expect(doc.sharedModel.getCell(1).getSource()).toBe('x = 20  # mine, typed after the question');
+    const ok = (await bridge.handle(request('edit', { action: 'replace', cell_id: 'code1', source: 'x = 21', expected_source: 'x = 20  # mine, typed after the question' }))) as any;
+    expect(ok.status).toBe('ok');
+    expect(doc.sharedModel.getCell(1).getSource()).toBe('x = 21');
+  });
 });
 
 describe('NotebookRequestGate', () => {

@@ -318,7 +318,7 @@ def test_run_question_shows_the_replaced_code_from_the_open_notebook(page, lab, 
     assert shown.is_visible()
     assert shown.inner_text() == new_code  # the NEW code, line by line, read from the open document
     assert "x = 20" not in run_question.inner_text()  # not the saved file's old cell
-    assert "Code that will run (3 lines)" in run_question.inner_text()
+    assert "Code that will run · 3 lines" in run_question.inner_text()
     detail = run_question.locator(".jp-Astro-question-detail").inner_text()
     assert "open document, which is not saved" in detail and "saved into the notebook" not in detail
     assert (lab.root / name).read_text().count("x = 20") == 1  # the file still holds the old code

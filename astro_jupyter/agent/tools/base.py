@@ -45,11 +45,13 @@ class PermissionRule:
 class PermissionPreview:
     """What a question shows when the arguments alone do not say what will happen (``permission_preview``):
     ``message`` replaces the rule's reason, ``code`` is the exact code that will run, read from where it
-    will run; ``pin`` reaches ``execute`` as ``ctx.question_pin`` so the tool can refuse to act on
+    will run; ``old_source`` is what an edit replaces, read from where it will apply (the question shows a diff
+    of it against the new text); ``pin`` reaches ``execute`` as ``ctx.question_pin`` so the tool can refuse to act on
     anything other than what was shown (None: nothing could be shown, so nothing may run)."""
 
     message: str
     code: str = ""
+    old_source: str | None = None
     pin: Any = None
 
 

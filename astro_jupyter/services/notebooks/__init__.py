@@ -128,7 +128,10 @@ class NotebookService:
 
     # -- edit ------------------------------------------------------------------------------------
     async def edit(self, path: Path, action: str, *, cell_id: str | None = None, index: int | None = None,
-                   cell_type: str | None = None, source: str | None = None, run_id: str = "") -> EditResult:
+                   cell_type: str | None = None, source: str | None = None, run_id: str = "",
+                   expected_source: str | None = None) -> EditResult:
+        """``expected_source`` (replace): the cell's text the user was shown the change against; a cell that
+        holds anything else now is left as it is (``CellChanged``), so an approval never overwrites newer work."""
         self.check_path(path)
         if action not in ACTIONS:
             raise NotebookError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
@@ -145,6 +148,9 @@ class NotebookService:
                     raise NotebookError(f"{path.name} does not exist; only 'insert' creates a notebook")
                 nb = nbcells.new_notebook()
             nbcells.ensure_ids(nb)
+            if action == "replace" and expected_source is not None and cell_id is not None:
+                if nbcells._source(nb.cells[nbcells.find_cell(nb, cell_id)]) != expected_source:
+                    raise CellChanged(f"cell {cell_id} of {path.name} is not the text the user was shown", path.name)
             result = self.apply(nb, action, cell_id=cell_id, index=index, cell_type=cell_type, source=source)
             result.created = created
             nbcells.validate_cells(nb, [] if action == "delete" else [nb.cells[result.index]])

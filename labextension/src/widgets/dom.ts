@@ -2,6 +2,7 @@
  * Tiny DOM helpers. Server-supplied text only ever goes in through `textContent`
  * (never innerHTML): a tool output or a paper title containing <script> stays text.
  */
+import { diffLines } from '../notebookBridge';
 import { MARK_END, MARK_START } from '../tokens';
 
 type Attrs = Record<string, string | number | boolean | undefined | null>;
@@ -163,6 +164,31 @@ export function renderVisible(host: HTMLElement, text: string): void {
     frag.appendChild(document.createTextNode(text.slice(last)));
   }
   host.appendChild(frag);
+}
+
+/**
+ * A line diff of a cell (old → new) as a <pre>: removed lines in <del>, added in <ins> (so a screen reader
+ * says which is which, not only the colour), each prefixed "-"/"+", hidden characters shown as escapes.
+ */
+export function renderDiff(before: string, after: string, className: string): HTMLPreElement {
+  const pre = h('pre', { class: `jp-Astro-pre jp-Astro-diff ${className}` });
+  for (const { op, text } of diffLines(before, after)) {
+    const tag = op === '-' ? 'del' : op === '+' ? 'ins' : 'span';
+    const cls = op === '-' ? 'jp-Astro-diff-del' : op === '+' ? 'jp-Astro-diff-add' : 'jp-Astro-diff-same';
+    pre.appendChild(h(tag, { class: cls, text: `${op} ${visibleText(text)}\n` }));
+  }
+  return pre;
+}
+
+/** "2 lines removed, 1 added": what a diff changes, in words. */
+export function diffSummary(before: string, after: string): string {
+  const ops = diffLines(before, after);
+  const removed = ops.filter(o => o.op === '-').length;
+  const added = ops.filter(o => o.op === '+').length;
+  if (!removed && !added) {
+    return 'no change';
+  }
+  return `${removed} line${removed === 1 ? '' : 's'} removed, ${added} added`;
 }
 
 /** Argument names that say what a call is about, most telling first. */

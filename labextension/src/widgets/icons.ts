@@ -117,7 +117,8 @@ export const STATUS_ICON: Record<string, LabIcon> = {
   done: checkIcon,
   error: closeIcon,
   cancelled: stopIcon,
-  interrupted: stopIcon
+  interrupted: stopIcon,
+  declined: stopIcon
 };
 
 export const TODO_ICON: Record<string, LabIcon> = {

@@ -1,42 +1,104 @@
-/** A question the run asks: an `ask_user` question or a permission request, answered in place. */
+/**
+ * A question the run asks: an `ask_user` question or a permission request, answered in place.
+ *
+ * A permission card shows what will run once: the command (or the cell's code) as code with its real line
+ * breaks, a notebook_edit replace as a diff of the cell, every other argument in full below it (hidden
+ * characters shown as escapes, as issue 22 asks). Allow is the primary action, Deny a calm secondary one.
+ * Once answered the card folds to one line ("Allowed: run_bash `ls`", "Declined: …") that expands again.
+ */
 import { IQuestionItem } from '../timeline';
 import {
   button,
   countHidden,
+  diffSummary,
   h,
   keyArgument,
   prettyJSON,
+  renderDiff,
   renderVisible,
   visibleText
 } from './dom';
 import { iconEl, STATUS_ICON } from './icons';
 import { ItemView } from './itemView';
 
+/** Arguments shown as the code block of a card, most telling first (else the call's key argument). */
+const CODE_ARGS = ['command', 'code', 'source', 'content'];
+
+/** The label of the "always" button (and of the answer it gives): the server scopes notebook tools to the notebook. */
+export function alwaysLabel(toolName: string): string {
+  return /^notebook_(edit|run)$/.test(toolName) ? 'Allow for this notebook' : 'Always allow for this session';
+}
+
+/** What the button that gave `answer` said ("Allow", "Deny", "Allow for this notebook"), else the answer itself. */
+export function answerLabel(q: Pick<IQuestionItem, 'variant' | 'toolName'>, answer: string): string {
+  if (q.variant !== 'permission') {
+    return answer;
+  }
+  const labels: Record<string, string> = { allow: 'Allow', deny: 'Deny', always: alwaysLabel(q.toolName) };
+  return labels[answer] ?? answer;
+}
+
+/** The main argument of a permission question: its name ('' when the arguments are not an object) and text. */
+export function mainArgument(args: unknown): { name: string; text: string } {
+  const record = args && typeof args === 'object' ? (args as Record<string, unknown>) : null;
+  if (!record) {
+    return { name: '', text: args === null || args === undefined ? '' : prettyJSON(args) };
+  }
+  const name =
+    CODE_ARGS.find(k => typeof record[k] === 'string') ??
+    (() => {
+      const key = keyArgument(args);
+      return Object.keys(record).find(k => record[k] === key) ?? '';
+    })();
+  return { name, text: name ? String(record[name]) : '' };
+}
+
+/** One line for an answered permission card: "Allowed: run_bash `ls -la`", "Declined: …". */
+export function answeredSummary(q: IQuestionItem): string {
+  const verdict: Record<string, string> = {
+    allow: 'Allowed',
+    always: /^notebook_/.test(q.toolName) ? 'Allowed for this notebook' : 'Allowed for this session',
+    deny: 'Declined',
+    expired: 'Not answered'
+  };
+  const head = verdict[q.answer ?? ''] ?? (q.answer?.startsWith('(no answer') ? 'Not answered' : `Answered ${q.answer}`);
+  const main = q.code || mainArgument(q.arguments).text;
+  const first = main.split('\n')[0];
+  const shown = first.length > 60 ? `${first.slice(0, 59)}…` : first;
+  const more = main.includes('\n') || first.length > 60 ? ' …' : '';
+  return visibleText(`${head}: ${q.toolName}${shown ? ` \`${shown}\`${more}` : ''}`);
+}
+
 export class QuestionView extends ItemView<IQuestionItem> {
   private text!: HTMLElement;
+  private summary!: HTMLButtonElement;
+  private body!: HTMLElement;
   private detail!: HTMLElement;
-  private what!: HTMLElement;
   private codeHead!: HTMLElement;
   private code!: HTMLPreElement;
-  private args!: HTMLPreElement;
-  private meta!: HTMLElement;
-  private rest!: HTMLPreElement;
+  private diffBox!: HTMLElement;
+  private rest!: HTMLElement;
   private actions!: HTMLElement;
   private input!: HTMLInputElement;
   private state!: HTMLElement;
   private buttons!: HTMLButtonElement[]; // set in build(), which runs before field initialisers
-  private shownArgs: unknown = undefined;
+  private shown: string | undefined = undefined;
+  /** The user opened an answered card again (it stays open). */
+  private expanded = false;
 
   protected build(): HTMLElement {
     const q = this.item;
     this.text = h('div', { class: 'jp-Astro-question-text' });
+    this.summary = button('', () => this.toggle(), {
+      class: 'jp-Astro-question-summary',
+      'aria-expanded': 'false',
+      hidden: true
+    });
     this.detail = h('div', { class: 'jp-Astro-question-detail', hidden: true });
-    this.what = h('div', { class: 'jp-Astro-question-what', hidden: true });
-    this.codeHead = h('div', { class: 'jp-Astro-question-what jp-Astro-question-codehead', hidden: true });
+    this.codeHead = h('div', { class: 'jp-Astro-question-meta', hidden: true });
     this.code = h('pre', { class: 'jp-Astro-pre jp-Astro-question-code', hidden: true });
-    this.args = h('pre', { class: 'jp-Astro-pre jp-Astro-question-command', hidden: true });
-    this.meta = h('div', { class: 'jp-Astro-question-meta', hidden: true });
-    this.rest = h('pre', { class: 'jp-Astro-pre jp-Astro-question-args', hidden: true });
+    this.diffBox = h('div', { class: 'jp-Astro-question-diffbox', hidden: true });
+    this.rest = h('dl', { class: 'jp-Astro-question-args', hidden: true });
     this.actions = h('div', { class: 'jp-Astro-question-actions' });
     this.state = h('div', { class: 'jp-Astro-question-state', role: 'status' });
     const send = (answer: string) => this.ctx.answer(q.requestId, answer);
@@ -45,7 +107,7 @@ export class QuestionView extends ItemView<IQuestionItem> {
         button('Allow', () => send('allow'), { class: 'jp-Astro-button jp-mod-accept' }),
         button('Deny', () => send('deny'), { class: 'jp-Astro-button jp-mod-reject' }),
         // notebook tools: the server scopes "always" to the notebook (docs/notebook-bridge.md)
-        button(/^notebook_(edit|run)$/.test(q.toolName) ? 'Allow for this notebook' : 'Always allow for this session', () => send('always'), { class: 'jp-Astro-button' })
+        button(alwaysLabel(q.toolName), () => send('always'), { class: 'jp-Astro-button' })
       ];
     } else {
       this.buttons = (q.options ?? []).map(option => button(visibleText(option), () => send(option)));
@@ -67,6 +129,17 @@ export class QuestionView extends ItemView<IQuestionItem> {
     if (this.input) {
       this.actions.appendChild(this.input);
     }
+    this.body = h(
+      'div',
+      { class: 'jp-Astro-question-body' },
+      h('div', { class: 'jp-Astro-question-head' }, iconEl(STATUS_ICON.waiting), this.text),
+      this.detail,
+      this.codeHead,
+      this.code,
+      this.diffBox,
+      this.rest,
+      this.actions
+    );
     return h(
       'div',
       {
@@ -74,15 +147,8 @@ export class QuestionView extends ItemView<IQuestionItem> {
         role: 'group',
         'aria-label': q.variant === 'permission' ? 'Permission request' : 'Question from the agent'
       },
-      h('div', { class: 'jp-Astro-question-head' }, iconEl(STATUS_ICON.waiting), this.text),
-      this.detail,
-      this.codeHead,
-      this.code,
-      this.what,
-      this.args,
-      this.meta,
-      this.rest,
-      this.actions,
+      this.summary,
+      this.body,
       this.state
     );
   }
@@ -91,27 +157,13 @@ export class QuestionView extends ItemView<IQuestionItem> {
     const q = this.item;
     this.el.dataset.requestId = q.requestId;
     if (q.variant === 'permission') {
-      // A short question; the server's message (which may quote the command) below it, and
-      // the whole command, escaped, below that.
-      this.text.textContent = `Allow ${visibleText(q.toolName || 'this tool')} to run?`;
-      this.detail.hidden = !q.question;
-      renderVisible(this.detail, q.question);
-      this.detail.title = visibleText(q.question);
-      // the code that will run, read where it runs (a notebook cell): in full, with its line breaks
-      this.detail.classList.toggle('jp-mod-full', !!q.code);
-      this.codeHead.hidden = this.code.hidden = !q.code;
-      if (q.code && this.code.dataset.shown !== q.code) {
-        const lines = q.code.split('\n').length;
-        this.codeHead.textContent = `Code that will run (${lines} line${lines === 1 ? '' : 's'})`;
-        renderVisible(this.code, q.code);
-        this.code.dataset.shown = q.code;
+      const key = JSON.stringify([q.question, q.code, q.oldSource, q.arguments]);
+      if (this.shown !== key) {
+        this.shown = key;
+        this.showPermission();
       }
     } else {
       renderVisible(this.text, q.question);
-    }
-    if (q.variant === 'permission' && this.shownArgs !== q.arguments) {
-      this.shownArgs = q.arguments;
-      this.showArguments(q.toolName, q.arguments);
     }
     const closed = q.answer !== null || q.pending;
     for (const b of this.buttons) {
@@ -120,7 +172,22 @@ export class QuestionView extends ItemView<IQuestionItem> {
     if (this.input) {
       this.input.disabled = closed;
     }
-    this.el.classList.toggle('jp-mod-answered', q.answer !== null && !q.pending);
+    const answered = q.answer !== null && !q.pending && !q.error;
+    this.el.classList.toggle('jp-mod-answered', answered);
+    // an answered permission card folds to one line; its summary opens it again
+    const foldable = answered && q.variant === 'permission';
+    this.summary.hidden = !foldable;
+    if (foldable) {
+      this.summary.textContent = answeredSummary(q);
+      this.summary.title = this.expanded ? 'Hide the details' : 'Show what was asked';
+    }
+    const folded = foldable && !this.expanded;
+    this.el.classList.toggle('jp-mod-folded', folded);
+    this.body.hidden = folded;
+    this.summary.setAttribute('aria-expanded', String(foldable && this.expanded));
+    this.el.dataset.answer = q.answer ?? '';
+    this.actions.hidden = answered && q.variant === 'permission'; // the state line says what was answered
+    this.state.hidden = folded;
     this.state.textContent = q.error
       ? `Not delivered: ${q.error}`
       : q.pending
@@ -128,40 +195,75 @@ export class QuestionView extends ItemView<IQuestionItem> {
         : q.answer === 'expired'
           ? 'No longer waiting for an answer.'
           : q.answer !== null
-            ? `Answered: ${q.answer === 'always' ? 'always allow for this session' : q.answer}`
+            ? `Answered: ${answerLabel(q, q.answer)}`
             : 'Waiting for you';
   }
 
+  private toggle(): void {
+    this.expanded = !this.expanded;
+    this.update();
+  }
+
   /**
-   * The whole of what would run, every hidden character shown as an escape, with its length:
-   * the key argument (the command) on its own, then any other arguments as JSON.
+   * What would run, once: the code block (or a notebook cell's diff), its length and hidden characters,
+   * and every other argument in full, each hidden character shown as an escape.
    */
-  private showArguments(toolName: string, args: unknown): void {
-    const record = args && typeof args === 'object' ? (args as Record<string, unknown>) : null;
-    const key = keyArgument(args);
-    const keyName = record ? Object.keys(record).find(k => record[k] === key) ?? '' : '';
-    const main = key || prettyJSON(args);
-    this.what.hidden = false;
-    this.what.textContent = `${toolName}${keyName ? ` \u00b7 ${keyName}` : ''}`;
-    this.args.hidden = false;
-    renderVisible(this.args, main);
-    const hidden = countHidden(main);
-    const lines = main.split('\n').length;
-    this.meta.hidden = false;
-    this.meta.textContent = [
-      `${main.length.toLocaleString()} character${main.length === 1 ? '' : 's'}`,
+  private showPermission(): void {
+    const q = this.item;
+    const main = mainArgument(q.arguments);
+    const record = q.arguments && typeof q.arguments === 'object' ? (q.arguments as Record<string, unknown>) : null;
+    const diff = q.oldSource !== null && record?.action === 'replace' && typeof record.source === 'string';
+    // the code shown: the one read where it runs (notebook_run), else the main argument
+    const codeText = q.code || (diff ? '' : main.text);
+    this.text.textContent = `Allow ${visibleText(q.toolName || 'this tool')} to run?`;
+    // the server's message, unless it only quotes what the code block shows
+    const quotes = !!codeText.trim() && q.question.includes(codeText.trim());
+    this.detail.hidden = !q.question || quotes;
+    renderVisible(this.detail, q.question);
+    this.detail.title = visibleText(q.question);
+    this.detail.classList.toggle('jp-mod-full', !!q.code || diff);
+
+    this.code.hidden = !codeText;
+    renderVisible(this.code, codeText);
+    if (codeText) {
+      this.code.setAttribute('aria-label', q.code ? 'Code that will run' : main.name || 'arguments');
+    }
+    this.diffBox.hidden = !diff;
+    this.diffBox.textContent = '';
+    const described = diff ? String(record?.source) : codeText;
+    if (diff) {
+      const after = String(record?.source);
+      this.diffBox.append(
+        h('div', { class: 'jp-Astro-question-meta', text: `Cell now → after the edit: ${diffSummary(q.oldSource ?? '', after)}` }),
+        renderDiff(q.oldSource ?? '', after, 'jp-Astro-question-diff')
+      );
+    }
+    const hidden = countHidden(described);
+    const lines = described.split('\n').length;
+    const what = q.code ? 'Code that will run' : diff ? 'New source' : main.name;
+    this.codeHead.hidden = !described;
+    this.codeHead.textContent = [
+      what,
       lines > 1 ? `${lines} lines` : '',
+      `${described.length.toLocaleString()} character${described.length === 1 ? '' : 's'}`,
       hidden ? `${hidden} hidden character${hidden === 1 ? '' : 's'} shown as escapes` : ''
     ]
       .filter(Boolean)
       .join(' \u00b7 ');
-    this.meta.classList.toggle('jp-mod-warn', hidden > 0);
-    if (record && key && keyName) {
-      const others = Object.fromEntries(Object.entries(record).filter(([k]) => k !== keyName));
-      if (Object.keys(others).length) {
-        this.rest.hidden = false;
-        renderVisible(this.rest, prettyJSON(others));
-      }
+    this.codeHead.classList.toggle('jp-mod-warn', hidden > 0);
+
+    // every other argument, in full
+    this.rest.textContent = '';
+    const shownName = diff ? 'source' : q.code ? '' : main.name;
+    const others = record ? Object.entries(record).filter(([k]) => k !== shownName) : [];
+    if (!record && !codeText && q.arguments !== null && q.arguments !== undefined) {
+      others.push(['arguments', q.arguments]);
     }
+    for (const [name, value] of others) {
+      const dd = h('dd', { class: 'jp-Astro-question-arg' });
+      renderVisible(dd, typeof value === 'string' ? value : prettyJSON(value));
+      this.rest.append(h('dt', { text: visibleText(name) }), dd);
+    }
+    this.rest.hidden = others.length === 0;
   }
 }

@@ -28,7 +28,8 @@ const STATUS_LABEL: Record<ToolStatus, string> = {
   done: 'done',
   error: 'failed',
   cancelled: 'cancelled',
-  interrupted: 'interrupted'
+  interrupted: 'interrupted',
+  declined: 'declined'
 };
 
 /** The status a group of identical calls shows: the most urgent of its members. */

@@ -327,3 +327,48 @@ async def test_a_cell_changed_between_the_question_and_the_run_does_not_run(serv
     missing = await h.call("notebook_run", path="c.ipynb", cell_id="nosuchcell")
     assert "cannot be shown" in h.asked[-1].message and h.asked[-1].code == ""
     assert missing.is_error and "was not run: the question could not show its code" in missing.content
+
+
+@pytest.mark.asyncio
+async def test_a_replace_is_asked_as_a_diff_against_the_cell_and_applies_only_to_that_text(services: Any,
+                                                                                              tmp_path: Path) -> None:
+    """Issue 24 item 8: the question of a notebook_edit replace carries the cell's text read where the edit
+    applies (the card shows old → new); a cell changed after the question is left alone; Deny is declined."""
+    path = tmp_path / "d.ipynb"
+    nb = nbf.new_notebook()
+    nb.cells = [nbf.new_code_cell("flux = 1\nx = 20"), nbf.new_markdown_cell("# Notes")]
+    nbformat.write(nb, path)
+    code_id, md_id = nb.cells[0].id, nb.cells[1].id
+    h = Harness(services, answers=["allow", "deny"])
+    done = await h.call("notebook_edit", path="d.ipynb", action="replace", cell_id=code_id, source="flux = 1\nx = 21")
+    assert not done.is_error, done.content
+    assert h.asked[0].old_source == "flux = 1\nx = 20"
+    assert "replace code cell" in h.asked[0].message
+    assert nbformat.read(path, as_version=4).cells[0].source == "flux = 1\nx = 21"
+    denied = await h.call("notebook_edit", path="d.ipynb", action="replace", cell_id=md_id, source="# Mine")
+    assert h.asked[1].old_source == "# Notes"
+    assert denied.is_error and denied.metadata.get("declined") is True  # the user's Deny: declined, not failed
+    # an insert has nothing to diff against
+    h.answers = ["allow"]
+    await h.call("notebook_edit", path="d.ipynb", action="insert", source="y = 1")
+    assert h.asked[2].old_source is None
+
+    def change_then_allow(request: Any) -> "asyncio.Future[str]":  # the user edits the cell while reading
+        h.asked.append(request)
+        changed = nbformat.read(path, as_version=4)
+        changed.cells[0].source = "flux = 2  # my newer work"
+        nbformat.write(changed, path)
+        future = asyncio.get_running_loop().create_future()
+        future.set_result("allow")
+        return future
+
+    async def emit(event: Any) -> None:
+        h.events.append(event)
+
+    ctx = ToolContext(config=services.config, services=services, session_id="ses_nb", cancelled=asyncio.Event(),
+                      emit=emit, file_state=FileStateCache(), run_id="run_swap", ask_permission=change_then_allow)
+    [stale] = await h.executor.execute([ToolCallRequest("e1", "notebook_edit", json.dumps(
+        {"path": "d.ipynb", "action": "replace", "cell_id": code_id, "source": "x = 22"}))], ctx)
+    assert h.asked[-1].old_source == "flux = 1\nx = 21"
+    assert stale.output.is_error and "was not replaced: it changed after the user was shown" in stale.output.content
+    assert nbformat.read(path, as_version=4).cells[0].source == "flux = 2  # my newer work"

@@ -63,6 +63,34 @@ def _scope(args: dict[str, Any], config: Any) -> str:
         return str(args.get("path") or "")
 
 
+async def _current_cell(ctx: ToolContext, args: dict[str, Any]) -> tuple[Any, str, str, str]:
+    """(cell, path shown, where it was read, note) for a question about ``args["cell_id"]``: the cell as it is
+    in the open document (through the sidebar), else in the file as the server or this process reads it."""
+    cell_id = args.get("cell_id")
+    if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id):
+        raise NotebookError(f"{cell_id!r} is not a cell id")
+    path, shown, client = _resolve(ctx, args.get("path"), "write")
+    notebooks = ctx.services.notebooks
+    note = ""
+    try:
+        nb = notebook_from_answer(await ask_client(ctx, "read", client, {}), client)
+        where = "sidebar"
+    except (NotOpen, BridgeTimeout) as exc:
+        nb = await notebooks.load(path)
+        where = notebooks.backend.where
+        if isinstance(exc, BridgeTimeout):  # it may still run there; then only if the cell is the same
+            note = (" The sidebar did not send the open notebook in time, so this is the cell as saved; "
+                    "if the notebook is open, the cell runs there only if it holds exactly this code.")
+    from ....services.notebooks.cells import ensure_ids, find_cell
+
+    ensure_ids(nb)
+    return nb.cells[find_cell(nb, cell_id)], shown, where, note
+
+
+def _why(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, (PathNotAllowed, NotebookError)) else f"{type(exc).__name__}: {exc}"
+
+
 class _NotebookTool(AgentTool):
     defer_loading = True  # loaded when a turn needs the notebook (load_tool): small models pay for few schemas
 
@@ -143,12 +171,33 @@ class NotebookEditTool(_NotebookTool):
         reason = f"notebook_edit wants to {what.get(str(args.get('action')), 'change')} {where}"
         return notebook_rules(self.name, args.get("path"), self.config, reason)
 
+    async def permission_preview(self, args: dict[str, Any], ctx: ToolContext, reason: str) -> PermissionPreview | None:
+        """A replace is asked as a diff: the cell's source now, read where the edit will apply (the open
+        document, else the file), against the new source (the ``source`` argument)."""
+        if args.get("action") != "replace" or not isinstance(args.get("source"), str):
+            return None
+        cell_id = args.get("cell_id")
+        try:
+            cell, shown, where, _ = await _current_cell(ctx, args)
+            from ....services.notebooks.cells import _source
+
+            old = _source(cell)
+        except Exception as exc:  # noqa: BLE001 - the question still goes out, saying what could not be shown
+            return PermissionPreview(f"{reason}, but the cell's current text cannot be shown: {_why(exc)}.")
+        place = "in the notebook open in JupyterLab" if where == "sidebar" else "as saved"
+        return PermissionPreview(f"notebook_edit wants to replace {cell.cell_type} cell {cell_id} of {shown} "
+                                 f"(the change below, against the cell {place}).", old_source=old, pin=_ShownCell(old))
+
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         action = str(args.get("action") or "")
         cell_id = args.get("cell_id") or None
         if cell_id is not None and (not isinstance(cell_id, str) or not _CELL_ID.match(cell_id)):
             return ToolOutput.error(f"notebook_edit: {cell_id!r} is not a cell id (see notebook_read)")
         edit = {k: args[k] for k in ("action", "cell_id", "index", "cell_type", "source") if args.get(k) is not None}
+        shown_cell = ctx.question_pin if isinstance(ctx.question_pin, _ShownCell) else None
+        expected = shown_cell.source if shown_cell is not None and action == "replace" else None
+        if expected is not None:  # the diff the user approved was against this text
+            edit["expected_source"] = expected
         try:
             path, shown, client = _resolve(ctx, args.get("path"), "write")
             notebooks = ctx.services.notebooks
@@ -160,10 +209,16 @@ class NotebookEditTool(_NotebookTool):
                 answer = await ask_client(ctx, "edit", client, edit)
             except NotOpen:
                 result = await notebooks.edit(path, action, cell_id=cell_id, index=args.get("index"),
-                                              cell_type=args.get("cell_type"), source=args.get("source"), run_id=ctx.run_id)
+                                              cell_type=args.get("cell_type"), source=args.get("source"), run_id=ctx.run_id,
+                                              expected_source=expected)
                 meta = {"path": shown, "via": notebooks.backend.where, **result.to_dict()}
             else:
                 meta = _edit_from_answer(answer, edit, shown)
+        except CellChanged:
+            return ToolOutput.error(
+                f"notebook_edit: cell {cell_id} of {args.get('path')} was not replaced: it changed after the user was shown the "
+                "diff, so the change they allowed is not against what it holds now. Read the cell and ask again.",
+                changed=True)
         except (PathNotAllowed, NotebookError) as exc:
             return self._fail(exc)
         verb = {"insert": "Inserted", "replace": "Replaced", "delete": "Deleted"}[meta["action"]]
@@ -240,29 +295,14 @@ class NotebookRunTool(_NotebookTool):
         as the server or this process reads it. The run later checks the cell still holds exactly this."""
         cell_id = args.get("cell_id")
         try:
-            if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id):
-                raise NotebookError(f"{cell_id!r} is not a cell id")
-            path, shown, client = _resolve(ctx, args.get("path"), "write")
-            notebooks = ctx.services.notebooks
-            note = ""
-            try:
-                nb = notebook_from_answer(await ask_client(ctx, "read", client, {}), client)
-                where = "sidebar"
-            except (NotOpen, BridgeTimeout) as exc:
-                nb = await notebooks.load(path)
-                where = notebooks.backend.where
-                if isinstance(exc, BridgeTimeout):  # it may still run there; then only if the cell is the same
-                    note = (" The sidebar did not send the open notebook in time, so this is the cell as saved; "
-                            "if the notebook is open, the cell runs there only if it holds exactly this code.")
-            from ....services.notebooks.cells import _source, ensure_ids, find_cell
-
-            ensure_ids(nb)
-            cell = nb.cells[find_cell(nb, cell_id)]
+            cell, shown, where, note = await _current_cell(ctx, args)
             if cell.cell_type != "code":
                 raise NotebookError(f"cell {cell_id} is a {cell.cell_type} cell; only code cells run")
+            from ....services.notebooks.cells import _source
+
             source = _source(cell)
         except Exception as exc:  # noqa: BLE001 - whatever stops the lookup, the question says so and nothing runs
-            why = str(exc) if isinstance(exc, (PathNotAllowed, NotebookError)) else f"{type(exc).__name__}: {exc}"
+            why = _why(exc)
             return PermissionPreview(f"{reason}, but its code cannot be shown: {why}. It will not run.",
                                      pin=_ShownCell(None, why))
         lines = source.count("\n") + 1
