@@ -11,7 +11,7 @@ import { Widget } from '@lumino/widgets';
 import { ISubagentItem, TimelineChange, TimelineItem, TimelineModel } from '../timeline';
 import { h } from './dom';
 import { astroIcon, iconEl } from './icons';
-import { createView, IRenderContext, ItemView, messageHeader } from './items';
+import { createView, IRenderContext, ItemView, messageHeader, SubagentView } from './items';
 
 /** Time per frame spent mounting queued items; the rest is left to the browser. */
 const SLICE_MS = 8;
@@ -361,9 +361,15 @@ export class TimelineView extends Widget {
       return;
     }
     const tool = this.model.tool(item.parentToolCallId);
-    const host = tool ? this.views.get(tool.key)?.subagentHost : null;
-    if (host && view.el.parentElement !== host) {
+    const toolView = tool ? this.views.get(tool.key) : undefined;
+    const host = toolView?.subagentHost;
+    if (tool && toolView && host && view.el.parentElement !== host) {
       host.appendChild(view.el);
+      toolView.hosted.push(item);
+      if (view instanceof SubagentView) {
+        view.hostTool = tool;
+        view.update();
+      }
     }
   }
 
