@@ -525,10 +525,7 @@ export class AstroPanel extends Panel {
     const composer = buildComposer({
       send: () => void this.send(),
       sendOrStop: () => void (this.run.active ? this.run.cancel() : this.send()),
-      openModels: anchor => {
-        const r = anchor.getBoundingClientRect();
-        this.modelChooser.menu.open(r.left, r.top, { forceY: false });
-      }
+      openModels: anchor => this.modelChooser.open(anchor)
     });
     ({ input: this.input, sendButton: this.sendButton, statusChip: this.statusChip } = composer);
     this.modelChooser.chip = composer.modelChip;
