@@ -14,6 +14,8 @@ export interface IModelChooserOptions {
   host: HTMLElement;
   info(text: string): void;
   error(prefix: string, error: unknown): void;
+  /** After each load: whether the server has no LLM endpoint configured (`source: "none"`). */
+  loaded?(noEndpoint: boolean): void;
 }
 
 export class ModelChooser {
@@ -41,6 +43,7 @@ export class ModelChooser {
       this.models = reply.models.length ? reply.models : [reply.current];
       this.current = reply.current;
       this.warning = reply.warning ?? '';
+      this.options.loaded?.(reply.source === 'none');
     } catch (error) {
       this.models = [];
       this.current = '';
