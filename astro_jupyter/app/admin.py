@@ -26,6 +26,19 @@ class AdminMixin(AppBase):
         await self.start()  # type: ignore[attr-defined]
         return await seed_demo(self.services)
 
+    async def demo_session(self, owner: str) -> dict[str, Any]:
+        """The recorded demo session for ``owner`` (imported on first ask, the same one after), so a
+        newcomer without an LLM endpoint can watch the agent work: it replays like any reopened session."""
+        from ..demo import DEMO_SESSION_TITLE, import_demo_session
+
+        for record in await self.services.sessions.list(owner=owner, limit=1000):
+            if (record.owner == owner and record.source == "demo" and record.title == DEMO_SESSION_TITLE
+                    and await self.services.runs.list_for_session(record.id)):
+                break
+        else:
+            record = await self.services.sessions.find(await import_demo_session(self.services, owner))
+        return self._session_dict(record)  # type: ignore[attr-defined]
+
     async def diagnose(self, model_progress: Any = None) -> dict[str, Any]:
         """What this installation can do, checked for real: SQLite driver, FTS5, vec0, paths, the LLM
         endpoint and the embedding backend. Never raises: a failing part is reported in its section

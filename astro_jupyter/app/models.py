@@ -9,6 +9,10 @@ from ..errors import AstroError, InvalidRequest
 from .common import AppBase, unique
 
 MODEL_NAME_MAX = 200
+NO_ENDPOINT = (
+    "no LLM endpoint is configured: set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL (and LLM_MODEL) for another "
+    "OpenAI-compatible endpoint, then restart Jupyter; `astro-jupyter doctor` checks it"
+)
 MODELS_SHOWN = 40  # names listed when a model is refused (an endpoint may serve hundreds)
 
 
@@ -31,6 +35,9 @@ class ModelsMixin(AppBase):
         configured = unique([cfg.llm_model, cfg.llm_fallback_model, *cfg.llm_fallback_chain])
         warning: str | None = None
         available: list[str] = []
+        if not cfg.llm_configured:  # the sidebar's empty state says what to set (and offers the demo)
+            return {"current": self.current_model(owner), "models": configured, "configured": configured,
+                    "source": "none", "warning": NO_ENDPOINT}
         try:
             available = list(await asyncio.wait_for(llm.list_models(), timeout=cfg.http_timeout_secs))
         except asyncio.TimeoutError:

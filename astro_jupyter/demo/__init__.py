@@ -6,12 +6,13 @@ one copy of everything. Nothing here needs the network or an API key.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass, field
 from html import escape
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .papers import SAMPLE_PAPERS, SamplePaper
 
@@ -115,23 +116,43 @@ async def seed_demo(services: "ServiceContainer") -> DemoSummary:
 
 
 async def _demo_session(services: "ServiceContainer") -> str:
-    """A recorded conversation so history search has something to find on first launch."""
+    """The recorded conversation, shared (ownerless), so history search has something to find on first launch."""
     for session in await services.sessions.list(limit=1000):
-        if session.title == DEMO_SESSION_TITLE:
+        if session.title == DEMO_SESSION_TITLE and not session.owner:
             return session.id
-    session = await services.sessions.create(title=DEMO_SESSION_TITLE, source="demo", model="(recorded)")
-    await services.messages.append_many(
-        session.id,
-        [
-            {"role": "user", "content": "What constrains the mass of the Milky Way's halo beyond 100 kpc?"},
-            {
-                "role": "assistant",
-                "content": "Satellite-galaxy and distant globular-cluster kinematics (line-of-sight velocities plus "
-                "proper motions) through a Jeans analysis; whether Leo I is bound shifts the virial mass by about "
-                "twenty per cent.",
-            },
-        ],
+    return await import_demo_session(services, owner="")
+
+
+def recorded_session() -> dict[str, Any]:
+    """The demo's recorded run (``session.json``): its messages and the events the sidebar replays."""
+    text = resources.files("astro_jupyter.demo").joinpath("session.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+async def import_demo_session(services: "ServiceContainer", owner: str) -> str:
+    """Store the recorded session for ``owner`` (a new session with one finished run, its messages
+    and events) so a reopen replays it through the live path; returns the new session's id. Every
+    event is checked against ``events.py`` first: a bad recording fails here, not in the sidebar."""
+    from ..events import from_wire, to_wire
+    from ..store.sessions import new_id
+
+    recorded = recorded_session()
+    session = await services.sessions.create(
+        title=recorded["title"], owner=owner, source="demo", model=recorded["model"]
     )
+    run_id = new_id("run")
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace("{session_id}", session.id).replace("{run_id}", run_id)
+        return value
+
+    events = [to_wire(from_wire({k: fill(v) for k, v in e.items()})) for e in recorded["events"]]
+    await services.runs.create(run_id, session.id, owner=owner, prompt=recorded["prompt"], model=recorded["model"])
+    await services.runs.append_events(run_id, list(enumerate(events, start=1)))
+    await services.runs.reserve_ids(run_id, len(events))
+    await services.runs.finish(run_id, "finished")
+    await services.messages.append_many(session.id, recorded["messages"], run_id=run_id)
     return session.id
 
 

@@ -96,6 +96,10 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                        params=[_query("limit", {"type": "integer"}), _query("offset", {"type": "integer"})]),
             "post": _op("Create a session", {"201": _json(_ref("Session"))}, body=_body(_obj({"title": _STR}), required=False)),
         },
+        "/astro/api/sessions/demo": {
+            "post": _op("The demo's recorded session for the caller, imported on first ask (works with no LLM endpoint); "
+                        "reopen it to replay", {"200": _json(_ref("Session"))}),
+        },
         "/astro/api/sessions/{session_id}": {
             "get": _op("A session with its runs", {"200": _json(_ref("Session"))}, params=sid),
             "patch": _op("Rename a session and/or set its coordinator mode (at least one field)", {"200": _json(_ref("Session"))},
@@ -221,7 +225,7 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                 "StoredEvent": _obj({"run_id": _STR, "seq": {"type": "integer"}, "time": _STR, "event": _ref("AgentEvent")},
                                     ["run_id", "seq", "time", "event"]),
                 "Models": _obj({"current": _STR, "models": {"type": "array", "items": _STR}, "configured": {"type": "array", "items": _STR},
-                                "source": {"type": "string", "enum": ["endpoint", "config"]}, "warning": {"type": "string", "nullable": True}}),
+                                "source": {"type": "string", "enum": ["endpoint", "config", "none"]}, "warning": {"type": "string", "nullable": True}}),
             },
         },
     }

@@ -33,6 +33,17 @@ class SessionsHandler(AstroHandler):
         self.write_json(session, status=201)
 
 
+class DemoSessionHandler(AstroHandler):
+    """The demo's recorded session for the caller (imported on first ask): needs no LLM endpoint."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        self.write_json(await self.service.demo_session(self.owner))
+
+
 class SessionHandler(AstroHandler):
     auth_resource = AUTH_RESOURCE
 
@@ -108,6 +119,7 @@ def _filename(title: str) -> str:
 
 handlers = [
     (r"astro/api/sessions", SessionsHandler),
+    (r"astro/api/sessions/demo", DemoSessionHandler),  # before the id route, which would take "demo"
     (rf"astro/api/sessions/{ID}", SessionHandler),
     (rf"astro/api/sessions/{ID}/messages", SessionMessagesHandler),
     (rf"astro/api/sessions/{ID}/events", SessionEventsHandler),

@@ -119,6 +119,11 @@ export class AstroAPI {
     return this.call('api/sessions', json('POST', { title }));
   }
 
+  /** The demo's recorded session for this user (the server imports it on first ask; no LLM needed). */
+  demoSession(): Promise<ISession> {
+    return this.call('api/sessions/demo', { method: 'POST' });
+  }
+
   getSession(id: string): Promise<ISession> {
     return this.call(`api/sessions/${enc(id)}`);
   }

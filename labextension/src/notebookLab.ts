@@ -259,8 +259,19 @@ export class NotebookIntegration implements INotebookHost {
     link.textContent = visibleText(`${done ? verb[action] ?? action : action} cell ${cellId || '(new)'} · ${name}`);
     link.title = action === 'delete' ? 'Open the notebook' : 'Show this cell in the notebook';
     link.disabled = !path;
-    link.addEventListener('click', () => void this.reveal(path, action === 'delete' ? '' : cellId));
+    const gone = document.createElement('div');
+    gone.className = 'jp-Astro-nbcell-gone';
+    gone.setAttribute('role', 'status');
+    gone.hidden = true;
+    link.addEventListener('click', () => {
+      void this.reveal(path, action === 'delete' ? '' : cellId).then(found => {
+        // the link outlives the cell: an undo (Ctrl+Z) or the user may have removed it since
+        gone.hidden = found !== 'missing';
+        gone.textContent = found === 'missing' ? 'That cell is no longer in the notebook (undone?).' : '';
+      });
+    });
     box.appendChild(link);
+    box.appendChild(gone);
     if (action === 'replace' && oldSource !== undefined && source !== undefined) {
       box.appendChild(renderDiff(oldSource, source, 'jp-Astro-nbcell-diff'));
     } else if (action === 'delete' && oldSource !== undefined) {
@@ -273,8 +284,11 @@ export class NotebookIntegration implements INotebookHost {
     }
   }
 
-  /** Bring the notebook to the front (opening it if it is closed) and select/scroll to the cell. */
-  async reveal(path: string, cellId: string): Promise<boolean> {
+  /**
+   * Bring the notebook to the front (opening it if it is closed) and select/scroll to the cell:
+   * 'shown', 'missing' (the notebook no longer has that cell) or 'closed' (it could not be opened).
+   */
+  async reveal(path: string, cellId: string): Promise<'shown' | 'missing' | 'closed'> {
     const want = normalizePath(path);
     let panel =
       this.options.tracker.find(p => panelPath(p) === want) ??
@@ -282,7 +296,7 @@ export class NotebookIntegration implements INotebookHost {
     if (!panel) {
       const opened = want.endsWith('.ipynb') ? this.options.open?.(want) : null;
       if (!(opened instanceof NotebookPanel)) {
-        return false;
+        return 'closed';
       }
       panel = opened;
       await panel.context.ready;
@@ -294,7 +308,7 @@ export class NotebookIntegration implements INotebookHost {
       notebook.activeCellIndex = index;
       void notebook.scrollToCell(notebook.widgets[index], 'center').catch(() => undefined);
     }
-    return true;
+    return index >= 0 || !cellId ? 'shown' : 'missing';
   }
 
   // -- code blocks ----------------------------------------------------------------------------

@@ -20,4 +20,4 @@ async def test_run_without_llm_ends_with_a_clear_error(api: Api, jp_fetch: Any) 
     status, msgs = await api("GET", "astro/api/sessions", started["session_id"], "messages")
     assert [m["content"] for m in msgs["messages"]] == ["Where is M 87?"]  # the prompt is kept for a retry
     status, models = await api("GET", "astro/api/models")
-    assert status == 200 and models["source"] == "config" and models["warning"]
+    assert status == 200 and models["source"] == "none" and "OPENAI_API_KEY" in models["warning"]

@@ -72,3 +72,14 @@ async def test_another_identity_gets_404(api: Api, astro_service) -> None:
     for who in (ALICE, BOB):
         status, _ = await api("GET", f"astro/api/sessions/{shared.id}", headers=who)
         assert status == 200
+
+
+async def test_each_identity_gets_its_own_demo_session(api: Api) -> None:
+    status, alices = await api("POST", "astro/api/sessions/demo", headers=ALICE)
+    assert status == 200 and alices["owner"] == "alice"
+    status, bobs = await api("POST", "astro/api/sessions/demo", headers=BOB)
+    assert status == 200 and bobs["owner"] == "bob" and bobs["id"] != alices["id"]
+    status, _ = await api("GET", f"astro/api/sessions/{alices['id']}/events", headers=BOB)
+    assert status == 404
+    status, mine = await api("POST", "astro/api/sessions/demo", headers=ALICE)
+    assert mine["id"] == alices["id"]  # the same one again, not a copy per click

@@ -129,6 +129,23 @@ def sesame() -> Iterator[FakeSesameServer]:
 
 @pytest.fixture(scope="package")
 def lab(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer, sesame: FakeSesameServer) -> Iterator[Lab]:
+    yield from _run_lab(tmp_path_factory, {
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "sk-fake",
+        "LLM_MODEL": "gpt-4o-mini",
+        "LLM_FALLBACK_MODEL": "fallback-model",
+        "ASTRO_SESAME_URL": sesame.url,
+    })
+
+
+@pytest.fixture(scope="package")
+def lab_no_llm(tmp_path_factory: pytest.TempPathFactory, sesame: FakeSesameServer) -> Iterator[Lab]:
+    """A second lab with no LLM endpoint at all (no OPENAI_*/LLM_* set): what a newcomer sees first.
+    Started only by the tests that ask for it."""
+    yield from _run_lab(tmp_path_factory, {"ASTRO_SESAME_URL": sesame.url})
+
+
+def _run_lab(tmp_path_factory: pytest.TempPathFactory, llm_env: dict[str, str]) -> Iterator[Lab]:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium; .ci/run does)")
     jupyter = shutil.which("jupyter")
@@ -149,11 +166,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer, sesame:
         {
             "ASTRO_HOME": str(home),
             "ASTRO_PROJECT_ROOT": str(root),
-            "OPENAI_BASE_URL": llm.url,
-            "OPENAI_API_KEY": "sk-fake",
-            "LLM_MODEL": "gpt-4o-mini",
-            "LLM_FALLBACK_MODEL": "fallback-model",
-            "ASTRO_SESAME_URL": sesame.url,
+            **llm_env,
             "ASTRO_MAX_OUTPUT_CHARS": str(MAX_OUTPUT_CHARS),
             "ASTRO_LLM_RETRY_DELAY": "0.05",
             "HF_HUB_OFFLINE": "1",

@@ -153,7 +153,11 @@ def test_subagent_nested_and_todos(page, script):
     assert todo.locator(".jp-Astro-todo-mark svg").count() == 2  # SVG marks, no emoji glyphs
     sub = panel.locator(".jp-Astro-subagent").first
     sub.wait_for()
-    assert "Resolve M87 and report its type" in sub.locator(":scope > summary").inner_text()
+    # the task is said once: on the line of the call that started the subagent, not again in its group
+    call_line = panel.locator('.jp-Astro-tool[data-tool-call-id="call_sub"] > .jp-Astro-tool-line')
+    assert "Resolve M87 and report its type" in call_line.inner_text()
+    assert "Resolve M87 and report its type" not in sub.locator(":scope > summary").inner_text()
+    assert panel.inner_text().count("M87 is a giant elliptical galaxy.") == 1  # the final text, once
     inner = sub.locator('.jp-Astro-tool[data-tool-call-id="call_inner"]')
     assert inner.count() == 1
     assert "M87" in inner.locator(".jp-Astro-tool-key").inner_text()

@@ -145,6 +145,13 @@ def test_agent_inserts_and_runs_a_cell_in_the_open_notebook(page, lab, script):
     page.wait_for_function("() => document.querySelectorAll('.jp-NotebookPanel .jp-Cell').length === 2")
     assert cells(notebook).count() == 2
     assert "the answer is" not in notebook.inner_text()
+    # the card's link now points at a cell the undo removed: a click says so (no silent no-op, no wrong jump)
+    gone = card.locator(".jp-Astro-nbcell-gone")
+    assert not gone.is_visible()
+    card.locator(".jp-Astro-nbcell-link").click()
+    gone.wait_for(state="visible")
+    assert gone.inner_text() == "That cell is no longer in the notebook (undone?)."
+    assert "jp-mod-active" in (cells(notebook).nth(0).get_attribute("class") or "")  # the selection stayed
     assert page.astro_errors == []
 
 

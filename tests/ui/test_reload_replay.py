@@ -70,8 +70,10 @@ def test_reload_rebuilds_subagents_and_todos_from_stored_events(page, script):
     page.wait_for_timeout(300)
     shot(page, "reload-replayed")
 
-    # the subagent group, with its own tool line nested inside, and its task
-    assert "Resolve M87 and report its type" in sub.locator(":scope > summary").inner_text()
+    # the subagent group, with its own tool line nested inside, in the card of the call naming its task
+    call = panel.locator('.jp-Astro-tool[data-tool-call-id="call_sub"]')
+    assert "Resolve M87 and report its type" in call.locator(":scope > .jp-Astro-tool-line").inner_text()
+    assert call.locator(".jp-Astro-subagent").count() == 1
     inner = sub.locator('.jp-Astro-tool[data-tool-call-id="call_inner"]')
     assert inner.count() == 1 and inner.get_attribute("data-status") == "done"
     # the plan, as it was last updated, in one place

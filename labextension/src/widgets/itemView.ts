@@ -3,7 +3,7 @@
  * class (build the DOM once, update it in place), the chat message header and the icon button.
  */
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
-import { IEndItem, IToolItem, TimelineItem } from '../timeline';
+import { IEndItem, ISubagentItem, IToolItem, TimelineItem } from '../timeline';
 import { formatTime, h } from './dom';
 import { iconEl } from './icons';
 
@@ -32,6 +32,8 @@ export abstract class ItemView<T extends TimelineItem = TimelineItem> {
   childrenHost: HTMLElement | null = null;
   /** Where the subagents a tool call started are shown (tool lines only). */
   subagentHost: HTMLElement | null = null;
+  /** The subagents shown in `subagentHost` (their summary is the call's result: said once). */
+  hosted: ISubagentItem[] = [];
   rendered = -1;
 
   constructor(readonly item: T, protected ctx: IRenderContext) {

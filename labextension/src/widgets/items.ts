@@ -14,10 +14,11 @@ import {
   ISubagentItem,
   ITextItem,
   ITodoItem,
+  IToolItem,
   IUserItem,
   TimelineItem
 } from '../timeline';
-import { button, h, visibleText } from './dom';
+import { button, h, keyArgument, visibleText } from './dom';
 import { iconEl, infoIcon, STATUS_ICON, TODO_ICON, usersIcon, warnIcon } from './icons';
 import { iconButton, IRenderContext, ItemView, messageHeader } from './itemView';
 import { QuestionView } from './questionView';
@@ -244,7 +245,7 @@ export function scrollsSideways(el: HTMLElement, label: string): HTMLElement {
   return outer;
 }
 
-class SubagentView extends ItemView<ISubagentItem> {
+export class SubagentView extends ItemView<ISubagentItem> {
   private title!: HTMLElement;
   private state!: HTMLElement;
   private stateIcon!: HTMLElement;
@@ -266,6 +267,9 @@ class SubagentView extends ItemView<ISubagentItem> {
     );
   }
 
+  /** The tool call whose card this group is shown in (its line already names the task). */
+  hostTool: IToolItem | null = null;
+
   update(): void {
     const s = this.item;
     this.el.dataset.subagentId = s.id;
@@ -273,6 +277,8 @@ class SubagentView extends ItemView<ISubagentItem> {
     const task = visibleText(s.task || s.id);
     this.title.textContent = task;
     this.title.title = task;
+    // shown once: the card's line already says the task
+    this.title.hidden = !!this.hostTool && sameText(keyArgument(this.hostTool.arguments), s.task);
     const status = s.phase === 'running' ? 'running' : s.isError ? 'error' : 'done';
     this.el.dataset.status = status;
     if (this.shownPhase !== status) {
@@ -281,9 +287,29 @@ class SubagentView extends ItemView<ISubagentItem> {
       this.stateIcon.appendChild(iconEl(STATUS_ICON[status]));
     }
     this.state.textContent = status === 'running' ? 'running' : status === 'error' ? 'failed' : 'done';
-    this.summary.hidden = !s.summary;
-    this.summary.textContent = s.summary;
+    const summary = unsaidSummary(s);
+    this.summary.hidden = !summary;
+    this.summary.textContent = summary;
   }
+}
+
+function sameText(a: string, b: string): boolean {
+  const norm = (t: string) => t.replace(/\s+/g, ' ').trim();
+  return !!norm(a) && norm(a) === norm(b);
+}
+
+/**
+ * What the summary adds to what the group already shows: the subagent's summary is its last text
+ * (shown nested above), so only an error, a cancellation or a step-limit note is left to say.
+ */
+export function unsaidSummary(s: ISubagentItem): string {
+  const summary = s.summary.trim();
+  const last = [...s.children].reverse().find(c => c.kind === 'text') as ITextItem | undefined;
+  const said = last ? last.text.trim() : '';
+  if (!said || !summary.startsWith(said)) {
+    return summary;
+  }
+  return summary.slice(said.length).trim();
 }
 
 class TodoView extends ItemView<ITodoItem> {

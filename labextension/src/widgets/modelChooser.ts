@@ -14,6 +14,8 @@ export interface IModelChooserOptions {
   host: HTMLElement;
   info(text: string): void;
   error(prefix: string, error: unknown): void;
+  /** After each load: whether the server has no LLM endpoint configured (`source: "none"`). */
+  loaded?(noEndpoint: boolean): void;
 }
 
 export class ModelChooser {
@@ -41,6 +43,7 @@ export class ModelChooser {
       this.models = reply.models.length ? reply.models : [reply.current];
       this.current = reply.current;
       this.warning = reply.warning ?? '';
+      this.options.loaded?.(reply.source === 'none');
     } catch (error) {
       this.models = [];
       this.current = '';
@@ -66,6 +69,22 @@ export class ModelChooser {
     chip.setAttribute('aria-label', `Model: ${this.current || 'unavailable'}. Switch model`);
   }
 
+  /**
+   * Open the menu above `anchor` (the chip), so the chip stays in view; below it when there is
+   * no room above. Lumino places a menu's top-left corner, so the menu is measured once open.
+   */
+  open(anchor: HTMLElement): void {
+    const r = anchor.getBoundingClientRect();
+    // at the top with forceY: Lumino then lets it be as tall as the window, so its height is its own
+    this.menu.open(r.left, 0, { forceY: true });
+    const node = this.menu.node;
+    const height = node.getBoundingClientRect().height;
+    const y = menuTop(r, height, window.innerHeight);
+    const x = node.getBoundingClientRect().left;
+    node.style.transform = `translate(${Math.max(0, x)}px, ${y}px)`;
+    node.style.maxHeight = `${Math.max(r.top, window.innerHeight - r.bottom)}px`;
+  }
+
   async switch(model: string): Promise<void> {
     if (!model || model === this.current) {
       return;
@@ -84,4 +103,15 @@ export class ModelChooser {
   dispose(): void {
     this.menu.dispose();
   }
+}
+
+/** Where a menu of `height` goes by a chip at `chip`: above it if it fits, else below, else the roomier side. */
+export function menuTop(chip: { top: number; bottom: number }, height: number, viewport: number): number {
+  if (height <= chip.top) {
+    return chip.top - height;
+  }
+  if (chip.bottom + height <= viewport || viewport - chip.bottom >= chip.top) {
+    return chip.bottom;
+  }
+  return 0;
 }

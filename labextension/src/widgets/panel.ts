@@ -122,7 +122,10 @@ export class AstroPanel extends Panel {
       lazy: null,
       decorateTool: (tool, el) => options.notebook?.decorateTool(tool, el)
     };
-    this.timelineView = new TimelineView(this.timeline, ctx, { fill: text => this.fillPrompt(text) });
+    this.timelineView = new TimelineView(this.timeline, ctx, {
+      fill: text => this.fillPrompt(text),
+      openDemo: () => void this.openDemo()
+    });
     this.addWidget(this.timelineView);
     this.composer = this.buildComposer();
     this.addWidget(this.composer);
@@ -162,6 +165,17 @@ export class AstroPanel extends Panel {
   }
 
   // -- sessions ------------------------------------------------------------------------------
+
+  /** Open the demo's recorded session (imported for this user on first ask), replayed like any reopened one. */
+  private async openDemo(): Promise<void> {
+    try {
+      const session = await this.api.demoSession();
+      await this.refreshSessions();
+      await this.openSession(session.id);
+    } catch (error) {
+      this.showError('Could not open the demo session', error);
+    }
+  }
 
   async refreshSessions(): Promise<void> {
     try {
@@ -492,7 +506,8 @@ export class AstroPanel extends Panel {
       commands: c,
       host: this.node,
       info: text => this.showMessage(text, 'info'),
-      error: (prefix, error) => this.showError(prefix, error)
+      error: (prefix, error) => this.showError(prefix, error),
+      loaded: noEndpoint => this.timelineView?.setNoEndpoint(noEndpoint)
     });
     this.moreMenu = new Menu({ commands: c });
     this.moreMenu.addClass('jp-Astro-menu');
@@ -525,10 +540,7 @@ export class AstroPanel extends Panel {
     const composer = buildComposer({
       send: () => void this.send(),
       sendOrStop: () => void (this.run.active ? this.run.cancel() : this.send()),
-      openModels: anchor => {
-        const r = anchor.getBoundingClientRect();
-        this.modelChooser.menu.open(r.left, r.top, { forceY: false });
-      }
+      openModels: anchor => this.modelChooser.open(anchor)
     });
     ({ input: this.input, sendButton: this.sendButton, statusChip: this.statusChip } = composer);
     this.modelChooser.chip = composer.modelChip;

@@ -9,9 +9,16 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ISubagentItem, TimelineChange, TimelineItem, TimelineModel } from '../timeline';
-import { h } from './dom';
+
+export interface ITimelineViewOptions {
+  /** An example prompt was picked: put it in the composer. */
+  fill(text: string): void;
+  /** Open the demo's recorded session (offered when no LLM endpoint is configured). */
+  openDemo?(): void;
+}
+import { button, h } from './dom';
 import { astroIcon, iconEl } from './icons';
-import { createView, IRenderContext, ItemView, messageHeader } from './items';
+import { createView, IRenderContext, ItemView, messageHeader, SubagentView } from './items';
 
 /** Time per frame spent mounting queued items; the rest is left to the browser. */
 const SLICE_MS = 8;
@@ -48,12 +55,14 @@ export class TimelineView extends Widget {
 
   private lastTopKind: string | null = null;
   private lazy: IntersectionObserver | null = null;
+  /** What to set when no LLM endpoint is configured (in the empty state). */
+  private setup!: HTMLElement;
   /** Top-level items of a long history not mounted yet (oldest first), shown on scroll-up. */
   private older: TimelineItem[] = [];
   private olderBar: HTMLButtonElement;
   private olderObserver: IntersectionObserver | null = null;
 
-  constructor(readonly model: TimelineModel, private ctx: IRenderContext, private options: { fill(text: string): void } = { fill: () => undefined }) {
+  constructor(readonly model: TimelineModel, private ctx: IRenderContext, private options: ITimelineViewOptions = { fill: () => undefined }) {
     super();
     this.addClass('jp-Astro-timeline');
     this.node.setAttribute('role', 'log');
@@ -361,10 +370,52 @@ export class TimelineView extends Widget {
       return;
     }
     const tool = this.model.tool(item.parentToolCallId);
-    const host = tool ? this.views.get(tool.key)?.subagentHost : null;
-    if (host && view.el.parentElement !== host) {
+    const toolView = tool ? this.views.get(tool.key) : undefined;
+    const host = toolView?.subagentHost;
+    if (tool && toolView && host && view.el.parentElement !== host) {
       host.appendChild(view.el);
+      toolView.hosted.push(item);
+      if (view instanceof SubagentView) {
+        view.hostTool = tool;
+        view.update();
+      }
     }
+  }
+
+  /**
+   * With no LLM endpoint configured, the empty state says what to set, and offers the demo's
+   * recorded session so the agent can be watched without a key.
+   */
+  setNoEndpoint(missing: boolean): void {
+    this.setup.hidden = !missing;
+    this.node.toggleAttribute('data-no-endpoint', missing);
+  }
+
+  private buildSetup(): HTMLElement {
+    const code = (text: string) => h('code', { text });
+    const demo = button('Open the demo session', () => this.options.openDemo?.(), {
+      class: 'jp-Astro-button jp-mod-accept jp-Astro-setup-demo',
+      title: 'A recorded run of the agent over the demo library: no key needed'
+    });
+    return h(
+      'div',
+      { class: 'jp-Astro-setup', role: 'note', 'aria-label': 'Set up a model endpoint', hidden: true },
+      h('div', { class: 'jp-Astro-setup-title', text: 'No model endpoint is configured' }),
+      h(
+        'p',
+        {},
+        'Set ',
+        code('OPENAI_API_KEY'),
+        ' for OpenAI, or ',
+        code('OPENAI_BASE_URL'),
+        ' and ',
+        code('LLM_MODEL'),
+        ' for another OpenAI-compatible endpoint (Ollama, vLLM, a lab server), then restart Jupyter. ',
+        code('astro-jupyter doctor'),
+        ' checks the setup.'
+      ),
+      h('p', {}, demo, ' ', h('span', { class: 'jp-Astro-setup-note', text: 'a recorded run; no key needed' }))
+    );
   }
 
   private buildEmpty(): HTMLElement {
@@ -379,6 +430,7 @@ export class TimelineView extends Widget {
       iconEl(astroIcon, 'jp-Astro-empty-icon'),
       h('div', { class: 'jp-Astro-empty-title', text: 'Ask the research agent' }),
       h('div', { class: 'jp-Astro-empty-hint', text: 'Targets, papers, your data and notebooks. Enter sends, Shift+Enter adds a line.' }),
+      (this.setup = this.buildSetup()),
       h('ul', { class: 'jp-Astro-examples', 'aria-label': 'Example prompts' }, ...examples)
     );
   }

@@ -243,7 +243,9 @@ export class ToolView extends ItemView<IToolItem> {
       this.progress.hidden = true;
     }
     if (shown.result) {
-      this.result.hidden = false;
+      // a subagent's result is its summary, already shown in its group below the line
+      const output = shown.result.output.trim();
+      this.result.hidden = !!output && this.hosted.some(s => s.summary.trim() === output);
       this.result.classList.toggle('jp-mod-error', shown.result.isError);
       this.showOutput(shown.result.output);
       const persisted = shown.result.metadata?.persisted_path;
