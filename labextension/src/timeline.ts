@@ -368,8 +368,11 @@ export class TimelineModel {
       return;
     }
     const list = this.container(tool.parent);
-    const i = list.lastIndexOf(tool);
-    const prev = i > 0 ? list[i - 1] : null;
+    let i = list.lastIndexOf(tool) - 1;
+    while (i >= 0 && list[i].kind === 'notice' && (list[i] as INoticeItem).hidden) {
+      i--; // a "preparing <tool>…" line that is over sits between the calls: it does not break a repeat
+    }
+    const prev = i >= 0 ? list[i] : null;
     if (!prev || prev.kind !== 'tool' || prev.runId !== tool.runId) {
       return;
     }

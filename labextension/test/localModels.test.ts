@@ -76,3 +76,22 @@ describe('local model turns in the sidebar', () => {
     expect(lines[0].getAttribute('role')).toBe('note');
   });
 });
+
+describe('a looping run with preparing lines', () => {
+  it('still folds the same failing call into one line', () => {
+    const { model } = mount();
+    model.apply('r1', 0, { type: 'session', session_id: 's', run_id: 'r1' } as AgentEvent);
+    let seq = 1;
+    for (let n = 0; n < 12; n++) {
+      // each call is announced while the model writes it, then arrives and fails the same way
+      model.apply('r1', seq++, { type: 'tool_call_preparing', index: 0, name: 'read_file', chars: 0, step: n + 1 } as AgentEvent);
+      model.apply('r1', seq++, { type: 'tool_call', id: `c${n}`, name: 'read_file', arguments: { path: 'missing.fits' }, step: n + 1 } as AgentEvent);
+      model.apply('r1', seq++, {
+        type: 'tool_result', tool_call_id: `c${n}`, name: 'read_file', output: 'read_file: missing.fits does not exist',
+        is_error: true, step: n + 1
+      } as AgentEvent);
+    }
+    const head = model.tool('c0')!;
+    expect(head.repeats.length).toBe(11);
+  });
+});
