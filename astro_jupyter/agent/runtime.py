@@ -25,7 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
-from ..events import AskUser, Done, Error, Event, PermissionRequest, SessionStarted
+from ..events import AskUser, Done, Error, Event, PermissionRequest, SessionStarted, Usage
 from .bus import EventBus
 from .hooks.base import HookEventName
 from .loop import Failed, FinalOutput, LoopInput, TurnPreparer, run_loop
@@ -427,6 +427,11 @@ class AgentRuntime:
             await release(state.run_id)
         self.run_locks.release(state.run_id)
         self.run_locks.release(f"ses-{state.session_id}")
+        if state.usage and not bus.done:
+            try:
+                bus.publish(await self._usage(state))
+            except Exception as exc:  # noqa: BLE001 - the figures are a nicety; the run still ends
+                log.warning("could not measure run %s: %s", state.run_id, exc)
         done = Done(session_id=state.session_id, run_id=state.run_id, reason=reason)  # type: ignore[arg-type]
         bus.publish(done)
         handle.done_event = done
@@ -434,6 +439,32 @@ class AgentRuntime:
             del self._active_sessions[state.session_id]
         await bus.aclose()
         return done
+
+    async def _usage(self, state: RunState) -> Usage:
+        """The run's tokens and cost, and how full the context is against the compaction threshold.
+
+        Only after a call completed (``state.usage`` is set), so the model's profile is known and
+        measuring it sends nothing to the endpoint."""
+        from ..services.evidence import cost_usd
+
+        model = state.model or self.llm.model
+        window = compact_at = 0
+        profile_of = getattr(self.llm, "profile", None)
+        if profile_of is not None:
+            window = (await profile_of(model)).context_window
+        for preparer in self.turn_preparers:
+            limits = getattr(preparer, "limits", None)
+            if limits is not None:
+                compact_at = (await limits(state))[0]
+        return Usage(
+            model=model,
+            prompt_tokens=state.usage.get("prompt_tokens", 0),
+            completion_tokens=state.usage.get("completion_tokens", 0),
+            cost_usd=cost_usd(state.usage, model, self.config.llm_prices),
+            context_tokens=state.meter.estimate(state.messages),
+            context_window=window,
+            compact_at=compact_at,
+        )
 
     # -- subagents and direct calls ----------------------------------------------------------
     async def run_subagent(
