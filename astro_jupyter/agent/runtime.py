@@ -316,6 +316,7 @@ class AgentRuntime:
             llm=self.llm, executor=ToolExecutor(registry, self.permissions, self.hooks, self.config),
             registry=registry, ctx=ctx, state=state, cancelled=handle.cancelled, preparers=self.turn_preparers,
             sink=store, hold_results=True, on_model_switch=switched, slice_secs=self.config.stream_slice_ms / 1000,
+            measure=self._usage,
         ))
         if isinstance(outcome.ending, Failed):
             raise outcome.ending.error
@@ -427,11 +428,6 @@ class AgentRuntime:
             await release(state.run_id)
         self.run_locks.release(state.run_id)
         self.run_locks.release(f"ses-{state.session_id}")
-        if state.usage and not bus.done:
-            try:
-                bus.publish(await self._usage(state))
-            except Exception as exc:  # noqa: BLE001 - the figures are a nicety; the run still ends
-                log.warning("could not measure run %s: %s", state.run_id, exc)
         done = Done(session_id=state.session_id, run_id=state.run_id, reason=reason)  # type: ignore[arg-type]
         bus.publish(done)
         handle.done_event = done
@@ -440,28 +436,31 @@ class AgentRuntime:
         await bus.aclose()
         return done
 
-    async def _usage(self, state: RunState) -> Usage:
-        """The run's tokens and cost, and how full the context is against the compaction threshold.
-
-        Only after a call completed (``state.usage`` is set), so the model's profile is known and
-        measuring it sends nothing to the endpoint."""
+    async def _usage(self, state: RunState, last: dict[str, int]) -> Usage:
+        """The run's tokens and cost so far, and how full the context is against the compaction
+        threshold: the call just answered (``last``) holds its prompt and its answer, in the
+        server's own count. Called after a call completed, so the model's profile is known and
+        measuring sends nothing to the endpoint."""
         from ..services.evidence import cost_usd
 
         model = state.model or self.llm.model
         window = compact_at = 0
-        profile_of = getattr(self.llm, "profile", None)
-        if profile_of is not None:
-            window = (await profile_of(model)).context_window
-        for preparer in self.turn_preparers:
-            limits = getattr(preparer, "limits", None)
-            if limits is not None:
-                compact_at = (await limits(state))[0]
+        try:
+            profile_of = getattr(self.llm, "profile", None)
+            if profile_of is not None:
+                window = (await profile_of(model)).context_window
+            for preparer in self.turn_preparers:
+                limits = getattr(preparer, "limits", None)
+                if limits is not None:
+                    compact_at = (await limits(state))[0]
+        except Exception as exc:  # noqa: BLE001 - the gauge is a nicety: the tokens are still said
+            log.warning("could not size the context of run %s: %s", state.run_id, exc)
         return Usage(
             model=model,
             prompt_tokens=state.usage.get("prompt_tokens", 0),
             completion_tokens=state.usage.get("completion_tokens", 0),
             cost_usd=cost_usd(state.usage, model, self.config.llm_prices),
-            context_tokens=state.meter.estimate(state.messages),
+            context_tokens=int(last.get("prompt_tokens", 0)) + int(last.get("completion_tokens", 0)),
             context_window=window,
             compact_at=compact_at,
         )

@@ -42,12 +42,12 @@ async def test_each_run_says_its_tokens_cost_and_context_fill_and_the_session_su
     try:
         first = await _run(app, "What is M 31?")
         usage = [e for e in first if isinstance(e, Usage)]
-        assert len(usage) == 1 and isinstance(first[-1], Done) and first[-2] is usage[0]
+        assert len(usage) == 1 and isinstance(first[-1], Done)
         u = usage[0]
         assert (u.model, u.prompt_tokens, u.completion_tokens) == ("gpt-4o-mini", 1200, 300)
         assert u.cost_usd == pytest.approx((1200 * 0.15 + 300 * 0.6) / 1e6)
-        assert u.context_window == 16384
-        assert 0 < u.context_tokens < u.compact_at < u.context_window
+        assert u.context_window == 16384 and u.context_tokens == 1500  # the prompt and the answer, as the server counted
+        assert u.context_tokens < u.compact_at < u.context_window
 
         session_id = first[0].session_id
         await _run(app, "How far is it?", session_id)
@@ -57,6 +57,29 @@ async def test_each_run_says_its_tokens_cost_and_context_fill_and_the_session_su
         # stored with the run: a reopened session replays the same figures
         stored = await app.services.runs.usage_events(session_id)
         assert [e["prompt_tokens"] for e in stored] == [1200, 2000]
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
+async def test_the_figures_follow_each_call_of_a_run(tmp_path, openai_server):
+    openai_server.script(
+        Turn.call("ask_user", {"question": "Which band?", "options": ["V", "K"]}, id="q1",
+                  usage={"prompt_tokens": 800, "completion_tokens": 40}),
+        Turn.say("K band it is.", usage={"prompt_tokens": 900, "completion_tokens": 60}),
+    )
+    app = await _app(tmp_path, openai_server, llm_prices=PRICES, llm_model="gpt-4o-mini")
+    try:
+        handle = await app.start_run_handle(None, "ask me the band")
+        seen: list[Usage] = []
+        async for _, event in handle.events():
+            if isinstance(event, Usage):
+                seen.append(event)
+            elif event.type == "ask_user":
+                handle.answer(event.request_id, "K")
+        await handle.wait()
+        # cumulative for the run, while the gauge follows the latest call
+        assert [(u.prompt_tokens, u.completion_tokens, u.context_tokens) for u in seen] == [(800, 40, 840), (1700, 100, 960)]
     finally:
         await app.close()
 
