@@ -32,7 +32,7 @@ import {
   TimelineItem,
   usageText
 } from './timelineItems';
-import { AgentEvent, IStoredEvent, IStoredMessage, ITodo, IToolResultEvent, IUsageEvent } from './tokens';
+import { AgentEvent, ISessionUsage, IStoredEvent, IStoredMessage, ITodo, IToolResultEvent, IUsageEvent } from './tokens';
 
 export * from './timelineItems';
 
@@ -76,6 +76,27 @@ export class TimelineModel {
   }
   get finished(): ISignal<this, { runId: string; reason: string }> {
     return this._finished;
+  }
+  /**
+   * The session's total so far: each run's last (cumulative) `usage`, replayed from the stored
+   * events or live, so it needs no request and cannot lag behind the server's event store.
+   */
+  sessionUsage(): ISessionUsage | undefined {
+    if (!this.runUsage.size) {
+      return undefined;
+    }
+    const total: ISessionUsage = { runs: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: null, unpriced_runs: 0 };
+    for (const u of this.runUsage.values()) {
+      total.runs++;
+      total.prompt_tokens += u.prompt_tokens ?? 0;
+      total.completion_tokens += u.completion_tokens ?? 0;
+      if (typeof u.cost_usd === 'number') {
+        total.cost_usd = (total.cost_usd ?? 0) + u.cost_usd;
+      } else {
+        total.unpriced_runs++;
+      }
+    }
+    return total;
   }
   /** A run's `usage` (tokens, cost, context fill), live or replayed; null when the timeline is cleared. */
   get usage(): ISignal<this, IUsageEvent | null> {

@@ -104,6 +104,19 @@ describe('what a run costs', () => {
     expect(gauge.hidden).toBe(true);
   });
 
+  it('sums the session from each run once (usage events are cumulative), live or replayed', () => {
+    const model = new TimelineModel();
+    const call1: IUsageEvent = { type: 'usage', model: 'gpt-4o-mini', prompt_tokens: 800, completion_tokens: 40, cost_usd: 0.000144 };
+    const call2: IUsageEvent = { ...call1, prompt_tokens: 1700, completion_tokens: 100, cost_usd: 0.000315 };
+    model.apply('r1', 1, call1);
+    model.apply('r1', 2, call2);
+    model.apply('r1', 3, { type: 'done', session_id: 's', run_id: 'r1', reason: 'finished' });
+    model.apply('r2', 1, { ...call1, model: 'qwen2.5-7b', cost_usd: null });
+    expect(model.sessionUsage()).toEqual({ runs: 2, prompt_tokens: 2500, completion_tokens: 140, cost_usd: 0.000315, unpriced_runs: 1 });
+    model.clear();
+    expect(model.sessionUsage()).toBeUndefined();
+  });
+
   it('shows the session total in the header, saying when some runs have no price', () => {
     const header = buildHeader({ newSession: () => undefined, toggleSessions: () => undefined, exportSession: () => undefined, openMore: () => undefined });
     showSessionUsage(header.usage, { runs: 2, prompt_tokens: 3200, completion_tokens: 400, cost_usd: 0.00072, unpriced_runs: 0 });

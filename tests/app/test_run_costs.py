@@ -80,6 +80,8 @@ async def test_the_figures_follow_each_call_of_a_run(tmp_path, openai_server):
         await handle.wait()
         # cumulative for the run, while the gauge follows the latest call
         assert [(u.prompt_tokens, u.completion_tokens, u.context_tokens) for u in seen] == [(800, 40, 840), (1700, 100, 960)]
+        total = (await app.get_session(None, handle.session_id))["usage"]  # the run counted once, not per call
+        assert (total["runs"], total["prompt_tokens"], total["completion_tokens"]) == (1, 1700, 100)
     finally:
         await app.close()
 

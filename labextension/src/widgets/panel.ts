@@ -13,7 +13,7 @@ import { Menu, Panel, Widget } from '@lumino/widgets';
 import { AstroAPI, AstroAPIError } from '../handler';
 import { RunModel, RunStatus, SessionsModel } from '../model';
 import { EndAction, IEndItem, TimelineModel } from '../timeline';
-import { ISearchHit, ISession, ISessionUsage, IStartRunRequest, IUsageEvent } from '../tokens';
+import { ISearchHit, ISession, IStartRunRequest } from '../tokens';
 import { visibleText } from './dom';
 import { iconEl, sendIcon } from './icons';
 import { IRenderContext } from './items';
@@ -131,7 +131,10 @@ export class AstroPanel extends Panel {
     options.notebook?.mount(this.composer.node);
     options.notebook?.attach(this.run);
 
-    this.timeline.usage.connect((_, usage) => this.renderGauge(usage), this);
+    this.timeline.usage.connect((_, usage) => {
+      showContext(this.gauge, usage);
+      showSessionUsage(this.sessionUsage, this.timeline.sessionUsage());
+    }, this);
     this.run.statusChanged.connect(this.onRunStatus, this);
     this.run.error.connect((_, message) => this.showMessage(message), this);
     this.sessions.changed.connect(this.renderSessions, this);
@@ -197,7 +200,6 @@ export class AstroPanel extends Panel {
     // the list's copy until the session itself arrives (both come from the server)
     this.setCoordinatorShown(id !== null && !!this.sessions.sessions.find(s => s.id === id)?.coordinator);
     this.renderSessions();
-    this.renderSessionUsage(undefined);
     if (!id) {
       this.timelineView.flush();
       return;
@@ -228,7 +230,6 @@ export class AstroPanel extends Panel {
       return;
     }
     this.setCoordinatorShown(!!session.coordinator);
-    this.renderSessionUsage(session.usage);
     if (active) {
       this.run.attach(active, id);
     }
@@ -449,7 +450,6 @@ export class AstroPanel extends Panel {
     this.node.dataset.runStatus = status;
     if (status === 'done') {
       void this.refreshSessions();
-      void this.refreshSessionUsage();
     }
   }
 
@@ -549,29 +549,6 @@ export class AstroPanel extends Panel {
   private openModels(anchor: HTMLElement): void {
     const r = anchor.getBoundingClientRect();
     this.modelChooser.menu.open(r.left, r.top, { forceY: false });
-  }
-
-  private renderGauge(usage: IUsageEvent | null): void {
-    showContext(this.gauge, usage);
-  }
-
-  private renderSessionUsage(usage: ISessionUsage | undefined): void {
-    showSessionUsage(this.sessionUsage, usage);
-  }
-
-  private async refreshSessionUsage(): Promise<void> {
-    const id = this.sessions.currentId;
-    if (!id) {
-      return;
-    }
-    try {
-      const session = await this.api.getSession(id);
-      if (this.sessions.currentId === id) {
-        this.renderSessionUsage(session.usage);
-      }
-    } catch {
-      // the figures are a nicety: the next run's end tries again
-    }
   }
 
   private renderSessions(): void {
