@@ -420,8 +420,12 @@ export class TimelineModel {
       return;
     }
     const list = this.container(tool.parent);
-    const i = list.lastIndexOf(tool);
-    const prev = i > 0 ? list[i - 1] : null;
+    // a "preparing <tool>…" line that is over stays in the list, hidden: it does not part two calls
+    let i = list.lastIndexOf(tool) - 1;
+    while (i >= 0 && list[i].kind === 'notice' && (list[i] as INoticeItem).hidden) {
+      i--;
+    }
+    const prev = i >= 0 ? list[i] : null;
     if (!prev || prev.kind !== 'tool' || prev.runId !== tool.runId) {
       return;
     }
@@ -679,11 +683,17 @@ export class TimelineModel {
   private endCause(runId: string, reason: EndReason): IEndCause {
     let errorReason: string | undefined;
     let failedRepeats = 0;
+    let streak = 0;
+    let last = '';
     for (const item of this.itemsOfRun(runId)) {
       if (item.kind === 'notice' && item.variant === 'error' && item.reason && item.reason !== 'notice') {
         errorReason = item.reason;
-      } else if (item.kind === 'tool' && !item.repeatOf && item.status === 'error') {
-        failedRepeats = Math.max(failedRepeats, 1 + item.repeats.length);
+      } else if (item.kind === 'tool' && !item.parent) {
+        // the longest row of the same call failing: what the "×N" line shows
+        const signature = callSignature(item);
+        streak = item.status === 'error' ? (signature === last ? streak + 1 : 1) : 0;
+        last = signature;
+        failedRepeats = Math.max(failedRepeats, streak);
       }
     }
     return { reason, errorReason, failedRepeats };

@@ -172,11 +172,14 @@ describe('the end banner names the reason and offers what fits', () => {
     const { model, view, clicked } = mount();
     const events: AgentEvent[] = [];
     for (let i = 0; i < 20; i++) {
+      // the client announces each call as it is written: the passing "preparing" line must not part the fold
+      events.push({ type: 'tool_call_preparing', index: 0, name: 'query_target', chars: 0, step: i + 1 });
       events.push({ type: 'tool_call', id: `c${i}`, name: 'query_target', arguments: { name: 'M 999' }, step: i + 1 });
       events.push({ type: 'tool_result', tool_call_id: `c${i}`, name: 'query_target', output: 'Sesame: no object M 999', is_error: true, step: i + 1 });
     }
     play(model, [...events, done('max_steps')]);
     const b = banner(view);
+    expect(view.node.querySelector('.jp-Astro-tool-count')?.textContent).toBe('×20');
     expect(b.text).toContain('failed 20 times');
     expect(b.actions.map(a => [a.label, a.primary])).toEqual([
       ['Start a new chat', true],
