@@ -238,7 +238,8 @@ class AstroConfig(Configurable):
 
     llm_prices = Dict(
         help="USD per million tokens by model, e.g. {\"gpt-4o-mini\": {\"input\": 0.15, \"output\": 0.6}}, so "
-        "rag_search reports what its LLM calls cost (env ASTRO_LLM_PRICES, JSON; tokens are reported either way)."
+        "each answer in the sidebar and rag_search say what their LLM calls cost (env ASTRO_LLM_PRICES, JSON; tokens "
+        "are reported either way, the cost as unknown)."
     ).tag(config=True)
 
     @default("llm_prices")

@@ -8,7 +8,9 @@
     │   ├── StoreLockedError   another process holds the write lock past the busy timeout
     │   └── StoreReadOnlyError the file or directory is not writable
     ├── LlmError               the LLM endpoint failed after retries
-    │   └── LlmUnavailableError  not configured or not reachable
+    │   ├── LlmUnavailableError  not configured or not reachable
+    │   ├── LlmAuthError       the endpoint rejected the key (401/403)
+    │   └── UnknownModelError  the endpoint does not serve the model (404)
     ├── ServiceError           an external service (ADS, arXiv, Sesame, a download) failed
     │   ├── NotFoundError      the thing asked for does not exist there
     │   ├── ServiceTimeoutError
@@ -81,6 +83,18 @@ class LlmError(AstroError):
 
 class LlmUnavailableError(LlmError):
     reason = "llm_unavailable"
+
+
+class LlmAuthError(LlmError):
+    """Retrying cannot help: the key has to change (the sidebar says to set it, with no "Try again")."""
+
+    reason = "auth"
+
+
+class UnknownModelError(LlmError):
+    """The endpoint does not serve this model (the sidebar offers to switch model)."""
+
+    reason = "unknown_model"
 
 
 class ServiceError(AstroError):

@@ -208,6 +208,22 @@ class Error(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Usage(Event):
+    """What a run cost and how full the model's context is, sent once before ``done`` (stored, so a
+    reopened session shows the same figures). ``cost_usd`` is None when ``llm_prices`` has no price
+    for the model; the context figures are 0 when unknown (no call completed)."""
+
+    type: ClassVar[str] = "usage"
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    context_tokens: int = 0  # the next request's estimated size (messages + tool schemas)
+    context_window: int = 0
+    compact_at: int = 0  # the estimate above which older messages are summarised
+
+
+@dataclass(frozen=True, kw_only=True)
 class Done(Event):
     type: ClassVar[str] = "done"
     session_id: str
@@ -235,6 +251,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Subagent,
         TodoUpdate,
         Error,
+        Usage,
         Done,
     )
 }

@@ -123,6 +123,8 @@ class LoopInput:
     hold_results: bool = False  # the turn's own ToolResults wait until the sink stored the turn
     on_model_switch: ModelSwitched | None = None
     slice_secs: float = 0.0  # yield the event loop after this long of chunks that arrived together
+    # the run's ``usage`` event after each answered call (state, that call's usage); None: not announced
+    measure: "Callable[[RunState, dict[str, int]], Awaitable[Event]] | None" = None
 
 
 def tool_definitions(registry: "ToolRegistry", state: RunState) -> list[dict[str, Any]]:
@@ -276,6 +278,8 @@ async def run_turn(spec: LoopInput, cancel_wait: "asyncio.Task[Any]") -> TurnOut
                 state.meter.calibrate(item.usage)
                 if item.finish_reason == "length":
                     await base_emit(_truncated(item, step))
+                if spec.measure is not None and item.usage:
+                    await base_emit(await spec.measure(state, item.usage))
                 return item
         return None
 

@@ -25,7 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
-from ..events import AskUser, Done, Error, Event, PermissionRequest, SessionStarted
+from ..events import AskUser, Done, Error, Event, PermissionRequest, SessionStarted, Usage
 from .bus import EventBus
 from .hooks.base import HookEventName
 from .loop import Failed, FinalOutput, LoopInput, TurnPreparer, run_loop
@@ -316,6 +316,7 @@ class AgentRuntime:
             llm=self.llm, executor=ToolExecutor(registry, self.permissions, self.hooks, self.config),
             registry=registry, ctx=ctx, state=state, cancelled=handle.cancelled, preparers=self.turn_preparers,
             sink=store, hold_results=True, on_model_switch=switched, slice_secs=self.config.stream_slice_ms / 1000,
+            measure=self._usage,
         ))
         if isinstance(outcome.ending, Failed):
             raise outcome.ending.error
@@ -434,6 +435,35 @@ class AgentRuntime:
             del self._active_sessions[state.session_id]
         await bus.aclose()
         return done
+
+    async def _usage(self, state: RunState, last: dict[str, int]) -> Usage:
+        """The run's tokens and cost so far, and how full the context is against the compaction
+        threshold: the call just answered (``last``) holds its prompt and its answer, in the
+        server's own count. Called after a call completed, so the model's profile is known and
+        measuring sends nothing to the endpoint."""
+        from ..services.evidence import cost_usd
+
+        model = state.model or self.llm.model
+        window = compact_at = 0
+        try:
+            profile_of = getattr(self.llm, "profile", None)
+            if profile_of is not None:
+                window = (await profile_of(model)).context_window
+            for preparer in self.turn_preparers:
+                limits = getattr(preparer, "limits", None)
+                if limits is not None:
+                    compact_at = (await limits(state))[0]
+        except Exception as exc:  # noqa: BLE001 - the gauge is a nicety: the tokens are still said
+            log.warning("could not size the context of run %s: %s", state.run_id, exc)
+        return Usage(
+            model=model,
+            prompt_tokens=state.usage.get("prompt_tokens", 0),
+            completion_tokens=state.usage.get("completion_tokens", 0),
+            cost_usd=cost_usd(state.usage, model, self.config.llm_prices),
+            context_tokens=int(last.get("prompt_tokens", 0)) + int(last.get("completion_tokens", 0)),
+            context_window=window,
+            compact_at=compact_at,
+        )
 
     # -- subagents and direct calls ----------------------------------------------------------
     async def run_subagent(

@@ -48,6 +48,7 @@ class SessionsMixin(AppBase):
         out = self._session_dict(record)
         runs = await self.services.runs.list_for_session(session_id)
         out["runs"] = [r.to_dict() for r in runs]
+        out["usage"] = session_usage(await self.services.runs.usage_events(session_id))
         return out
 
     async def rename_session(self, owner: Owner, session_id: str, title: str) -> dict[str, Any]:
@@ -167,3 +168,22 @@ def _coordinator(value: Any) -> bool:
     if not isinstance(value, bool):
         raise InvalidRequest("'coordinator' must be true or false", reason="invalid_coordinator")
     return value
+
+
+def session_usage(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A session's total from its runs' ``usage`` events: tokens, and the cost of the priced runs
+    (``unpriced_runs`` says how many had no ``llm_prices`` entry, so a partial sum is not passed off
+    as the whole)."""
+    total: dict[str, Any] = {"runs": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": None, "unpriced_runs": 0}
+    for event in events:
+        if event.get("subagent_id"):
+            continue
+        total["runs"] += 1
+        total["prompt_tokens"] += int(event.get("prompt_tokens") or 0)
+        total["completion_tokens"] += int(event.get("completion_tokens") or 0)
+        cost = event.get("cost_usd")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            total["cost_usd"] = round((total["cost_usd"] or 0.0) + float(cost), 6)
+        else:
+            total["unpriced_runs"] += 1
+    return total

@@ -18,7 +18,7 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
-from ..errors import LlmError, LlmUnavailableError, ServiceTimeoutError
+from ..errors import LlmAuthError, LlmError, LlmUnavailableError, ServiceTimeoutError, UnknownModelError
 from ..textsafe import clean_value
 from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
 from .io_process import LLM_PROCESS, Endpoint, RemoteLlmFailure
@@ -353,9 +353,9 @@ class LlmClient:
         if failure.connection:
             return LlmUnavailableError(_unreachable(self.base_url, failure.describe()))
         if failure.status in (401, 403):
-            return LlmError(f"The LLM endpoint rejected the credentials ({failure.describe()}). Check OPENAI_API_KEY.")
+            return LlmAuthError(f"The LLM endpoint rejected the credentials ({failure.describe()}). Check OPENAI_API_KEY.")
         if failure.status == 404:
-            return LlmError(f"The LLM endpoint does not know model {model!r} ({failure.describe()}).")
+            return UnknownModelError(f"The LLM endpoint does not know model {model!r} ({failure.describe()}).")
         if failure.deadline:
             return LlmError(
                 f"The LLM endpoint at {self.base_url} sent no complete answer within the overall deadline of "

@@ -174,6 +174,18 @@ class RunRepository:
         )
         return [(r["run_id"], r["seq"], r["created_at"], json.loads(r["data"])) for r in rows]
 
+    async def usage_events(self, session_id: str) -> list[dict[str, Any]]:
+        """The last stored ``usage`` event of each run of a session (they are cumulative: the last
+        one holds the run's total), runs in start order."""
+        rows = await self.db.fetchall(
+            "SELECT e.data FROM agent_events e JOIN agent_runs r ON r.id = e.run_id"
+            " WHERE r.session_id = ? AND e.type = 'usage' AND e.seq = (SELECT MAX(l.seq) FROM agent_events l"
+            "  WHERE l.run_id = e.run_id AND l.type = 'usage' AND json_extract(l.data, '$.subagent_id') IS NULL)"
+            " ORDER BY r.started_at, r.rowid",
+            (session_id,),
+        )
+        return [json.loads(r["data"]) for r in rows]
+
     async def events_after(self, run_id: str, after_seq: int = 0, limit: int = 10_000) -> list[tuple[int, dict[str, Any]]]:
         rows = await self.db.fetchall(
             "SELECT seq, data FROM agent_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",

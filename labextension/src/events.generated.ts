@@ -180,6 +180,19 @@ export interface IErrorEvent {
   step?: number | null;
 }
 
+/** What a run cost and how full the model's context is, sent once before `done` (stored, so a reopened session shows the same figures). `cost_usd` is None when `llm_prices` has no price for the model; the context figures are 0 when unknown (no call completed). */
+export interface IUsageEvent {
+  type: 'usage';
+  subagent_id?: string | null;
+  model?: string;
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  cost_usd?: number | null;
+  context_tokens?: number;
+  context_window?: number;
+  compact_at?: number;
+}
+
 export interface IDoneEvent {
   type: 'done';
   subagent_id?: string | null;
@@ -207,6 +220,7 @@ export type AgentEvent =
   | ISubagentEvent
   | ITodoUpdateEvent
   | IErrorEvent
+  | IUsageEvent
   | IDoneEvent;
 
 export type EventType = AgentEvent['type'];
@@ -230,5 +244,6 @@ export const EVENT_TYPES: readonly EventType[] = [
   'subagent',
   'todo_update',
   'error',
+  'usage',
   'done'
 ];

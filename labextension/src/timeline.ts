@@ -11,8 +11,9 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { historySteps, runInSlices } from './history';
 import {
   callSignature,
+  endBanner,
   EndReason,
-  END_TEXT,
+  IEndCause,
   IEndItem,
   INoticeItem,
   IQuestionItem,
@@ -28,9 +29,10 @@ import {
   questionOf,
   resultStatus,
   TimelineChange,
-  TimelineItem
+  TimelineItem,
+  usageText
 } from './timelineItems';
-import { AgentEvent, IStoredEvent, IStoredMessage, ITodo, IToolResultEvent } from './tokens';
+import { AgentEvent, ISessionUsage, IStoredEvent, IStoredMessage, ITodo, IToolResultEvent, IUsageEvent } from './tokens';
 
 export * from './timelineItems';
 
@@ -42,6 +44,11 @@ export class TimelineModel {
   private _changed = new Signal<this, TimelineChange>(this);
   private _runInfo = new Signal<this, IRunInfo>(this);
   private _finished = new Signal<this, { runId: string; reason: string }>(this);
+  private _usage = new Signal<this, IUsageEvent | null>(this);
+  /** Runs whose final answer stopped at the output limit (a top-level `truncated` with no call cut). */
+  private cutOff = new Map<string, number>();
+  /** Each run's latest `usage` (cumulative): shown under its answer once the run ends. */
+  private runUsage = new Map<string, IUsageEvent>();
   private tools = new Map<string, IToolItem>();
   private subagents = new Map<string, ISubagentItem>();
   private questions = new Map<string, IQuestionItem>();
@@ -69,6 +76,31 @@ export class TimelineModel {
   }
   get finished(): ISignal<this, { runId: string; reason: string }> {
     return this._finished;
+  }
+  /**
+   * The session's total so far: each run's last (cumulative) `usage`, replayed from the stored
+   * events or live, so it needs no request and cannot lag behind the server's event store.
+   */
+  sessionUsage(): ISessionUsage | undefined {
+    if (!this.runUsage.size) {
+      return undefined;
+    }
+    const total: ISessionUsage = { runs: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: null, unpriced_runs: 0 };
+    for (const u of this.runUsage.values()) {
+      total.runs++;
+      total.prompt_tokens += u.prompt_tokens ?? 0;
+      total.completion_tokens += u.completion_tokens ?? 0;
+      if (typeof u.cost_usd === 'number') {
+        total.cost_usd = (total.cost_usd ?? 0) + u.cost_usd;
+      } else {
+        total.unpriced_runs++;
+      }
+    }
+    return total;
+  }
+  /** A run's `usage` (tokens, cost, context fill), live or replayed; null when the timeline is cleared. */
+  get usage(): ISignal<this, IUsageEvent | null> {
+    return this._usage;
   }
   /** How many replayed events were dropped (seq already applied). */
   get duplicates(): number {
@@ -106,8 +138,11 @@ export class TimelineModel {
     this.preparing.clear();
     this.byRun.clear();
     this.lastSeq.clear();
+    this.cutOff.clear();
+    this.runUsage.clear();
     this._duplicates = 0;
     this._changed.emit({ type: 'reset' });
+    this._usage.emit(null);
   }
 
   addUser(text: string, extra: { messageId?: number; runId?: string; time?: number } = {}): IUserItem {
@@ -116,8 +151,13 @@ export class TimelineModel {
     return item;
   }
 
-  addNotice(variant: NoticeVariant, text: string, parent: ISubagentItem | null = null): INoticeItem {
-    const item: INoticeItem = { key: nextKey('notice'), kind: 'notice', version: 0, parent, variant, text };
+  addNotice(
+    variant: NoticeVariant,
+    text: string,
+    parent: ISubagentItem | null = null,
+    extra: { runId?: string; reason?: string } = {}
+  ): INoticeItem {
+    const item: INoticeItem = { key: nextKey('notice'), kind: 'notice', version: 0, parent, variant, text, ...extra };
     this.add(item, parent);
     return item;
   }
@@ -162,9 +202,15 @@ export class TimelineModel {
       }
       case 'truncated':
         this.addNotice('truncated', event.message || 'The answer was cut off at the output limit.', parent);
+        if (!parent && !event.tool_name) {
+          this.cutOff.set(runId, event.step);
+        }
         break;
       case 'text_delta':
       case 'thinking_delta':
+        if (!parent && event.step > (this.cutOff.get(runId) ?? Infinity)) {
+          this.cutOff.delete(runId); // the model went on after the cut: the run's answer is not the cut one
+        }
         this.appendText(event.type === 'text_delta' ? 'text' : 'thinking', event.delta, event.step, parent, runId);
         break;
       case 'tool_call': {
@@ -219,7 +265,13 @@ export class TimelineModel {
         this.updateTodos(event.todos ?? [], parent, runId);
         break;
       case 'error':
-        this.addNotice('error', event.message || 'error', parent);
+        this.addNotice('error', event.message || 'error', parent, { runId, reason: event.reason });
+        break;
+      case 'usage':
+        if (!parent) {
+          this.runUsage.set(runId, event);
+          this._usage.emit(event);
+        }
         break;
       case 'done':
         this.finish(runId, event.reason ?? 'finished');
@@ -432,8 +484,9 @@ export class TimelineModel {
     this.add(item, parent, at);
   }
 
-  addEnd(reason: EndReason, runId: string): IEndItem {
-    const item: IEndItem = { key: nextKey('end'), kind: 'end', version: 0, parent: null, reason, text: END_TEXT[reason], runId };
+  addEnd(cause: EndReason | IEndCause, runId: string): IEndItem {
+    const banner = endBanner(typeof cause === 'string' ? { reason: cause } : cause);
+    const item: IEndItem = { key: nextKey('end'), kind: 'end', version: 0, parent: null, ...banner, runId };
     this.add(item, null);
     return item;
   }
@@ -613,10 +666,36 @@ export class TimelineModel {
         this.touch(item);
       }
     }
+    const usage = this.runUsage.get(runId);
+    if (usage) {
+      this.addNotice('usage', usageText(usage), null, { runId });
+    }
     if (reason === 'cancelled' || reason === 'max_steps' || reason === 'error') {
-      this.addEnd(reason, runId);
+      this.addEnd(this.endCause(runId, reason), runId);
+    } else if (reason === 'finished' && this.cutOff.has(runId)) {
+      this.addEnd('truncated', runId);
     }
     this._finished.emit({ runId, reason });
+  }
+
+  /** Why run `runId` ended: its last error's reason and its longest row of identical failing calls. */
+  private endCause(runId: string, reason: EndReason): IEndCause {
+    let errorReason: string | undefined;
+    let failedRepeats = 0;
+    let streak = 0;
+    let last = '';
+    for (const item of this.itemsOfRun(runId)) {
+      if (item.kind === 'notice' && item.variant === 'error' && item.reason && item.reason !== 'notice') {
+        errorReason = item.reason;
+      } else if (item.kind === 'tool' && !item.parent) {
+        // the longest row of the same call failing: what the "×N" line shows
+        const signature = callSignature(item);
+        streak = item.status === 'error' ? (signature === last ? streak + 1 : 1) : 0;
+        last = signature;
+        failedRepeats = Math.max(failedRepeats, streak);
+      }
+    }
+    return { reason, errorReason, failedRepeats };
   }
 }
 

@@ -88,16 +88,23 @@ export interface ITodoItem extends IItemBase {
   active: boolean;
 }
 
-export type EndReason = 'cancelled' | 'max_steps' | 'error';
+/** `truncated`: the run finished but its answer stopped at the output limit. */
+export type EndReason = 'cancelled' | 'max_steps' | 'error' | 'truncated';
 
-/** How a run ended when it did not simply finish: a banner with an action. */
+/** What a banner's button does: the first of an end item's `actions` is the primary one. */
+export type EndAction = 'retry' | 'more_steps' | 'continue' | 'switch_model' | 'new_chat';
+
+/** How a run ended when it did not simply finish: a banner saying why, and what fits next. */
 export interface IEndItem extends IItemBase {
   kind: 'end';
   reason: EndReason;
   text: string;
+  hint: string;
+  /** Primary first; empty when no button helps (a rejected key is fixed where the server runs). */
+  actions: EndAction[];
 }
 
-export type NoticeVariant = 'compaction' | 'model_switch' | 'error' | 'done' | 'info' | 'truncated' | 'preparing';
+export type NoticeVariant = 'compaction' | 'model_switch' | 'error' | 'done' | 'info' | 'truncated' | 'preparing' | 'usage';
 
 export interface INoticeItem extends IItemBase {
   kind: 'notice';
@@ -105,6 +112,8 @@ export interface INoticeItem extends IItemBase {
   text: string;
   /** A passing notice that is over (a tool call being written, once it arrived). */
   hidden?: boolean;
+  /** An error's machine-readable `reason` (`unknown_model`, `auth`, `llm_unavailable`, …). */
+  reason?: string;
 }
 
 export interface IQuestionItem extends IItemBase {
@@ -155,8 +164,80 @@ export const nextKey = (prefix: string): string => `${prefix}-${++keyCounter}`;
 export const END_TEXT: Record<EndReason, string> = {
   cancelled: 'Run stopped.',
   max_steps: 'Run stopped: the step limit was reached.',
-  error: 'Run ended with an error.'
+  error: 'Run ended with an error.',
+  truncated: 'The answer was cut off at the output limit.'
 };
+
+/** Identical failing calls in a row after which more steps would most likely repeat them. */
+export const STUCK_REPEATS = 5;
+
+/** What ended a run, told apart so the banner names the reason and offers what fits. */
+export interface IEndCause {
+  reason: EndReason;
+  /** The `reason` of the run's last error event (`unknown_model`, `auth`, …), if any. */
+  errorReason?: string;
+  /** The longest row of identical failing calls in the run ("×20" on its tool line). */
+  failedRepeats?: number;
+}
+
+/** The banner for a run's end: its text, hint and actions (primary first). */
+export function endBanner(cause: IEndCause): Pick<IEndItem, 'reason' | 'text' | 'hint' | 'actions'> {
+  const { reason, errorReason = '', failedRepeats = 0 } = cause;
+  if (reason === 'error') {
+    switch (errorReason) {
+      case 'unknown_model':
+        return { reason, text: 'The endpoint does not serve this model.', hint: 'Switch to a model it lists, then send again.', actions: ['switch_model'] };
+      case 'auth':
+        return {
+          reason,
+          text: 'The endpoint rejected the API key.',
+          hint: 'Set OPENAI_API_KEY (the key your endpoint expects) where the Jupyter server runs and restart it; trying again will not help.',
+          actions: []
+        };
+      case 'llm_unavailable':
+        return { reason, text: 'The LLM endpoint could not be reached.', hint: 'Check that it is running (OPENAI_BASE_URL), then try again.', actions: ['retry'] };
+      case 'context_overflow':
+        return { reason, text: 'The conversation no longer fits the model’s context.', hint: 'Start a new chat, or switch to a model with a larger context.', actions: ['new_chat', 'switch_model'] };
+      default:
+        return { reason, text: END_TEXT.error, hint: 'The message above says what went wrong.', actions: ['retry'] };
+    }
+  }
+  if (reason === 'max_steps') {
+    if (failedRepeats >= STUCK_REPEATS) {
+      return {
+        reason,
+        text: `Run stopped at the step limit after the same call failed ${failedRepeats} times in a row.`,
+        hint: 'More steps would most likely repeat it: start a new chat, or try again with a more specific request.',
+        actions: ['new_chat', 'retry', 'more_steps']
+      };
+    }
+    return { reason, text: END_TEXT.max_steps, hint: 'The agent used all the steps it was given for this run.', actions: ['more_steps'] };
+  }
+  if (reason === 'truncated') {
+    return { reason, text: END_TEXT.truncated, hint: 'Continue asks the model to go on where it stopped.', actions: ['continue'] };
+  }
+  return { reason, text: END_TEXT.cancelled, hint: 'You stopped the run; what it did so far is kept.', actions: ['continue'] };
+}
+
+/** The line under an answer: its tokens and what it cost (`llm_prices`), or that the cost is unknown. */
+export function usageText(u: { model?: string; prompt_tokens?: number; completion_tokens?: number; cost_usd?: number | null }): string {
+  const input = u.prompt_tokens ?? 0;
+  const output = u.completion_tokens ?? 0;
+  const tokens = `${(input + output).toLocaleString('en-US')} tokens (${input.toLocaleString('en-US')} in · ${output.toLocaleString('en-US')} out)`;
+  const cost = typeof u.cost_usd === 'number' ? formatUsd(u.cost_usd) : `cost unknown (no llm_prices entry for ${u.model || 'this model'})`;
+  return `${tokens} · ${cost}`;
+}
+
+/** Dollars with the digits that matter: $1.24, $0.031, $0.00036. */
+export function formatUsd(cost: number): string {
+  if (cost >= 1) {
+    return `$${cost.toFixed(2)}`;
+  }
+  if (cost >= 0.01) {
+    return `$${cost.toFixed(3)}`;
+  }
+  return cost > 0 ? `$${cost.toFixed(Math.min(10, 1 - Math.floor(Math.log10(cost))))}` : '$0';
+}
 
 /** A stored timestamp as ms since the epoch (SQLite's `YYYY-MM-DD HH:MM:SS` is UTC). */
 export function parseTime(value: string | undefined | null): number | undefined {

@@ -72,6 +72,17 @@ export interface ISession {
   /** The live run of this session on the server, if any (a reload reattaches to it). */
   active_run_id?: string | null;
   runs?: IRunRecord[];
+  /** `GET sessions/{id}`: the sum of its runs' `usage` events. */
+  usage?: ISessionUsage;
+}
+
+/** A session's tokens and cost; `cost_usd` sums the priced runs (null when none had a price). */
+export interface ISessionUsage {
+  runs: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost_usd: number | null;
+  unpriced_runs: number;
 }
 
 export interface ISessionsReply {

@@ -44,6 +44,7 @@ CHROMIUM_ARGS = [
 ]
 # Tool outputs up to this size stay inline (the 1 MB test); larger ones are persisted to a file.
 MAX_OUTPUT_CHARS = 1_200_000
+LLM_PRICES = {"gpt-4o-mini": {"input": 0.15, "output": 0.6}}  # USD per million tokens
 
 pytestmark = pytest.mark.browser
 PANEL = "#astro-jupyter-panel"
@@ -169,6 +170,7 @@ def _run_lab(tmp_path_factory: pytest.TempPathFactory, llm_env: dict[str, str]) 
             **llm_env,
             "ASTRO_MAX_OUTPUT_CHARS": str(MAX_OUTPUT_CHARS),
             "ASTRO_LLM_RETRY_DELAY": "0.05",
+            "ASTRO_LLM_PRICES": json.dumps(LLM_PRICES),  # answers show their cost (tests/ui/test_costs.py)
             "HF_HUB_OFFLINE": "1",
             "JUPYTER_CONFIG_DIR": str(base / "jupyter_config"),
             "JUPYTERLAB_SETTINGS_DIR": str(base / "lab_settings"),

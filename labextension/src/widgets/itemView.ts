@@ -3,7 +3,7 @@
  * class (build the DOM once, update it in place), the chat message header and the icon button.
  */
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
-import { IEndItem, ISubagentItem, IToolItem, TimelineItem } from '../timeline';
+import { EndAction, IEndItem, ISubagentItem, IToolItem, TimelineItem } from '../timeline';
 import { formatTime, h } from './dom';
 import { iconEl } from './icons';
 
@@ -16,8 +16,8 @@ export interface IRenderContext {
   openPath(path: string): void;
   /** Copy / insert into the active notebook / insert and run a code block. */
   code(action: 'copy' | 'insert' | 'run', text: string): void;
-  /** Continue the session after a run that stopped (step limit, cancel, error). */
-  continueRun(item: IEndItem): void;
+  /** A run's end banner button: try again, more steps, continue, switch model or a new chat. */
+  continueRun(item: IEndItem, action: EndAction): void;
   /** Tool lines start expanded (a setting). */
   expandTools(): boolean;
   /** Renders history Markdown when near the viewport (null: at once). */

@@ -9,6 +9,7 @@ import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { addBelowIcon, copyIcon, runIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 import {
+  EndAction,
   IEndItem,
   INoticeItem,
   ISubagentItem,
@@ -352,10 +353,15 @@ class NoticeView extends ItemView<INoticeItem> {
   private text!: HTMLElement;
   protected build(): HTMLElement {
     this.text = h('span', { class: 'jp-Astro-notice-text' });
+    const variant = this.item.variant;
+    if (variant === 'usage') {
+      // a quiet line under the answer: what it took and cost
+      return h('div', { class: 'jp-Astro-item jp-Astro-notice jp-Astro-usage', role: 'note', 'aria-label': 'Tokens and cost of this answer' }, this.text);
+    }
     return h(
       'div',
-      { class: 'jp-Astro-item jp-Astro-notice', role: this.item.variant === 'error' ? 'alert' : 'note' },
-      iconEl(this.item.variant === 'error' ? warnIcon : infoIcon),
+      { class: 'jp-Astro-item jp-Astro-notice', role: variant === 'error' ? 'alert' : 'note' },
+      iconEl(variant === 'error' ? warnIcon : infoIcon),
       this.text
     );
   }
@@ -366,27 +372,28 @@ class NoticeView extends ItemView<INoticeItem> {
   }
 }
 
-const END_ACTION: Record<IEndItem['reason'], string> = {
-  max_steps: 'Continue with more steps',
-  cancelled: 'Continue',
-  error: 'Try again'
+const END_ACTION: Record<EndAction, string> = {
+  retry: 'Try again',
+  more_steps: 'Continue with more steps',
+  continue: 'Continue',
+  switch_model: 'Switch model',
+  new_chat: 'Start a new chat'
 };
 
-const END_HINT: Record<IEndItem['reason'], string> = {
-  max_steps: 'The agent used all the steps it was given for this run.',
-  cancelled: 'You stopped the run; what it did so far is kept.',
-  error: 'Something went wrong; the messages above say what.'
-};
-
-/** The end of a run that did not simply finish: a banner and what to do next. */
+/** The end of a run that did not simply finish: why, and the actions that fit (primary first). */
 class EndView extends ItemView<IEndItem> {
-  private action!: HTMLButtonElement;
   protected build(): HTMLElement {
     const r = this.item.reason;
-    this.action = button(END_ACTION[r], () => {
-      this.action.disabled = true;
-      this.ctx.continueRun(this.item);
-    }, { class: 'jp-Astro-button jp-mod-accept jp-Astro-end-action' });
+    const buttons = this.item.actions.map((action, i) => {
+      const b = button(END_ACTION[action], () => {
+        if (action !== 'switch_model') {
+          buttons.forEach(other => (other.disabled = true)); // one new run per banner
+        }
+        this.ctx.continueRun(this.item, action);
+      }, { class: `jp-Astro-button jp-Astro-end-action ${i === 0 ? 'jp-mod-accept' : 'jp-mod-secondary'}` });
+      b.dataset.action = action;
+      return b;
+    });
     return h(
       'div',
       { class: 'jp-Astro-item jp-Astro-end', role: 'status', 'data-reason': r },
@@ -394,9 +401,9 @@ class EndView extends ItemView<IEndItem> {
         'div',
         { class: 'jp-Astro-end-text' },
         iconEl(r === 'cancelled' ? STATUS_ICON.cancelled : warnIcon),
-        h('div', {}, h('strong', { text: this.item.text }), h('div', { class: 'jp-Astro-end-hint', text: END_HINT[r] }))
+        h('div', {}, h('strong', { text: this.item.text }), h('div', { class: 'jp-Astro-end-hint', text: this.item.hint }))
       ),
-      h('div', { class: 'jp-Astro-end-actions' }, this.action)
+      h('div', { class: 'jp-Astro-end-actions' }, ...buttons)
     );
   }
   update(): void {

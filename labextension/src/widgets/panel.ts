@@ -12,13 +12,13 @@ import { Menu, Panel, Widget } from '@lumino/widgets';
 
 import { AstroAPI, AstroAPIError } from '../handler';
 import { RunModel, RunStatus, SessionsModel } from '../model';
-import { IEndItem, TimelineModel } from '../timeline';
+import { EndAction, IEndItem, TimelineModel } from '../timeline';
 import { ISearchHit, ISession, IStartRunRequest } from '../tokens';
 import { visibleText } from './dom';
 import { iconEl, sendIcon } from './icons';
 import { IRenderContext } from './items';
 import { ModelChooser } from './modelChooser';
-import { buildComposer, buildHeader, IconToolButton } from './panelChrome';
+import { buildComposer, buildHeader, IconToolButton, showContext, showSessionUsage } from './panelChrome';
 import { DEFAULT_SETTINGS, IAstroPanelOptions, IAstroSettings } from './panelOptions';
 import { openLibrary } from './libraryView';
 import { SessionsView } from './searchView';
@@ -58,6 +58,8 @@ export class AstroPanel extends Panel {
   private sessionsButton!: IconToolButton;
   private exportButton!: IconToolButton;
   private statusChip!: HTMLElement;
+  private gauge!: HTMLElement;
+  private sessionUsage!: HTMLElement;
   private message!: HTMLElement;
   private input!: HTMLTextAreaElement;
   private sendButton!: HTMLButtonElement;
@@ -117,7 +119,7 @@ export class AstroPanel extends Panel {
       answer: (requestId, answer) => void this.run.answer(requestId, answer),
       openPath: path => options.openPath(path),
       code: (action, text) => void this.codeAction(action, text),
-      continueRun: item => void this.continueRun(item),
+      continueRun: (item, action) => void this.continueRun(item, action),
       expandTools: () => this.settings.expandToolLines,
       lazy: null,
       decorateTool: (tool, el) => options.notebook?.decorateTool(tool, el)
@@ -132,6 +134,10 @@ export class AstroPanel extends Panel {
     options.notebook?.mount(this.composer.node);
     options.notebook?.attach(this.run);
 
+    this.timeline.usage.connect((_, usage) => {
+      showContext(this.gauge, usage);
+      showSessionUsage(this.sessionUsage, this.timeline.sessionUsage());
+    }, this);
     this.run.statusChanged.connect(this.onRunStatus, this);
     this.run.error.connect((_, message) => this.showMessage(message), this);
     this.sessions.changed.connect(this.renderSessions, this);
@@ -396,15 +402,21 @@ export class AstroPanel extends Panel {
     return true;
   }
 
-  /** The banner's action: more steps after the step limit, go on after a stop, retry after an error. */
-  private async continueRun(item: IEndItem): Promise<void> {
+  /** A banner's action: switch model, a new chat, retry the prompt, more steps, or go on. */
+  private async continueRun(item: IEndItem, action: EndAction): Promise<void> {
+    if (action === 'switch_model') {
+      this.openModels(this.modelChooser.chip ?? this.node);
+      return;
+    }
     if (this.run.active) {
       return;
     }
-    if (item.reason === 'error') {
+    if (action === 'new_chat') {
+      await this.newSession();
+    } else if (action === 'retry') {
       const prompt = [...this.timeline.items].reverse().find(i => i.kind === 'user' && i.runId === item.runId);
       await this.startRun({ prompt: prompt && prompt.kind === 'user' ? prompt.text : 'Please try again.' });
-    } else if (item.reason === 'max_steps') {
+    } else if (action === 'more_steps') {
       await this.startRun({
         prompt: 'Continue where you left off.',
         max_steps: Math.max(1, Math.min(200, this.settings.continueMaxSteps))
@@ -533,6 +545,7 @@ export class AstroPanel extends Panel {
       }
     });
     ({ titleEl: this.titleEl, sessionsButton: this.sessionsButton, exportButton: this.exportButton, message: this.message } = header);
+    this.sessionUsage = header.usage;
     return header.widget;
   }
 
@@ -540,12 +553,16 @@ export class AstroPanel extends Panel {
     const composer = buildComposer({
       send: () => void this.send(),
       sendOrStop: () => void (this.run.active ? this.run.cancel() : this.send()),
-      openModels: anchor => this.modelChooser.open(anchor)
+      openModels: anchor => this.openModels(anchor)
     });
-    ({ input: this.input, sendButton: this.sendButton, statusChip: this.statusChip } = composer);
+    ({ input: this.input, sendButton: this.sendButton, statusChip: this.statusChip, gauge: this.gauge } = composer);
     this.modelChooser.chip = composer.modelChip;
     this.modelChooser.render();
     return composer.widget;
+  }
+
+  private openModels(anchor: HTMLElement): void {
+    this.modelChooser.open(anchor); // above the chip (below when there is no room), never over it
   }
 
   private renderSessions(): void {

@@ -6,6 +6,8 @@
 import { downloadIcon, ellipsesIcon, historyIcon, LabIcon, Toolbar } from '@jupyterlab/ui-components';
 import { Panel, Widget } from '@lumino/widgets';
 
+import { formatUsd } from '../timelineItems';
+import { ISessionUsage, IUsageEvent } from '../tokens';
 import { h } from './dom';
 import { iconEl, newChatIcon } from './icons';
 
@@ -53,6 +55,8 @@ export interface IHeader {
   moreButton: IconToolButton;
   /** The one-line error / info message under the toolbar. */
   message: HTMLElement;
+  /** The session's tokens and cost so far. */
+  usage: HTMLElement;
 }
 
 export function buildHeader(actions: IHeaderActions): IHeader {
@@ -63,6 +67,10 @@ export function buildHeader(actions: IHeaderActions): IHeader {
   const title = new Widget();
   title.addClass('jp-Astro-title');
   toolbar.addItem('title', title);
+  const usage = new Widget();
+  usage.addClass('jp-Astro-session-usage');
+  usage.node.hidden = true;
+  toolbar.addItem('usage', usage);
   toolbar.addItem(
     'new',
     new IconToolButton({ icon: newChatIcon, label: 'New chat', className: 'jp-Astro-new', onClick: () => actions.newSession() })
@@ -97,7 +105,7 @@ export function buildHeader(actions: IHeaderActions): IHeader {
   message.setAttribute('role', 'alert');
   message.hidden = true;
   header.addWidget(messageWidget);
-  return { widget: header, toolbar, titleEl: title.node, sessionsButton, exportButton, moreButton, message };
+  return { widget: header, toolbar, titleEl: title.node, sessionsButton, exportButton, moreButton, message, usage: usage.node };
 }
 
 export interface IComposerActions {
@@ -114,6 +122,8 @@ export interface IComposer {
   sendButton: HTMLButtonElement;
   modelChip: HTMLButtonElement;
   statusChip: HTMLElement;
+  /** How full the context is (a meter by the model chip; hidden until a run reports it). */
+  gauge: HTMLElement;
 }
 
 export function buildComposer(actions: IComposerActions): IComposer {
@@ -136,8 +146,60 @@ export function buildComposer(actions: IComposerActions): IComposer {
   const modelChip = h('button', { type: 'button', class: 'jp-Astro-chip jp-Astro-model-chip', text: '…' });
   modelChip.addEventListener('click', () => actions.openModels(modelChip));
   const statusChip = h('span', { class: 'jp-Astro-status', role: 'status', 'aria-live': 'polite' });
-  composer.node.append(
-    h('div', { class: 'jp-Astro-composer-box' }, input, h('div', { class: 'jp-Astro-composer-actions' }, modelChip, statusChip, sendButton))
+  const gauge = h(
+    'span',
+    { class: 'jp-Astro-context-gauge', role: 'meter', 'aria-label': 'Context window', 'aria-valuemin': '0' },
+    h('span', { class: 'jp-Astro-gauge-fill' }),
+    h('span', { class: 'jp-Astro-gauge-mark' })
   );
-  return { widget: composer, input, sendButton, modelChip, statusChip };
+  gauge.hidden = true;
+  composer.node.append(
+    h('div', { class: 'jp-Astro-composer-box' }, input, h('div', { class: 'jp-Astro-composer-actions' }, modelChip, gauge, statusChip, sendButton))
+  );
+  return { widget: composer, input, sendButton, modelChip, statusChip, gauge };
+}
+
+const n = (value: number): string => value.toLocaleString('en-US');
+
+/** The gauge by the model chip: how full the context was after the last run, and where compaction starts. */
+export function showContext(gauge: HTMLElement, usage: IUsageEvent | null): void {
+  const window = usage?.context_window ?? 0;
+  const used = usage?.context_tokens ?? 0;
+  gauge.hidden = !window;
+  if (!window) {
+    return;
+  }
+  const share = (x: number): number => Math.min(100, Math.round((100 * x) / window));
+  const at = usage?.compact_at ?? 0;
+  const fill = gauge.querySelector<HTMLElement>('.jp-Astro-gauge-fill');
+  const mark = gauge.querySelector<HTMLElement>('.jp-Astro-gauge-mark');
+  fill?.style.setProperty('width', `${share(used)}%`);
+  mark?.style.setProperty('left', `${share(at)}%`);
+  if (mark) {
+    mark.hidden = !at;
+  }
+  gauge.setAttribute('aria-valuemax', String(window));
+  gauge.setAttribute('aria-valuenow', String(Math.min(used, window)));
+  const compaction = at ? `; compaction starts at ${n(at)} (${share(at)}%)` : '';
+  const text = `Context: ${n(used)} of ${n(window)} tokens (${share(used)}%)${compaction}`;
+  gauge.setAttribute('aria-valuetext', text);
+  gauge.title = text;
+  gauge.dataset.near = String(!!at && used >= at * 0.9);
+}
+
+/** The session's total (GET sessions/{id} sums its stored runs) in the header. */
+export function showSessionUsage(el: HTMLElement, usage: ISessionUsage | undefined): void {
+  el.hidden = !usage?.runs;
+  if (!usage?.runs) {
+    el.textContent = '';
+    el.removeAttribute('title');
+    return;
+  }
+  const tokens = usage.prompt_tokens + usage.completion_tokens;
+  const short = tokens >= 10_000 ? `${Math.round(tokens / 1000)}k` : n(tokens);
+  const cost = usage.cost_usd === null ? '' : formatUsd(usage.cost_usd);
+  const unpriced = usage.unpriced_runs ? `; ${usage.unpriced_runs} of ${usage.runs} runs have no price in llm_prices` : '';
+  el.textContent = [`${short} tokens`, cost || 'cost unknown'].join(' · ') + (cost && usage.unpriced_runs ? '+' : '');
+  el.title = `This session: ${n(tokens)} tokens (${n(usage.prompt_tokens)} in · ${n(usage.completion_tokens)} out) over ${usage.runs} runs${cost ? `, ${cost}` : ''}${unpriced}`;
+  el.setAttribute('aria-label', el.title);
 }
