@@ -136,6 +136,8 @@ _HTML_TOKEN = re.compile(
     r'<p style="top:([-\d.]+)pt;left:([-\d.]+)pt;line-height:([\d.]+)pt">'
     r'|(?:<sup>)?(<tt>)?(<b>)?(<i>)?<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^"]*">([^<]*)</span>'
 )
+# a style run that starts like a table caption: such a page takes the ``dict`` path at once
+_HTML_TABLE_CAPTION = re.compile(r'">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE)
 _ENTITY = re.compile(r"&(?:#x([0-9a-fA-F]+)|(lt|gt|amp|quot|apos));")
 _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
@@ -168,13 +170,14 @@ def extract_page(page: Any, number: int) -> PageData:
     # no images (not used), ligatures expanded ("ﬁ" → "fi": words stay searchable), clipped to the page
     flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
     textpage = page.get_textpage(flags=flags)
-    blocks = _blocks_from_html(textpage, number)
+    html = textpage.extractHTML()
+    blocks = None if _HTML_TABLE_CAPTION.search(html) else _blocks_from_html(textpage, html, number)
     if blocks is None or any(_TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2]):
         blocks = _blocks_from_dict(textpage, number)
     return _finish_page(page, number, blocks)
 
 
-def _blocks_from_html(textpage: Any, number: int) -> list[TextBlock] | None:
+def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] | None:
     """Blocks and lines from the page's HTML and block list; ``None`` when they do not fit together."""
     # the page's lines in order, each (left, baseline, largest size, spans)
     html_lines: list[tuple[float, float, float, list[Span]]] = []
@@ -182,7 +185,7 @@ def _blocks_from_html(textpage: Any, number: int) -> list[TextBlock] | None:
     cache = _style_cache
     left = baseline = first = 0.0
     started = False
-    for top, x, height, tt, b, i, font, size, text in _HTML_TOKEN.findall(textpage.extractHTML()):
+    for top, x, height, tt, b, i, font, size, text in _HTML_TOKEN.findall(html):
         if top:
             if started:
                 html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
@@ -197,13 +200,24 @@ def _blocks_from_html(textpage: Any, number: int) -> list[TextBlock] | None:
         html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
     at = 0
     blocks: list[TextBlock] = []
-    for bx0, by0, bx1, by1, btext, _, _ in textpage.extractBLOCKS():
-        count = btext.count("\n")
-        rows = html_lines[at : at + count]
-        at += count
-        if not rows:
+    total = len(html_lines)
+    raw = textpage.this.m_internal.first_block
+    while raw is not None:
+        if raw.type != 0:
+            raw = raw.next
             continue
-        if count == 1 and by1 - by0 > 2.5 * max(rows[0][2], 1.0) and len(btext.strip()) > 1:
+        r = raw.bbox
+        bx0, by0, bx1, by1 = r.x0, r.y0, r.x1, r.y1
+        raw = raw.next
+        start = at
+        # the block's lines are the next ones in the HTML that lie inside its box
+        while at < total and bx0 - 0.5 <= html_lines[at][0] <= bx1 and by0 - 0.5 <= html_lines[at][1] <= by1 + 0.5:
+            at += 1
+        if at == start:
+            return None  # a line outside its block's box: the two do not fit together
+        rows = html_lines[start:at]
+        count = len(rows)
+        if count == 1 and by1 - by0 > 2.5 * max(rows[0][2], 1.0) and len("".join(s[0] for s in rows[0][3]).strip()) > 1:
             continue  # one line in a box far taller than its font: rotated (an arXiv margin stamp)
         # the block box is the union of its lines' boxes: its top is the first line's top, its
         # bottom the last line's bottom; the font's ascent and descent per point follow from them
