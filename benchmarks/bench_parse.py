@@ -58,8 +58,9 @@ def debian_manuals(tmp: Path) -> list[Path]:
 
 
 def pdfs(tmp: Path) -> list[Path]:
-    shared = ROOT.parent / "shared" / "data" / "pdfs"
-    found = sorted(shared.glob("*.pdf")) if shared.is_dir() else []
+    # ../shared/data/pdfs beside the project, found from a git worktree nested deeper as well
+    shared = next((p / "shared" / "data" / "pdfs" for p in ROOT.parents if (p / "shared" / "data" / "pdfs").is_dir()), None)
+    found = sorted(shared.glob("*.pdf")) if shared is not None else []
     generated = ROOT / "tests" / "data" / "pdfs"
     return found + debian_manuals(tmp) + [generated / n for n in ("two_column.pdf", "many_pages.pdf", "aas_style.pdf")]
 
@@ -124,8 +125,11 @@ def raw_dict(path: Path) -> int:
         return sum(len(page.get_text("dict", flags=flags)["blocks"]) for page in doc)
 
 
-def pypdf_text(path: Path) -> str:
-    from pypdf import PdfReader
+def pypdf_text(path: Path) -> str | None:
+    try:
+        from pypdf import PdfReader
+    except ImportError:
+        return None
 
     return "\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
 
@@ -180,7 +184,9 @@ def main() -> None:
         t_raw, _ = best_time(lambda: raw_text(path), args.repeat)
         total_raw += t_raw
         t_dict, _ = best_time(lambda: raw_dict(path), args.repeat)
-        t_pypdf, _ = best_time(lambda: pypdf_text(path), 1)
+        t_pypdf, text = best_time(lambda: pypdf_text(path), 1)
+        if text is None:
+            t_pypdf = None  # pypdf not installed
         t_p4, md4 = (None, None) if args.no_pymupdf4llm else best_time(lambda: p4llm(path), 1)
         if md4 is None:
             t_p4 = None

@@ -355,8 +355,11 @@ def remove_running_lines(pages: list[PageData]) -> None:
     whose text changes with the section but whose page number keeps step with the page."""
     counts: Counter[str] = Counter()
     offsets: Counter[int] = Counter()
+    keys: dict[int, str | None] = {}  # id(block) → its margin key, computed once
     for page in pages:
-        for key in {k for k in (_margin_key(b, page.height) for b in page.blocks) if k}:
+        for block in page.blocks:
+            keys[id(block)] = _margin_key(block, page.height)
+        for key in {keys[id(b)] for b in page.blocks} - {None}:
             counts[key] += 1
         for offset in {o for o in (_folio_offset(b, page) for b in _edge_blocks(page)) if o is not None}:
             offsets[offset] += 1
@@ -366,7 +369,7 @@ def remove_running_lines(pages: list[PageData]) -> None:
         kept = []
         edges = _edge_blocks(page) if folio else []
         for block in page.blocks:
-            key = _margin_key(block, page.height)
+            key = keys[id(block)]
             if key is not None and (counts[key] >= threshold or _PAGE_NUMBER.match(block.text.strip())):
                 continue
             if edges and (block is edges[0] or block is edges[-1]) and _folio_offset(block, page) in folio:
