@@ -172,9 +172,14 @@ def extract_page(page: Any, number: int) -> PageData:
     textpage = page.get_textpage(flags=flags)
     html = textpage.extractHTML()
     blocks = None if _HTML_TABLE_CAPTION.search(html) else _blocks_from_html(textpage, html, number)
-    if blocks is None or any(_TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2]):
-        blocks = _blocks_from_dict(textpage, number)
-    return _finish_page(page, number, blocks)
+    if blocks is not None and not _has_table_caption(blocks):
+        return _finish_page(page, number, blocks, False)
+    blocks = _blocks_from_dict(textpage, number)
+    return _finish_page(page, number, blocks, _has_table_caption(blocks))
+
+
+def _has_table_caption(blocks: list[TextBlock]) -> bool:
+    return any(_TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2])
 
 
 def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] | None:
@@ -222,19 +227,22 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
         # the block box is the union of its lines' boxes: its top is the first line's top, its
         # bottom the last line's bottom; the font's ascent and descent per point follow from them
         first_row, last_row = rows[0], rows[-1]
+        if count == 1:  # the common one-line block: the line's box is the block's
+            line = _make_line([(first_row[0], by0, bx1, by1, first_row[3], None)])
+            if line is not None:
+                blocks.append(TextBlock(number, bx0, by0, bx1, by1, [line]))
+            continue
         ascent = (first_row[1] - by0) / first_row[2] if first_row[2] else 0.0
         descent = (by1 - last_row[1]) / last_row[2] if last_row[2] else 0.0
         if not (0.3 < ascent < 1.3) or not (-0.1 < descent < 0.6):
             return None
-        if count > 1 and (
-            by0 < min(b - 1.3 * s for _, b, s, _ in rows) - 1.0 or by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0
-        ):
+        if by0 < min(b - 1.3 * s for _, b, s, _ in rows) - 1.0 or by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0:
             return None
         pieces: list[RawPiece] = [
             (left, baseline - ascent * size, bx1, baseline + descent * size, spans, None)
             for left, baseline, size, spans in rows
         ]
-        lines = [ln for ln in map(_make_line, _merge_same_baseline(pieces) if count > 1 else [pieces]) if ln is not None]
+        lines = [ln for ln in map(_make_line, _merge_same_baseline(pieces)) if ln is not None]
         if not lines:
             continue
         if len(lines) == count:
@@ -269,17 +277,18 @@ def _blocks_from_dict(textpage: Any, number: int) -> list[TextBlock]:
     return blocks
 
 
-def _finish_page(page: Any, number: int, blocks: list[TextBlock]) -> PageData:
+def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool) -> PageData:
     image_area = 0.0
     if not blocks:
         # only needed to tell an image-only (scanned) PDF from an empty one
         image_area = sum(abs(info["bbox"][2] - info["bbox"][0]) * abs(info["bbox"][3] - info["bbox"][1]) for info in page.get_image_info())
     rules: list[tuple[float, float, float]] = []
     verticals: list[tuple[float, float, float]] = []
-    if any(_TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2]):
+    if caption:
         # drawings are only needed for tables; a page without a table caption skips them
         rules, verticals = _rules(page)
-    data = PageData(number, float(page.rect.width), float(page.rect.height), blocks, rules, image_area, verticals)
+    rect = page.rect
+    data = PageData(number, float(rect.width), float(rect.height), blocks, rules, image_area, verticals)
     if rules:
         apply_tables(page, data)
     # PyMuPDF's dicts were needed for table cells only; dropping them here keeps the parse's
