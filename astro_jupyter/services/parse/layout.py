@@ -136,8 +136,10 @@ _HTML_TOKEN = re.compile(
     r'<p style="top:([-\d.]+)pt;left:([-\d.]+)pt;line-height:([\d.]+)pt">'
     r'|(?:<sup>)?(<tt>)?(<b>)?(<i>)?<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^"]*">([^<]*)</span>'
 )
-# a style run that starts like a table caption: such a page takes the ``dict`` path at once
-_HTML_TABLE_CAPTION = re.compile(r'">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE)
+# a line that starts like a table caption: such a page takes the ``dict`` path at once
+_HTML_TABLE_CAPTION = re.compile(
+    r'<p style="[^"]*">(?:<[a-z]+>)*<span style="[^"]*">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE
+)
 _ENTITY = re.compile(r"&(?:#x([0-9a-fA-F]+)|(lt|gt|amp|quot|apos));")
 _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
