@@ -256,3 +256,40 @@ async def test_parsed_chunks_and_content_find_profile(services, ligature_pdf: Pa
     hits = await services.chunks.fts('"profile"', 10, paper_ids=[paper_id])
     assert len(hits) >= 2  # the Introduction and the Results chunks
     assert await services.chunks.fts('"efficient"', 10, paper_ids=[paper_id])
+
+
+def _words(page: pymupdf.Page, x: float, y: float, words: list[tuple[str, str]], gap: float = 4.0) -> None:
+    """Words set one by one (no space glyphs, as TeX does): MuPDF adds the spaces between them."""
+    for text, font in words:
+        page.insert_text((x, y), text, fontname=font, fontsize=10)
+        x += pymupdf.get_text_length(text, fontname=font, fontsize=10) + gap
+
+
+def test_bold_run_in_heading_of_several_words_is_kept(tmp_path: Path) -> None:
+    """A bold lead-in of two words set word by word ("RL Training" in PaSa): MuPDF makes the space
+    between them a span of its own; the lead-in stays one bold run, not lost."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "Methods of the crawler", fontname="hebo", fontsize=16)
+    _words(page, 72, 110, [("RL", "hebo"), ("Training", "hebo"), ("A", "helv"), ("key", "helv"), ("challenge", "helv")])
+    _words(page, 72, 122, [("is", "helv"), ("the", "helv"), ("sampling", "helv"), ("time.", "helv")])
+    path = tmp_path / "runin.pdf"
+    doc.save(path)
+    md = parse_pdf(path).to_markdown()
+    assert "**RL Training** A key challenge is the sampling time." in md, md
+
+
+def test_rotated_margin_stamp_is_dropped_and_markup_characters_kept(tmp_path: Path) -> None:
+    """An arXiv-style stamp set vertically in the margin is not text of the paper; characters the
+    page's HTML escapes (<, &, non-ASCII) come through as they are."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((30, 600), "arXiv:2501.10120v1 [cs.IR] 17 Jan 2025", fontname="tiro", fontsize=20, rotate=90)
+    page.insert_text((72, 72), "1 Introduction", fontname="hebo", fontsize=14)
+    page.insert_text((72, 100), "We keep a < b & c > d in the café for every \"quoted\" word.", fontname="tiro", fontsize=10)
+    path = tmp_path / "stamp.pdf"
+    doc.save(path)
+    md = parse_pdf(path).to_markdown()
+    assert "arXiv" not in md, md
+    assert "# 1 Introduction" in md
+    assert 'a < b & c > d in the café for every "quoted" word.' in md, md

@@ -24,54 +24,54 @@ _MONO_FONT = re.compile(r"mono|courier|cmtt|typewriter|consol|menlo|inconsolata|
 _style_cache: dict[tuple[int, str], int] = {}
 
 
-def _style(span: dict[str, Any]) -> int:
-    """Bit 1: bold, bit 2: italic, bit 4: monospaced — from the span flags or the font name, cached per font."""
-    key = (span["flags"] & 18, span["font"])
+def _font_style(flags: int, font: str) -> int:
+    """Bit 1: bold, bit 2: italic, bit 4: monospaced — from MuPDF's font flags (16 bold, 2 italic,
+    8 monospaced) or the font name, cached per font."""
+    key = (flags, font)
     style = _style_cache.get(key)
     if style is None:
-        font = key[1]
-        bold = bool(key[0] & 16) or bool(_BOLD_FONT.search(font))
-        italic = bool(key[0] & 2) or "Ital" in font or "Obli" in font
-        mono = bool(span["flags"] & 8) or bool(_MONO_FONT.search(font))
+        bold = bool(flags & 16) or bool(_BOLD_FONT.search(font))
+        italic = bool(flags & 2) or "Ital" in font or "Obli" in font
+        mono = bool(flags & 8) or bool(_MONO_FONT.search(font))
         style = _style_cache[key] = int(bold) | (2 if italic else 0) | (4 if mono else 0)
     return style
 
 
-def _merge_same_baseline(raw_lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Group a block's PyMuPDF lines that sit on one baseline ("1" + "Introduction")."""
-    groups: list[list[dict[str, Any]]] = []
-    for line in raw_lines:
+# A piece is one MuPDF line: (x0, y0, x1, y1, spans, raw) with spans as (text, size, style) and
+# raw PyMuPDF's line dict (``dict`` path only: table cells need its spans' boxes).
+Span = tuple[str, float, int]
+RawPiece = tuple[float, float, float, float, list[Span], Any]
+
+
+def _merge_same_baseline(pieces: list[RawPiece]) -> list[list[RawPiece]]:
+    """Group a block's MuPDF lines that sit on one baseline ("1" + "Introduction")."""
+    groups: list[list[RawPiece]] = []
+    for piece in pieces:
         if groups:
             last = groups[-1][-1]
-            if abs(last["bbox"][3] - line["bbox"][3]) < 2.0 and line["bbox"][0] >= last["bbox"][0]:
-                groups[-1].append(line)
+            if abs(last[3] - piece[3]) < 2.0 and piece[0] >= last[0]:
+                groups[-1].append(piece)
                 continue
-        groups.append([line])
+        groups.append([piece])
     return groups
 
 
-def _make_line(group: list[dict[str, Any]]) -> Line | None:
-    """Merge one baseline's PyMuPDF lines: text, dominant size, boldness, bold run-in prefix.
+def _make_line(group: list[RawPiece]) -> Line | None:
+    """Merge one baseline's MuPDF lines: text, dominant size, boldness, bold run-in prefix.
 
     This runs for every line of every page (the largest Python cost of a parse), so it keeps
-    per-span work to dict lookups and counts, and takes a short path for the common
+    per-span work to tuple unpacking and counts, and takes a short path for the common
     one-line-one-span case.
     """
     if len(group) == 1:
-        raw = group[0]
-        spans = raw["spans"]
+        x0, y0, x1, y1, spans, raw = group[0]
         if len(spans) == 1:
-            span = spans[0]
-            text = span["text"]
+            text, size, style = spans[0]
             if not text or text.isspace():
                 return None
-            style = _style_cache.get((span["flags"] & 18, span["font"]))
-            if style is None:
-                style = _style(span)
-            x0, y0, x1, y1 = raw["bbox"]
             return Line(
-                x0, y0, x1, y1, clean_line(" ".join(text.split())), round(span["size"] * 2) / 2,
-                bool(style & 1), "", len(text) - text.count(" "), [raw], bool(style & 2), bool(style & 4),
+                x0, y0, x1, y1, clean_line(" ".join(text.split())), round(size * 2) / 2,
+                bool(style & 1), "", len(text) - text.count(" "), [raw] if raw else [], bool(style & 2), bool(style & 4),
             )
     texts: list[str] = []
     sizes: dict[float, int] = {}
@@ -81,26 +81,23 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
     chars = 0
     prefix_open = True
     prefix: list[str] = []
-    kept: list[dict[str, Any]] = []
-    style_cache = _style_cache
-    for raw in group:
-        spans = raw["spans"]
-        piece_text = spans[0]["text"] if len(spans) == 1 else "".join([span["text"] for span in spans])
+    kept: list[RawPiece] = []
+    for piece in group:
+        spans = piece[4]
+        piece_text = spans[0][0] if len(spans) == 1 else "".join([span[0] for span in spans])
         if not piece_text or piece_text.isspace():
             continue
-        kept.append(raw)
+        kept.append(piece)
         texts.append(piece_text)
-        for span in spans:
-            text = span["text"]
+        for text, span_size, style in spans:
             n = len(text) - text.count(" ")
             if not n:
+                if prefix:  # a space between two bold words keeps the run-in prefix going
+                    prefix.append(text)
                 continue
             chars += n
-            size = round(span["size"] * 2) / 2
+            size = round(span_size * 2) / 2
             sizes[size] = sizes.get(size, 0) + n
-            style = style_cache.get((span["flags"] & 18, span["font"]))
-            if style is None:
-                style = _style(span)
             if style & 2:
                 italic_chars += n
             if style & 4:
@@ -118,33 +115,159 @@ def _make_line(group: list[dict[str, Any]]) -> Line | None:
     all_bold = chars > 0 and bold_chars == chars
     bold_prefix = ""
     if prefix and not all_bold:
-        bold_prefix = " ".join("".join(prefix).split())
+        bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
         if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
             bold_prefix = ""
     italic = chars > 0 and italic_chars == chars
     if len(kept) == 1:
-        x0, y0, x1, y1 = kept[0]["bbox"]
+        x0, y0, x1, y1, _, raw = kept[0]
+        raws = [raw] if raw else []
     else:
-        boxes = [r["bbox"] for r in kept]
-        x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
-        x1, y1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
-    return Line(x0, y0, x1, y1, text, size, all_bold, bold_prefix, chars, kept, italic, chars > 0 and mono_chars == chars)
+        x0, y0 = min(p[0] for p in kept), min(p[1] for p in kept)
+        x1, y1 = max(p[2] for p in kept), max(p[3] for p in kept)
+        raws = [p[5] for p in kept if p[5]]
+    return Line(x0, y0, x1, y1, text, size, all_bold, bold_prefix, chars, raws, italic, chars > 0 and mono_chars == chars)
+
+
+# MuPDF's HTML output of a text page: one <p> per line (its left edge, the first character's
+# baseline minus 0.8 of its size, that size), one <span> per style run inside it, opened by
+# <sup>/<tt>/<b>/<i> when the font is superscript/monospaced/bold/italic
+_HTML_TOKEN = re.compile(
+    r'<p style="top:([-\d.]+)pt;left:([-\d.]+)pt;line-height:([\d.]+)pt">'
+    r'|(?:<sup>)?(<tt>)?(<b>)?(<i>)?<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^"]*">([^<]*)</span>'
+)
+# a line that starts like a table caption: such a page takes the ``dict`` path at once
+_HTML_TABLE_CAPTION = re.compile(
+    r'<p style="[^"]*">(?:<[a-z]+>)*<span style="[^"]*">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE
+)
+_ENTITY = re.compile(r"&(?:#x([0-9a-fA-F]+)|(lt|gt|amp|quot|apos));")
+_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+
+
+def _unescape(text: str) -> str:
+    """MuPDF writes ``&lt;``/``&gt;``/``&amp;`` and every non-ASCII character as ``&#x…;``, control
+    characters included (which ``html.unescape`` would drop, and the ``dict`` output keeps)."""
+    if "&" not in text:
+        return text
+    return _ENTITY.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _NAMED[m.group(2)], text)
+
+
+def _html_style(tt: str, bold: str, italic: str, font: str) -> int:
+    return _font_style((8 if tt else 0) | (16 if bold else 0) | (2 if italic else 0), font)
 
 
 def extract_page(page: Any, number: int) -> PageData:
-    """One page's text blocks (horizontal text only) and its horizontal rules."""
+    """One page's text blocks (horizontal text only) and its horizontal rules.
+
+    Why two extractions of one MuPDF text page: building ``get_text("dict")`` costs twice the
+    text page itself (a Python dict per span), more than the whole parse may. The page's HTML
+    carries what the heading and paragraph rules read (each line's text, left edge, baseline,
+    and every style run's font, size, bold/italic/monospaced) and its blocks carry their boxes;
+    together they cost a fraction of the dict. Pages that need more take the ``dict`` path: a
+    table caption (table cells need each text piece's box), or a block whose box its lines do
+    not explain (superscripts, large math, text that is not horizontal).
+    """
     import pymupdf
 
     # no images (not used), ligatures expanded ("ﬁ" → "fi": words stay searchable), clipped to the page
     flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
-    data = page.get_text("dict", flags=flags)
+    textpage = page.get_textpage(flags=flags)
+    html = textpage.extractHTML()
+    blocks = None if _HTML_TABLE_CAPTION.search(html) else _blocks_from_html(textpage, html, number)
+    if blocks is not None and not _has_table_caption(blocks):
+        return _finish_page(page, number, blocks, False)
+    blocks = _blocks_from_dict(textpage, number)
+    return _finish_page(page, number, blocks, _has_table_caption(blocks))
+
+
+def _has_table_caption(blocks: list[TextBlock]) -> bool:
+    return any(_TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2])
+
+
+def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] | None:
+    """Blocks and lines from the page's HTML and block list; ``None`` when they do not fit together."""
+    # the page's lines in order, each (left, baseline, largest size, spans)
+    html_lines: list[tuple[float, float, float, list[Span]]] = []
+    spans: list[Span] = []
+    cache = _style_cache
+    left = baseline = first = 0.0
+    started = False
+    for top, x, height, tt, b, i, font, size, text in _HTML_TOKEN.findall(html):
+        if top:
+            if started:
+                html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
+            started, first = True, float(height)
+            left, baseline, spans = float(x), float(top) + 0.8 * first, []
+            continue
+        style = cache.get(((8 if tt else 0) | (16 if b else 0) | (2 if i else 0), font))
+        if style is None:
+            style = _html_style(tt, b, i, font)
+        spans.append((_unescape(text) if "&" in text else text, float(size), style))
+    if started:
+        html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
+    at = 0
     blocks: list[TextBlock] = []
-    for raw_block in data["blocks"]:
+    total = len(html_lines)
+    raw = textpage.this.m_internal.first_block
+    while raw is not None:
+        if raw.type != 0:
+            raw = raw.next
+            continue
+        r = raw.bbox
+        bx0, by0, bx1, by1 = r.x0, r.y0, r.x1, r.y1
+        raw = raw.next
+        start = at
+        # the block's lines are the next ones in the HTML that lie inside its box
+        while at < total and bx0 - 0.5 <= html_lines[at][0] <= bx1 and by0 - 0.5 <= html_lines[at][1] <= by1 + 0.5:
+            at += 1
+        if at == start:
+            return None  # a line outside its block's box: the two do not fit together
+        rows = html_lines[start:at]
+        count = len(rows)
+        if count == 1 and by1 - by0 > 2.5 * max(rows[0][2], 1.0) and len("".join(s[0] for s in rows[0][3]).strip()) > 1:
+            continue  # one line in a box far taller than its font: rotated (an arXiv margin stamp)
+        # the block box is the union of its lines' boxes: its top is the first line's top, its
+        # bottom the last line's bottom; the font's ascent and descent per point follow from them
+        first_row, last_row = rows[0], rows[-1]
+        if count == 1:  # the common one-line block: the line's box is the block's
+            line = _make_line([(first_row[0], by0, bx1, by1, first_row[3], None)])
+            if line is not None:
+                blocks.append(TextBlock(number, bx0, by0, bx1, by1, [line]))
+            continue
+        ascent = (first_row[1] - by0) / first_row[2] if first_row[2] else 0.0
+        descent = (by1 - last_row[1]) / last_row[2] if last_row[2] else 0.0
+        if not (0.3 < ascent < 1.3) or not (-0.1 < descent < 0.6):
+            return None
+        if by0 < min(b - 1.3 * s for _, b, s, _ in rows) - 1.0 or by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0:
+            return None
+        pieces: list[RawPiece] = [
+            (left, baseline - ascent * size, bx1, baseline + descent * size, spans, None)
+            for left, baseline, size, spans in rows
+        ]
+        lines = [ln for ln in map(_make_line, _merge_same_baseline(pieces)) if ln is not None]
+        if not lines:
+            continue
+        if len(lines) == count:
+            x0, y0, x1, y1 = bx0, by0, bx1, by1
+        else:  # a blank line dropped: the box shrinks to the lines kept (their right edge is unknown)
+            x0, y0 = min(ln.x0 for ln in lines), min(ln.y0 for ln in lines)
+            x1, y1 = bx1, max(ln.y1 for ln in lines)
+        blocks.append(TextBlock(number, x0, y0, x1, y1, lines))
+    return blocks if at == len(html_lines) else None
+
+
+def _blocks_from_dict(textpage: Any, number: int) -> list[TextBlock]:
+    blocks: list[TextBlock] = []
+    for raw_block in textpage.extractDICT()["blocks"]:
         if raw_block.get("type") != 0:
             continue
         raw_lines = raw_block["lines"]
-        horizontal = [ln for ln in raw_lines if abs(ln["dir"][1]) < 0.05 and ln["dir"][0] > 0]
-        lines = [ln for ln in (_make_line(g) for g in _merge_same_baseline(horizontal)) if ln is not None]
+        pieces: list[RawPiece] = [
+            (*ln["bbox"], [(s["text"], s["size"], _font_style(s["flags"] & 26, s["font"])) for s in ln["spans"]], ln)
+            for ln in raw_lines
+            if abs(ln["dir"][1]) < 0.05 and ln["dir"][0] > 0  # horizontal text only
+        ]
+        lines = [ln for ln in map(_make_line, _merge_same_baseline(pieces)) if ln is not None]
         if not lines:
             continue
         if len(lines) == len(raw_lines):  # nothing dropped: PyMuPDF's block box is the box
@@ -153,16 +276,21 @@ def extract_page(page: Any, number: int) -> PageData:
             x0, y0 = min(ln.x0 for ln in lines), min(ln.y0 for ln in lines)
             x1, y1 = max(ln.x1 for ln in lines), max(ln.y1 for ln in lines)
         blocks.append(TextBlock(number, x0, y0, x1, y1, lines))
+    return blocks
+
+
+def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool) -> PageData:
     image_area = 0.0
     if not blocks:
         # only needed to tell an image-only (scanned) PDF from an empty one
         image_area = sum(abs(info["bbox"][2] - info["bbox"][0]) * abs(info["bbox"][3] - info["bbox"][1]) for info in page.get_image_info())
     rules: list[tuple[float, float, float]] = []
     verticals: list[tuple[float, float, float]] = []
-    if any(_TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2]):
+    if caption:
         # drawings are only needed for tables; a page without a table caption skips them
         rules, verticals = _rules(page)
-    data = PageData(number, float(page.rect.width), float(page.rect.height), blocks, rules, image_area, verticals)
+    rect = page.rect
+    data = PageData(number, float(rect.width), float(rect.height), blocks, rules, image_area, verticals)
     if rules:
         apply_tables(page, data)
     # PyMuPDF's dicts were needed for table cells only; dropping them here keeps the parse's
@@ -238,8 +366,11 @@ def remove_running_lines(pages: list[PageData]) -> None:
     whose text changes with the section but whose page number keeps step with the page."""
     counts: Counter[str] = Counter()
     offsets: Counter[int] = Counter()
+    keys: dict[int, str | None] = {}  # id(block) → its margin key, computed once
     for page in pages:
-        for key in {k for k in (_margin_key(b, page.height) for b in page.blocks) if k}:
+        for block in page.blocks:
+            keys[id(block)] = _margin_key(block, page.height)
+        for key in {keys[id(b)] for b in page.blocks} - {None}:
             counts[key] += 1
         for offset in {o for o in (_folio_offset(b, page) for b in _edge_blocks(page)) if o is not None}:
             offsets[offset] += 1
@@ -249,10 +380,10 @@ def remove_running_lines(pages: list[PageData]) -> None:
         kept = []
         edges = _edge_blocks(page) if folio else []
         for block in page.blocks:
-            key = _margin_key(block, page.height)
+            key = keys[id(block)]
             if key is not None and (counts[key] >= threshold or _PAGE_NUMBER.match(block.text.strip())):
                 continue
-            if any(block is e for e in edges) and _folio_offset(block, page) in folio:
+            if edges and (block is edges[0] or block is edges[-1]) and _folio_offset(block, page) in folio:
                 continue
             kept.append(block)
         page.blocks = kept

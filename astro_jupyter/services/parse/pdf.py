@@ -52,6 +52,8 @@ _CODE_WORDS = frozenset(
     "fitsfile lambda async await".split()
 )
 _TOC_LINE = re.compile(r"^(?:(?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,3}\.?\s+)?\S.*?(?:\s*\.){0,}\s+\d{1,4}$")
+_LETTER = re.compile(r"[A-Za-z]")
+_CONTENTS = re.compile(r"(?:table of )?contents", re.IGNORECASE)
 _CHAPTER = re.compile(r"^(?:chapter|part|appendix)\s+(\d{1,2}|[IVX]{1,4}|[A-Z])$", re.IGNORECASE)
 
 
@@ -307,8 +309,9 @@ def _contents_pages(pages: list[PageData]) -> set[int]:
     found: set[int] = set()
     for page in pages:
         lines = [ln.text.strip() for b in page.blocks for ln in b.lines]
-        entries = sum(1 for t in lines if _TOC_LINE.match(t) and len(re.findall(r"[A-Za-z]", t)) >= 3)
-        titled = any(re.fullmatch(r"(?:table of )?contents", t, re.IGNORECASE) for t in lines)
+        # only a line that ends in a digit can be an entry: the cheap test first (this runs on every line)
+        entries = sum(1 for t in lines if t[-1:].isdigit() and _TOC_LINE.match(t) and len(_LETTER.findall(t)) >= 3)
+        titled = any(len(t) <= 17 and _CONTENTS.fullmatch(t) for t in lines)
         if entries >= 3 and (titled or page.number - 1 in found) and entries >= 0.3 * max(1, len(lines)):
             found.add(page.number)
     return found
