@@ -65,6 +65,7 @@ class ContextOverflowError(LlmError):
 
 
 PROBE_TIMEOUT_SECS = 5.0  # each request asking the endpoint about the model (a missing route answers at once)
+MODELS_NAMED = 40  # models listed when the endpoint does not know the one asked for
 PREPARING_EVERY_SECS = 1.0  # how often a tool call being written is reported while its arguments grow
 
 
@@ -439,7 +440,10 @@ class LlmClient:
                     retries += 1
                     await asyncio.sleep(self._backoff(retries))
                     continue
-                raise self._final_error(failure, current) from exc
+                error = self._final_error(failure, current)
+                if isinstance(error, UnknownModelError):
+                    error = await self._name_served_models(error)
+                raise error from exc
             finally:
                 await attempt.aclose()  # a consumer that stops early must not leave the response open
 
@@ -598,14 +602,27 @@ class LlmClient:
 
         return await self._call("embeddings", model, op, retries=retries)
 
-    async def list_models(self) -> list[str]:
+    async def list_models(self, *, retries: int | None = None) -> list[str]:
         client = self._openai()
 
         async def op() -> list[str]:
             page = await client.models.list()
             return sorted(m.id for m in page.data)
 
-        return await self._call("the model list", self.holder.get(), op)
+        return await self._call("the model list", self.holder.get(), op, retries=retries)
+
+    async def _name_served_models(self, error: LlmError) -> LlmError:
+        """A model the endpoint does not know: say which ones it serves (one quick request, no retry).
+        With any other endpoint than OpenAI's the first run's model is a guess, so this is the fix."""
+        try:
+            names = await asyncio.wait_for(self.list_models(retries=0), timeout=PROBE_TIMEOUT_SECS)
+        except (asyncio.TimeoutError, LlmError):
+            return error
+        if not names:
+            return error
+        shown = ", ".join(names[:MODELS_NAMED]) + (f" and {len(names) - MODELS_NAMED} more" if len(names) > MODELS_NAMED else "")
+        return UnknownModelError(f"{error} It serves: {shown}. Set LLM_MODEL to one of them "
+                                 "(or pick one in the sidebar's model menu, or %astro model NAME).")
 
 
 def _wants_other_field(message: str, sent: str) -> bool:

@@ -116,5 +116,7 @@ async def test_llm_errors_carry_a_reason_the_sidebar_acts_on(tmp_path, openai_se
         assert events[-1].reason == "error"
         assert not any(isinstance(e, Usage) for e in events)  # no call completed: nothing to count
         assert len(openai_server.chat_requests) == 1  # not retried: retrying cannot help
+        if status == 404:  # the message names what the endpoint does serve (the fix for a guessed model)
+            assert ("It serves: chain-a, chain-b, fallback-model, gpt-4o-mini. Set LLM_MODEL" in errors[0].message)
     finally:
         await app.close()
