@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..errors import InvalidInput
+
 if TYPE_CHECKING:
     from astropy.coordinates import SkyCoord
     from astropy.table import Table
@@ -27,7 +29,7 @@ RA_NAMES = ("ra", "raj2000", "_raj2000", "ra_icrs", "radeg", "ra_deg", "ramean",
 DEC_NAMES = ("dec", "dej2000", "_dej2000", "de_icrs", "decj2000", "dedeg", "dec_deg", "decmean", "s_dec")
 
 
-class SkyError(ValueError):
+class SkyError(InvalidInput):
     """A table without positions or a target that does not resolve: the message says which."""
 
 

@@ -106,9 +106,11 @@ def print_permission(event: Any, width: int | None = None, out: TextIO | None = 
 class TextTimeline(LinePrinter):
     """Terminal IPython (or no ipywidgets): the timeline as printed lines."""
 
-    def __init__(self, out: TextIO | None = None, input_fn: InputFn = _input, width: int | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, input_fn: InputFn = _input, width: int | None = None,
+                 display_fn: Callable[..., Any] | None = None) -> None:
         super().__init__(out or sys.stdout, width)
         self.input_fn = input_fn
+        self.display_fn = display_fn  # a notebook kernel (text lines by choice or unattended): the answer as Markdown too
 
     def show(self, event: Any) -> None:
         if self._show_common(event):
@@ -126,8 +128,12 @@ class TextTimeline(LinePrinter):
         return ask_text(event, self.input_fn)
 
     def finish(self, reason: str, session_id: str, answer: str = "") -> None:
-        """The answer was printed as it streamed; the closing line says how the run ended."""
+        """The answer was printed as it streamed; the closing line says how the run ended. In a notebook
+        the answer is also the cell's Markdown output, so the saved file (nbconvert --execute, papermill)
+        shows it rendered."""
         self._line(f"[{reason} · session {session_id}]" if session_id else f"[{reason}]")
+        if self.display_fn is not None and answer.strip():
+            self.display_fn({"text/markdown": answer, "text/plain": answer}, raw=True)
 
 
 class WidgetTimeline:
@@ -362,4 +368,8 @@ def make_timeline(shell: Any, *, force_text: bool = False, on_stop: Callable[[],
             return WidgetTimeline(display, route=comm_router(shell), on_stop=on_stop)
         except ImportError:
             pass
+    if getattr(shell, "kernel", None) is not None:
+        from IPython.display import display
+
+        return TextTimeline(width=width, display_fn=display)
     return TextTimeline(width=width)

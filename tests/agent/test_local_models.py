@@ -169,6 +169,7 @@ async def test_the_research_log_marks_a_cut_off_answer(tmp_path, openai_server):
     try:
         handle = await runtime.start_run("Tell me everything about M 31.")
         await collect(handle)
+        await handle.bus.aclose()  # ``done`` reaches watchers before the last batch is stored (settle_session)
         nb = await export_session(services, handle.session_id)
     finally:
         await runtime.close()

@@ -26,13 +26,13 @@ def test_library_add_then_list(load, project: Path) -> None:
     ip = load()
     added = ip.run_line_magic("astro", f"library add {pdf} --no-fetch")
     assert added.rows[0]["title"] == "Halo Mass from Satellites"
-    assert added.rows[0]["state"] == "downloaded"
+    assert added.rows[0]["state"] == "parsed"  # parsed and indexed at add: searchable at once
     assert Path(added.rows[0]["pdf_path"]).is_file()
 
     listing = ip.run_line_magic("astro", "library list")
     assert [row["id"] for row in listing.rows] == [added.rows[0]["id"]]
     assert "Halo Mass from Satellites" in listing._repr_html_()
-    assert ip.run_line_magic("astro", "library list --state parsed").rows == []
+    assert ip.run_line_magic("astro", "library list --state downloaded").rows == []
 
 
 def test_library_errors_are_clear(load, project: Path) -> None:
@@ -70,5 +70,5 @@ def test_library_results_convert_to_astropy_and_pandas(load, project: Path) -> N
     assert sorted(table["title"]) == ["Halo Mass from Satellites", "Streams in the Outer Halo"]
     assert list(table["authors"])[0] == "A. Observer; B. Theorist"  # lists become one text cell
     frame = papers.to_pandas()
-    assert list(frame.sort_values("title")["state"]) == ["downloaded", "downloaded"]
+    assert list(frame.sort_values("title")["state"]) == ["parsed", "parsed"]
     assert frame["authors"].iloc[0] == ["A. Observer", "B. Theorist"]

@@ -65,9 +65,10 @@ def test_palette_opens_panel_then_streamed_markdown_and_tool_card(page, script):
     answer = panel.locator(".jp-Astro-assistant").last
     assert answer.locator("strong").first.inner_text() == "M31"
     assert answer.locator(".jp-RenderedMarkdown").count() == 1
+    # the last answer (a usage line may follow it, so not :last-of-type) has its math typeset
     page.wait_for_function(
-        f"() => document.querySelector('{PANEL} .jp-Astro-assistant:last-of-type mjx-container, "
-        f"{PANEL} .jp-Astro-assistant:last-of-type .MathJax, {PANEL} .jp-Astro-assistant:last-of-type .katex') !== null"
+        f"() => {{ const a = document.querySelectorAll('{PANEL} .jp-Astro-assistant'); const last = a[a.length - 1];"
+        " return !!last && last.querySelector('mjx-container, .MathJax, .katex') !== null; }"
     )
     shot(page, "chat-done")
     # The LLM saw the tool's result, matched by id.
