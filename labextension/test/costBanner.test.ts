@@ -1,16 +1,7 @@
 // @vitest-environment happy-dom
 /** What a run costs (a tokens/cost line under the answer, the context gauge, the session total) and
  * an end banner that names the reason and offers the action that fits it. */
-import { describe, expect, it, vi } from 'vitest';
-
-vi.mock('@jupyter/web-components', () => {
-  const system = { register: () => system, withPrefix: () => system };
-  const stub = (): unknown => system;
-  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
-    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
-    has: () => true
-  });
-});
+import { describe, expect, it } from 'vitest';
 
 import { EndAction, IEndItem, TimelineModel } from '../src/timeline';
 import { AgentEvent, IUsageEvent } from '../src/tokens';

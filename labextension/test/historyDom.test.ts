@@ -1,23 +1,13 @@
 // @vitest-environment happy-dom
 /** The same check as history.test.ts, on the DOM the sidebar renders: a session rebuilt from
  * its stored events shows exactly the markup its live stream produced. */
-import { describe, expect, it, vi } from 'vitest';
-
-// JupyterLab's toolbar registers FAST web components whose design tokens need CSSOM features
-// happy-dom lacks; the timeline uses none of them.
-vi.mock('@jupyter/web-components', () => {
-  const system = { register: () => system, withPrefix: () => system };
-  const stub = (): unknown => system;
-  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
-    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
-    has: () => true
-  });
-});
+import { describe, expect, it } from 'vitest';
 
 import { TimelineModel } from '../src/timeline';
 import { IRenderContext } from '../src/widgets/items';
 import { TimelineView } from '../src/widgets/timelineView';
 import { AgentEvent, IStoredEvent, IStoredMessage } from '../src/tokens';
+import { renderContext } from './support';
 
 const todos = (a: string, b: string) => [
   { id: '1', content: 'resolve M 87', status: a, blocked_by: [] },
@@ -45,15 +35,7 @@ const run: AgentEvent[] = [
   { type: 'done', session_id: 's', run_id: 'r1', reason: 'max_steps' }
 ];
 
-const ctx = (): IRenderContext => ({
-  rendermime: null,
-  answer: () => undefined,
-  openPath: () => undefined,
-  code: () => undefined,
-  continueRun: () => undefined,
-  expandTools: () => false,
-  lazy: null
-});
+const ctx = (): IRenderContext => renderContext();
 
 /** The markup, minus what differs by construction: item keys and clock times. */
 function markup(view: TimelineView): string {

@@ -2,31 +2,15 @@
 /** What the sidebar shows for a local model's long turns: a calm "preparing <tool>…" line updated in
  * place while the model writes a call (gone once the call arrives), and a visible notice when an
  * answer stopped at the output limit instead of finishing. */
-import { describe, expect, it, vi } from 'vitest';
-
-vi.mock('@jupyter/web-components', () => {
-  const system = { register: () => system, withPrefix: () => system };
-  const stub = (): unknown => system;
-  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
-    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
-    has: () => true
-  });
-});
+import { describe, expect, it } from 'vitest';
 
 import { TimelineModel } from '../src/timeline';
 import { IRenderContext } from '../src/widgets/items';
 import { TimelineView } from '../src/widgets/timelineView';
 import { AgentEvent } from '../src/tokens';
+import { renderContext } from './support';
 
-const ctx = (): IRenderContext => ({
-  rendermime: null,
-  answer: () => undefined,
-  openPath: () => undefined,
-  code: () => undefined,
-  continueRun: () => undefined,
-  expandTools: () => false,
-  lazy: null
-});
+const ctx = (): IRenderContext => renderContext();
 
 function mount(): { model: TimelineModel; view: TimelineView } {
   const model = new TimelineModel();

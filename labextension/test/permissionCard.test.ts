@@ -2,32 +2,16 @@
 /** Permission cards (issue 24 item 8): the command once, with its line breaks; every other argument in
  * full; a notebook_edit replace as a diff; folded to one line once answered; the answer as the button said
  * it; a denied call's line reads "declined", not "failed". */
-import { describe, expect, it, vi } from 'vitest';
-
-vi.mock('@jupyter/web-components', () => {
-  const system = { register: () => system, withPrefix: () => system };
-  const stub = (): unknown => system;
-  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
-    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
-    has: () => true
-  });
-});
+import { describe, expect, it } from 'vitest';
 
 import { TimelineModel } from '../src/timeline';
 import { IRenderContext } from '../src/widgets/items';
 import { TimelineView } from '../src/widgets/timelineView';
 import { AgentEvent } from '../src/tokens';
+import { renderContext } from './support';
 
 const answers: string[] = [];
-const ctx = (): IRenderContext => ({
-  rendermime: null,
-  answer: (_id: string, answer: string) => void answers.push(answer),
-  openPath: () => undefined,
-  code: () => undefined,
-  continueRun: () => undefined,
-  expandTools: () => false,
-  lazy: null
-});
+const ctx = (): IRenderContext => renderContext({ answer: (_id: string, answer: string) => void answers.push(answer) });
 
 function setup(events: AgentEvent[]): { model: TimelineModel; view: TimelineView; card: () => HTMLElement } {
   const model = new TimelineModel();

@@ -1,16 +1,5 @@
 // @vitest-environment happy-dom
-import { describe, expect, it, vi } from 'vitest';
-
-// JupyterLab's toolbar registers FAST web components whose design tokens need CSSOM features
-// happy-dom lacks; the timeline uses none of them.
-vi.mock('@jupyter/web-components', () => {
-  const system = { register: () => system, withPrefix: () => system };
-  const stub = (): unknown => system;
-  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
-    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
-    has: () => true
-  });
-});
+import { describe, expect, it } from 'vitest';
 
 import { markdownAsText, renderSnippet } from '../src/widgets/dom';
 

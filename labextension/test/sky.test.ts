@@ -2,16 +2,7 @@
 /** "Show on sky": a resolved query_target offers the `%astro sky` cell, run through the panel's
  * code action (insert below the active cell and run it); a name that is not a plain object name
  * never becomes code. */
-import { describe, expect, it, vi } from 'vitest';
-
-vi.mock('@jupyter/web-components', () => {
-  const system = { register: () => system, withPrefix: () => system };
-  const stub = (): unknown => system;
-  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
-    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
-    has: () => true
-  });
-});
+import { describe, expect, it } from 'vitest';
 
 import { skyCell } from '../src/sky';
 import { TimelineModel } from '../src/timeline';

@@ -4,32 +4,16 @@
  * nor as the call's Result). */
 import { describe, expect, it, vi } from 'vitest';
 
-vi.mock('@jupyter/web-components', () => {
-  const system = { register: () => system, withPrefix: () => system };
-  const stub = (): unknown => system;
-  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
-    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
-    has: () => true
-  });
-});
-
 import { TimelineModel } from '../src/timeline';
 import { IRenderContext } from '../src/widgets/items';
 import { TimelineView } from '../src/widgets/timelineView';
 import { AgentEvent } from '../src/tokens';
+import { renderContext } from './support';
 
 const TASK = 'Find the redshift of NGC 4993';
 const ANSWER = 'NGC 4993 has z = 0.0098 (NED).';
 
-const ctx = (): IRenderContext => ({
-  rendermime: null,
-  answer: () => undefined,
-  openPath: () => undefined,
-  code: () => undefined,
-  continueRun: () => undefined,
-  expandTools: () => false,
-  lazy: null
-});
+const ctx = (): IRenderContext => renderContext();
 
 /** The text a user sees: what is not inside a hidden element. */
 function visible(el: Element): string {

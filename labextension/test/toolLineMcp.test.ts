@@ -1,30 +1,14 @@
 // @vitest-environment happy-dom
 /** A tool of an outside MCP server (`mcp__server__tool`) shows on its line as the tool and the server. */
-import { describe, expect, it, vi } from 'vitest';
-
-vi.mock('@jupyter/web-components', () => {
-  const system = { register: () => system, withPrefix: () => system };
-  const stub = (): unknown => system;
-  return new Proxy({ addJupyterLabThemeChangeListener: () => undefined } as Record<string, unknown>, {
-    get: (target, name) => (name in target ? target[name as string] : name === 'then' ? undefined : stub),
-    has: () => true
-  });
-});
+import { describe, expect, it } from 'vitest';
 
 import { TimelineModel } from '../src/timeline';
 import { AgentEvent } from '../src/tokens';
 import { IRenderContext } from '../src/widgets/items';
 import { TimelineView } from '../src/widgets/timelineView';
+import { renderContext } from './support';
 
-const ctx = (): IRenderContext => ({
-  rendermime: null,
-  answer: () => undefined,
-  openPath: () => undefined,
-  code: () => undefined,
-  continueRun: () => undefined,
-  expandTools: () => false,
-  lazy: null
-});
+const ctx = (): IRenderContext => renderContext();
 
 describe('MCP tool line', () => {
   it("names the server beside the tool, our tools unchanged", () => {
