@@ -93,7 +93,7 @@ async def test_bookmarklet_page_buttons_in_chromium(jp_serverapp: Any, jp_http_p
             assert first and first.startswith("javascript:")
             await page.click("#astro-rotate")  # a cookie-authenticated POST with the page's XSRF token
             await page.wait_for_function(
-                "(old) => document.querySelector('#astro-bookmarklet').href !== old", arg=first, timeout=10_000
+                "(old) => document.querySelector('#astro-bookmarklet').getAttribute('href') !== old", arg=first, timeout=10_000
             )
             second = await page.get_attribute("#astro-bookmarklet", "href")
             assert "New bookmarklet made" in await page.inner_text("#astro-state")
