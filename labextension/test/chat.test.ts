@@ -93,9 +93,9 @@ describe('chat timeline', () => {
     m.addUser('Plan it');
     feed(m, [
       { type: 'text_delta', delta: 'Planning', step: 1 },
-      { type: 'todo_update', todos: [{ content: 'a', status: 'in_progress' }] },
+      { type: 'todo_update', todos: [{ id: '1', content: 'a', status: 'in_progress', blocked_by: [] }] },
       call('x'),
-      { type: 'todo_update', todos: [{ content: 'a', status: 'completed' }, { content: 'b', status: 'pending' }] }
+      { type: 'todo_update', todos: [{ id: '2', content: 'a', status: 'completed', blocked_by: [] }, { id: '3', content: 'b', status: 'pending', blocked_by: [] }] }
     ]);
     expect(m.items.map(i => i.kind)).toEqual(['user', 'todo', 'text', 'tool']);
     const todo = m.items[1];

@@ -43,7 +43,7 @@ describe('TimelineModel', () => {
   it('tolerates a result (and progress) arriving before its call', () => {
     const m = new TimelineModel();
     feed(m, [
-      { type: 'tool_progress', id: 'x', progress: { message: 'starting' } },
+      { type: 'tool_progress', id: 'x', progress: { done: null, total: null, message: 'starting' } },
       { type: 'tool_result', tool_call_id: 'x', name: 'read_file', output: 'content', duration_ms: 5 },
       { type: 'tool_call', id: 'x', name: 'read_file', arguments: { path: 'a.txt' }, step: 1 }
     ]);
@@ -173,7 +173,7 @@ describe('TimelineModel', () => {
       { type: 'compaction', layer: 'auto', tokens_before: 9000, tokens_after: 1200 },
       { type: 'model_switch', from: 'big', to: 'small', reason: 'overloaded x3' },
       { type: 'error', message: 'boom' },
-      { type: 'todo_update', todos: [{ content: 'read', status: 'in_progress' }] }
+      { type: 'todo_update', todos: [{ id: '1', content: 'read', status: 'in_progress', blocked_by: [] }] }
     ]);
     // the plan goes to the top of the run (no prompt here: the very top)
     expect(m.items.map(i => (i.kind === 'notice' ? i.variant : i.kind))).toEqual(['todo', 'compaction', 'model_switch', 'error']);
