@@ -21,7 +21,7 @@ from .hooks.base import HookEventName
 from .loop import Cancelled, Failed, LoopInput, MaxSteps, StreamingLLM, run_loop
 from .prompt import SUBAGENT_ROLE, build_system_prompt
 from .run import RunState, SubagentResult
-from .scope import RunScope
+from .run import RunScope
 
 if TYPE_CHECKING:
     from ..config import AstroConfig

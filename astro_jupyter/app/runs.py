@@ -66,7 +66,7 @@ class RunsMixin(AppBase):
         """Start a run and return its live handle (for ``follow``). ``coordinator=None`` means
         "the session's stored mode"; an explicit value wins and becomes the session's mode
         (restored if the run cannot start). ``notebook`` is the sidebar's active notebook
-        (``notebook_context.py``); ``client_files`` an ACP client's file system (``agent/scope.py``);
+        (``notebook_context.py``); ``client_files`` an ACP client's file system (``agent/run.py``);
         ``unattended`` (``agent.permissions.Unattended``): no one can answer this run's questions."""
         prompt = self.check_prompt(prompt)
         from .notebook_context import parse_notebook_context
@@ -75,7 +75,7 @@ class RunsMixin(AppBase):
         if client_files is not None:
             import dataclasses
 
-            from ..agent.scope import ClientNotebook
+            from ..agent.run import ClientNotebook
 
             client = dataclasses.replace(client or ClientNotebook(), files=client_files)
         previous: bool | None = None

@@ -22,7 +22,7 @@ import pytest
 import astro_jupyter
 from astro_jupyter.agent.executor import ToolCallRequest, ToolExecutor
 from astro_jupyter.agent.run import PendingAnswers, RunState
-from astro_jupyter.agent.scope import ClientNotebook, RunScope
+from astro_jupyter.agent.run import ClientNotebook, RunScope
 from astro_jupyter.agent.tools.base import ToolContext
 from astro_jupyter.agent.tools.file_state import FileStateCache
 from astro_jupyter.agent.tools.load_tool import LoadToolTool
