@@ -201,8 +201,10 @@ class RunHandle:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class SubagentResult:
+    """What a subagent hands back to the tool that started it: only its summary reaches the parent."""
+
     summary: str
     is_error: bool = False
     steps: int = 0
