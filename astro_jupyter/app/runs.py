@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import InvalidRequest, PermissionDenied, RunConflict, RunNotFound
 from .common import AppBase, Owner, encode_wire, may_change, visible_to
-from .event_batches import Batch, coalesce_stored, live_batches
+from .event_batches import Batch, coalesce, live_batches
 
 if TYPE_CHECKING:
     from ..agent.run import RunHandle
@@ -166,11 +166,11 @@ class RunsMixin(AppBase):
             batch = await self.services.runs.events_after(run_id, last, limit=STORE_PAGE)
             done_at = next((i for i, (_, data) in enumerate(batch) if data.get("type") == "done"), None)
             if done_at is not None:
-                yield coalesce_stored(batch[: done_at + 1], self.config.sse_merge_backlog)
+                yield coalesce(batch[: done_at + 1], self.config.sse_merge_backlog)
                 return
             if batch:
                 last = batch[-1][0]
-                yield coalesce_stored(batch, self.config.sse_merge_backlog)
+                yield coalesce(batch, self.config.sse_merge_backlog)
             if len(batch) == STORE_PAGE:
                 continue
             handle = self.live_run(run_id)
