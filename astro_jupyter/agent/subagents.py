@@ -54,11 +54,6 @@ def resolve_max_steps(config: "AstroConfig", requested: Any) -> int:
     return steps
 
 
-def parent_registry(ctx: "ToolContext") -> "ToolRegistry | None":
-    """The registry of the loop the caller belongs to; None outside an agent loop."""
-    return ctx.scope.registry if ctx.scope is not None else None
-
-
 def worker_registry(registry: "ToolRegistry", exclude: Iterable[str] = ()) -> "ToolRegistry":
     """The parent's tools for a subagent or worker: none flagged ``lead_only`` (a subagent cannot
     ask the user, nesting stops at one level, the team tools act as the lead), nor ``exclude``."""

@@ -201,10 +201,7 @@ class RunsMixin(AppBase):
         handle, _record = await self._run_owner_check(owner, run_id, change=True)
         if handle is None or handle.finished:
             raise RunConflict(f"run {run_id!r} is not running; nothing is waiting for an answer")
-        accepted = handle.answer(request_id, answer)
-        if asyncio.iscoroutine(accepted):
-            accepted = await accepted
-        if not accepted:
+        if not handle.answer(request_id, answer):
             raise InvalidRequest(
                 f"run {run_id!r} has no open question {request_id!r} (already answered or timed out)",
                 reason="request_not_found",

@@ -13,7 +13,6 @@ from astro_jupyter.agent.compaction import (
     SUMMARY_PREFIX,
     CircuitBreaker,
     choose_cut,
-    estimate_tokens,
     micro_compact,
 )
 from astro_jupyter.agent.hooks import HookRegistry
@@ -60,10 +59,11 @@ def test_estimate_micro_and_cut() -> None:
     for i in range(4):
         msgs.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}", "function": {"name": "x", "arguments": "{}"}}]})
         msgs.append({"role": "tool", "tool_call_id": f"c{i}", "name": "x", "content": "r" * 400})
-    before = estimate_tokens(msgs)
+    size = lambda: sum(len(m.get("content") or "") for m in msgs)  # noqa: E731
+    before = size()
     assert micro_compact(msgs, keep_recent=1) == 3
     assert [m["content"].startswith(PLACEHOLDER_PREFIX) for m in msgs if m["role"] == "tool"] == [True, True, True, False]
-    assert estimate_tokens(msgs) < before
+    assert size() < before
     assert micro_compact(msgs, keep_recent=1) == 0  # idempotent
     cut = choose_cut(msgs, keep_recent=1)  # the last message is a tool result: keep its call with it
     assert cut is not None and msgs[cut]["role"] == "assistant" and cut == len(msgs) - 2
