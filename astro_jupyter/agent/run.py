@@ -128,7 +128,21 @@ class PendingAnswers:
         return [rid for rid, fut in self._futures.items() if not fut.done()]
 
 
-class RunHandle:
+class _OfRun:
+    """The ids every view of a run reads from its state (the handle, the scope)."""
+
+    state: RunState
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def session_id(self) -> str:
+        return self.state.session_id
+
+
+class RunHandle(_OfRun):
     """One active or finished run. ``events()`` replays then follows live and ends after Done."""
 
     def __init__(self, state: RunState, bus: "EventBus", cancelled: asyncio.Event) -> None:
@@ -139,14 +153,6 @@ class RunHandle:
         self.task: asyncio.Task[Done] | None = None
         self.done_event: Done | None = None
         self.scope: "RunScope | None" = None  # what the run's tools see (set when its loop starts)
-
-    @property
-    def run_id(self) -> str:
-        return self.state.run_id
-
-    @property
-    def session_id(self) -> str:
-        return self.state.session_id
 
     @property
     def final_text(self) -> str:
@@ -255,7 +261,7 @@ class SubagentRunner(Protocol):
 
 
 @dataclass
-class RunScope:
+class RunScope(_OfRun):
     state: RunState  # owner, ids, loaded tools, compaction request, the live message list
     registry: "ToolRegistry"  # the tools of the loop this scope belongs to (a subagent's own subset)
     runner: SubagentRunner | None = None  # None: no agent loop to start subagents with
@@ -267,14 +273,6 @@ class RunScope:
     def owner(self) -> str:
         """The Jupyter identity the run belongs to ("" for the kernel, the CLI, a single-user server)."""
         return self.state.owner
-
-    @property
-    def run_id(self) -> str:
-        return self.state.run_id
-
-    @property
-    def session_id(self) -> str:
-        return self.state.session_id
 
     @property
     def loaded_tools(self) -> set[str]:
