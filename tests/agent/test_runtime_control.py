@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from typing import Any
 
 import pytest
 
 from astro_jupyter.agent.hooks import HookRegistry
 from astro_jupyter.agent.tools.base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
-from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolCall, ToolResult
+from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolResult
 from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
 from tests.fakes.openai_server import Turn
 
@@ -34,8 +34,12 @@ class BlockTool(AgentTool):
     description = "Write carefully."
     interrupt_behavior = InterruptBehavior.BLOCK
 
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        await asyncio.sleep(0.4)
+        self.started.set()
+        await self.release.wait()  # the test lets it finish after the cancel
         return ToolOutput("written completely")
 
 
@@ -91,15 +95,15 @@ async def _first(handle: Any, kind: type) -> Any:
 
 @pytest.mark.asyncio
 async def test_cancel_mid_stream_keeps_partial_text(tmp_path, openai_server, sesame_server):
-    openai_server.script(Turn.say("word " * 200, chunk_size=5, delay=0.02))
+    hold = threading.Event()  # the model keeps its answer open until the test ends
+    openai_server.script(Turn.say("word " * 200, chunk_size=5, hold=hold))
     services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
     try:
         handle = await runtime.start_run("talk a lot")
         await _first(handle, TextDelta)
-        t0 = time.perf_counter()
         handle.cancel()
-        done = await handle.wait()
-        assert done.reason == "cancelled" and time.perf_counter() - t0 < 0.5
+        done = await asyncio.wait_for(handle.wait(), 30)  # the stream would never end by itself
+        assert done.reason == "cancelled"
         items = await collect(handle)
         assert types(items)[-1] == "done"
         streamed = "".join(e.delta for _, e in items if isinstance(e, TextDelta))
@@ -108,22 +112,26 @@ async def test_cancel_mid_stream_keeps_partial_text(tmp_path, openai_server, ses
         assert 0 < len(streamed) < len("word " * 200)
         assert (await services.runs.get(handle.run_id)).status == "cancelled"
     finally:
+        hold.set()
         await runtime.close()
         await services.close()
 
 
 @pytest.mark.asyncio
 async def test_cancel_mid_tool_cancel_tool_stops_block_tool_finishes(tmp_path, openai_server, sesame_server):
-    openai_server.script(Turn.calls_(("careful_write", {}), ("sleep_cancel", {"secs": 10})), Turn.say("never"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), BlockTool(), SleepTool())
+    openai_server.script(Turn.calls_(("careful_write", {}), ("sleep_cancel", {"secs": 3600})), Turn.say("never"))
+    block = BlockTool()
+    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), block, SleepTool())
     try:
         handle = await runtime.start_run("do both")
-        await _first(handle, ToolCall)
-        await asyncio.sleep(0.1)
-        t0 = time.perf_counter()
+        await asyncio.wait_for(block.started.wait(), 30)
         handle.cancel()
-        done = await handle.wait()
-        assert done.reason == "cancelled" and time.perf_counter() - t0 < 2.0
+        for _ in range(50):  # let the cancel take effect everywhere it can
+            await asyncio.sleep(0)
+        assert not handle.finished  # the Block write is still running: the run waits for it
+        block.release.set()
+        done = await asyncio.wait_for(handle.wait(), 30)  # the Cancel tool would sleep an hour
+        assert done.reason == "cancelled"
         results = {e.name: e for _, e in await collect(handle) if isinstance(e, ToolResult)}
         assert results["careful_write"].output == "written completely" and not results["careful_write"].is_error
         assert results["sleep_cancel"].is_error
@@ -258,7 +266,8 @@ async def test_subagent_runs_isolated_and_tags_events(tmp_path, openai_server, s
 
 @pytest.mark.asyncio
 async def test_runtime_close_cancels_active_runs(tmp_path, openai_server, sesame_server):
-    openai_server.script(Turn.say("x " * 500, chunk_size=2, delay=0.02))
+    hold = threading.Event()
+    openai_server.script(Turn.say("x " * 500, chunk_size=2, hold=hold))
     services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
     try:
         handle = await runtime.start_run("long")
@@ -267,6 +276,7 @@ async def test_runtime_close_cancels_active_runs(tmp_path, openai_server, sesame
         assert handle.reason == "cancelled"
         assert (await services.runs.get(handle.run_id)).status == "cancelled"
     finally:
+        hold.set()
         await services.close()
 
 
@@ -306,7 +316,8 @@ async def test_ask_user_without_answer_times_out_cleanly(tmp_path, openai_server
 @pytest.mark.asyncio
 async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_server, sesame_server):
     """Server and kernel share the DB: a starting runtime must not close the other's active run."""
-    openai_server.script(Turn.say("slow " * 60, chunk_size=5, delay=0.02), Turn.say("other"))
+    hold = threading.Event()  # the first run streams until the second runtime has started
+    openai_server.script(Turn.say("slow " * 60, chunk_size=5, hold=hold), Turn.say("other"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
     services_a, runtime_a = await make_runtime(cfg)
     services_b, runtime_b = await make_runtime(cfg)
@@ -318,10 +329,12 @@ async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_se
         await runtime_b.start()  # the second process starting up
         assert (await services_b.runs.get(handle.run_id)).status == "running"
         assert (await services_b.runs.get("run_orphan")).status == "error"
-        assert (await handle.wait()).reason == "finished"
+        hold.set()
+        assert (await asyncio.wait_for(handle.wait(), 30)).reason == "finished"
         assert (await services_b.runs.get(handle.run_id)).status == "finished"
         assert not list((tmp_path / "home" / ".run-locks").glob("*.lock"))
     finally:
+        hold.set()
         await runtime_a.close()
         await runtime_b.close()
         await services_a.close()
@@ -332,7 +345,8 @@ async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_se
 async def test_session_running_in_another_runtime_is_a_conflict(tmp_path, openai_server, sesame_server):
     from astro_jupyter.errors import RunConflict
 
-    openai_server.script(Turn.say("slow " * 40, chunk_size=5, delay=0.02), Turn.say("after"))
+    hold = threading.Event()
+    openai_server.script(Turn.say("slow " * 40, chunk_size=5, hold=hold), Turn.say("after"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
     services_a, runtime_a = await make_runtime(cfg)
     services_b, runtime_b = await make_runtime(cfg)
@@ -341,12 +355,14 @@ async def test_session_running_in_another_runtime_is_a_conflict(tmp_path, openai
         await _first(handle, TextDelta)
         with pytest.raises(RunConflict, match="another process"):
             await runtime_b.start_run("me too", session_id=handle.session_id)
-        await handle.wait()
+        hold.set()
+        await asyncio.wait_for(handle.wait(), 30)
         later = await runtime_b.start_run("me too", session_id=handle.session_id)
         assert (await later.wait()).reason == "finished"
         roles = [m.role for m in await services_b.messages.list(handle.session_id)]
         assert roles == ["user", "assistant", "user", "assistant"]
     finally:
+        hold.set()
         await runtime_a.close()
         await runtime_b.close()
         await services_a.close()
