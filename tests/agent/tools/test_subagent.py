@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -204,25 +204,25 @@ async def test_tools_started_before_the_subagent_stream_breaks_end_before_its_st
 async def test_cancelling_the_run_stops_a_subagent_in_the_middle_of_its_stream(tmp_path, openai_server) -> None:
     """The subagent runs the same loop as the run: a cancel abandons its LLM stream at once."""
     services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SubagentTool())
+    hold = threading.Event()  # the subagent's answer never ends by itself
     try:
         openai_server.script(
             Turn.call("subagent", {"task": "Write a long report."}, id="sub_call"),
-            Turn.say("A very long report. " * 40, delay=0.05),  # the subagent's answer: about 8 s to read
+            Turn.say("A very long report. " * 40, hold=hold),
         )
         handle = await runtime.start_run("Delegate a long report.")
-        started = None
+        cancelled = False
         async for _, event in handle.events():
-            if event.subagent_id and event.type == "text_delta" and started is None:
-                started = time.perf_counter()
+            if event.subagent_id and event.type == "text_delta" and not cancelled:
+                cancelled = True
                 handle.cancel()
-        done = await asyncio.wait_for(handle.wait(), 10)
-        elapsed = time.perf_counter() - (started or 0)
+        done = await asyncio.wait_for(handle.wait(), 30)
         events = [e for _, e in await collect(handle)]
     finally:
+        hold.set()
         await runtime.close()
         await services.close()
     assert done.reason == "cancelled"
-    assert elapsed < 3.0, f"the subagent kept reading its stream for {elapsed:.1f} s after the cancel"
     stop = next(e for e in events if isinstance(e, Subagent) and e.phase == "stop")
     assert stop.is_error and stop.summary == "The subagent was cancelled."
     assert len(openai_server.chat_requests) == 2  # nothing asked after the cancel
