@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from astro_jupyter.store.papers import PaperRecord
 from astro_jupyter.services.netguard import BlockedAddressError, check_url, is_public_address
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route, landing_page, make_pdf
+from tests.waiting import until
 from tests.fakes.library_env import (  # noqa: F401 - fixtures
     ads_fake,
     arxiv_fake,
@@ -254,10 +254,9 @@ async def test_killed_download_is_swept_before_the_next(paper_services: ServiceC
         cwd=REPO,
     )
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not list(paper_services.downloads.partial_dir.glob("*.part")):
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.2)
+        # the child is half-way: its part file holds bytes
+        await until(lambda: any(p.stat().st_size > 0 for p in paper_services.downloads.partial_dir.glob("*.part")),
+                    "the killed child's part file to hold bytes")
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
