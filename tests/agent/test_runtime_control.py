@@ -314,10 +314,13 @@ async def test_ask_user_without_answer_times_out_cleanly(tmp_path, openai_server
 
 
 @pytest.mark.asyncio
-async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_server, sesame_server):
-    """Server and kernel share the DB: a starting runtime must not close the other's active run."""
-    hold = threading.Event()  # the first run streams until the second runtime has started
-    openai_server.script(Turn.say("slow " * 60, chunk_size=5, hold=hold), Turn.say("other"))
+async def test_a_second_runtime_on_the_same_store_respects_the_living_run(tmp_path, openai_server, sesame_server):
+    """Server and kernel share the DB: a starting runtime closes only dead runs, and a session
+    running in the other process is a conflict until that run ends."""
+    from astro_jupyter.errors import RunConflict
+
+    hold = threading.Event()  # the first run streams until the test lets it finish
+    openai_server.script(Turn.say("slow " * 60, chunk_size=5, hold=hold), Turn.say("after"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
     services_a, runtime_a = await make_runtime(cfg)
     services_b, runtime_b = await make_runtime(cfg)
@@ -329,36 +332,14 @@ async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_se
         await runtime_b.start()  # the second process starting up
         assert (await services_b.runs.get(handle.run_id)).status == "running"
         assert (await services_b.runs.get("run_orphan")).status == "error"
+        with pytest.raises(RunConflict, match="another process"):
+            await runtime_b.start_run("me too", session_id=handle.session_id)
         hold.set()
         assert (await asyncio.wait_for(handle.wait(), 30)).reason == "finished"
         assert (await services_b.runs.get(handle.run_id)).status == "finished"
         assert not list((tmp_path / "home" / ".run-locks").glob("*.lock"))
-    finally:
-        hold.set()
-        await runtime_a.close()
-        await runtime_b.close()
-        await services_a.close()
-        await services_b.close()
-
-
-@pytest.mark.asyncio
-async def test_session_running_in_another_runtime_is_a_conflict(tmp_path, openai_server, sesame_server):
-    from astro_jupyter.errors import RunConflict
-
-    hold = threading.Event()
-    openai_server.script(Turn.say("slow " * 40, chunk_size=5, hold=hold), Turn.say("after"))
-    cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
-    services_a, runtime_a = await make_runtime(cfg)
-    services_b, runtime_b = await make_runtime(cfg)
-    try:
-        handle = await runtime_a.start_run("long answer")
-        await _first(handle, TextDelta)
-        with pytest.raises(RunConflict, match="another process"):
-            await runtime_b.start_run("me too", session_id=handle.session_id)
-        hold.set()
-        await asyncio.wait_for(handle.wait(), 30)
         later = await runtime_b.start_run("me too", session_id=handle.session_id)
-        assert (await later.wait()).reason == "finished"
+        assert (await asyncio.wait_for(later.wait(), 30)).reason == "finished"
         roles = [m.role for m in await services_b.messages.list(handle.session_id)]
         assert roles == ["user", "assistant", "user", "assistant"]
     finally:

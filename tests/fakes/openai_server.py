@@ -393,10 +393,6 @@ class FakeOpenAIServer(FakeServer):
     def url(self) -> str:  # type: ignore[override]
         return f"http://127.0.0.1:{self.port}/v1"
 
-    @property
-    def root_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
     def script(self, *turns: Turn) -> "FakeOpenAIServer":
         with self.lock:
             self.turns.extend(turns)
