@@ -21,3 +21,12 @@ async def until(condition: Callable[[], object], what: str = "", timeout: float 
         if time.monotonic() > end:
             raise AssertionError(f"still not true after {timeout} s: {what or condition}")
         await asyncio.sleep(0.01)
+
+
+def until_sync(condition: Callable[[], object], what: str = "", timeout: float = DEADLINE) -> None:
+    """``until`` for synchronous tests (a subprocess, a thread)."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"still not true after {timeout} s: {what or condition}")
+        time.sleep(0.01)
