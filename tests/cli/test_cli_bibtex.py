@@ -14,7 +14,6 @@ from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 from tests.fakes.ads_server import TOKEN
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import ads_fake, arxiv_fake  # noqa: F401 - fixtures
 
 LSST = "2019ApJ...873..111I"
 

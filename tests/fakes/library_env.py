@@ -1,6 +1,6 @@
 """Pytest fixtures wiring the paper-library services to the loopback ADS, arXiv and file fakes.
 
-Import the fixtures you need into a test module (``from tests.fakes.library_env import ...``).
+Registered as a pytest plugin in ``tests/conftest.py``: every test module can use these fixtures.
 ``paper_config`` points every base URL at a fake, sets a token, disables the arXiv interval
 and *enables* private downloads (the fakes are on 127.0.0.1); tests of the guard turn it off.
 """

@@ -18,7 +18,7 @@ from astro_jupyter.services.download import DownloadFailed
 from astro_jupyter.services.netguard import BlockedAddressError, check_url, embedded_ipv4, is_public_address
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route
-from tests.fakes.library_env import ads_fake, arxiv_fake, file_fake, make_paper_config  # noqa: F401 - fixtures
+from tests.fakes.library_env import make_paper_config
 
 
 def sixtofour(v4: str) -> str:

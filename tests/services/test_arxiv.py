@@ -15,7 +15,6 @@ from astro_jupyter.services.container import ServiceContainer
 from astro_jupyter.services.http import make_http_client
 from tests.fakes.arxiv_server import DATA
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import arxiv_fake  # noqa: F401 - fixture
 
 
 def _config(home: Path, fake: FakeServer, **kw: object) -> AstroConfig:

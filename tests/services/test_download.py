@@ -20,14 +20,7 @@ from astro_jupyter.services.netguard import BlockedAddressError, check_url, is_p
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route, landing_page, make_pdf
 from tests.waiting import until
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    make_paper_config,
-    paper_config,
-    paper_services,
-)
+from tests.fakes.library_env import make_paper_config
 
 REPO = Path(__file__).resolve().parents[2]
 

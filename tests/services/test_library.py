@@ -7,20 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import ConfigError, NotFoundError, ToolInputError
 from astro_jupyter.services.container import ServiceContainer
 from astro_jupyter.services.library import local_status
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import make_pdf
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    make_paper_config,
-    paper_config,
-    paper_services,
-)
+from tests.fakes.library_env import make_paper_config
 
 
 @pytest.mark.asyncio

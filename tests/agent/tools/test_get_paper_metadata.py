@@ -12,14 +12,7 @@ from astro_jupyter.agent.tools.astro.metadata import GetPaperMetadataTool
 from astro_jupyter.services.container import ServiceContainer
 from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    make_paper_config,
-    paper_config,
-    paper_services,
-)
+from tests.fakes.library_env import make_paper_config
 
 
 async def run(services: ServiceContainer, **args: Any) -> Any:
