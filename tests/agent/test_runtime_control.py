@@ -11,7 +11,7 @@ import pytest
 from astro_jupyter.agent.hooks import HookRegistry
 from astro_jupyter.agent.tools.base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
+from tests.agent.runtime_helpers import collect, make_config, make_runtime, running, types, wires
 from tests.fakes.openai_server import Turn
 
 
@@ -121,8 +121,7 @@ async def test_cancel_mid_stream_keeps_partial_text(tmp_path, openai_server, ses
 async def test_cancel_mid_tool_cancel_tool_stops_block_tool_finishes(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.calls_(("careful_write", {}), ("sleep_cancel", {"secs": 3600})), Turn.say("never"))
     block = BlockTool()
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), block, SleepTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), block, SleepTool()) as (services, runtime):
         handle = await runtime.start_run("do both")
         await asyncio.wait_for(block.started.wait(), 30)
         handle.cancel()
@@ -138,16 +137,12 @@ async def test_cancel_mid_tool_cancel_tool_stops_block_tool_finishes(tmp_path, o
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "tool"]
         assert len(openai_server.chat_requests) == 1  # no further turn after cancel
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_ask_user_answer_reaches_the_tool(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("ask_something", {}), Turn.say("ok"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), AskTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), AskTool()) as (services, runtime):
         handle = await runtime.start_run("ask me")
         question = await _first(handle, AskUser)
         assert question.question == "Which band?" and question.options == ["V", "K"]
@@ -156,17 +151,13 @@ async def test_ask_user_answer_reaches_the_tool(tmp_path, openai_server, sesame_
         await handle.wait()
         result = next(e for _, e in await collect(handle) if isinstance(e, ToolResult))
         assert result.output == "user chose K"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_permission_request_allow_and_deny(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("guarded", {}, id="g1"), Turn.call("guarded", {}, id="g2"), Turn.say("end"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url, permission_mode="ask")
-    services, runtime = await make_runtime(cfg, GuardedTool())
-    try:
+    async with running(cfg, GuardedTool()) as (services, runtime):
         handle = await runtime.start_run("guarded twice")
         answers = iter(["allow", "deny"])
         async for _, event in handle.events():
@@ -176,9 +167,6 @@ async def test_permission_request_allow_and_deny(tmp_path, openai_server, sesame
         results = {e.tool_call_id: e for _, e in await collect(handle) if isinstance(e, ToolResult)}
         assert results["g1"].output == "guarded ran" and not results["g1"].is_error
         assert results["g2"].is_error
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -193,8 +181,7 @@ async def test_hooks_see_prompt_and_stop(tmp_path, openai_server, sesame_server)
         hooks.register(name, record)
     openai_server.script(Turn.say("hi"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
-    services, runtime = await make_runtime(cfg, hooks=hooks)
-    try:
+    async with running(cfg, hooks=hooks) as (services, runtime):
         handle = await runtime.start_run("hello hooks")
         await handle.wait()
         await hooks.drain(timeout=2)
@@ -204,16 +191,12 @@ async def test_hooks_see_prompt_and_stop(tmp_path, openai_server, sesame_server)
         prompt_payload = dict(seen)["UserPromptSubmit"]
         assert prompt_payload["prompt"] == "hello hooks" and prompt_payload["run_id"] == handle.run_id
         assert dict(seen)["Stop"]["reason"] == "finished"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_database_refusing_writes_gives_error_and_consistent_history(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("break_db", {}, id="b1"), Turn.say("never reached"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), BreakDbTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), BreakDbTool()) as (services, runtime):
         handle = await runtime.start_run("break it")
         items = await collect(handle)
         assert types(items)[-2:] == ["error", "done"] and items[-1][1].reason == "error"
@@ -224,9 +207,6 @@ async def test_database_refusing_writes_gives_error_and_consistent_history(tmp_p
         await services.db.execute("PRAGMA query_only = OFF")
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user"]  # no assistant tool-call turn without its results
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -245,8 +225,7 @@ async def test_subagent_runs_isolated_and_tags_events(tmp_path, openai_server, s
         return Turn.call("delegate", {"task": "resolve M 31"}, id="parent_call")
 
     openai_server.respond_with(responder)
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), SubagentTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), SubagentTool()) as (services, runtime):
         handle = await runtime.start_run("use a helper")
         items = await collect(handle)
         subs = [e for _, e in items if isinstance(e, Subagent)]
@@ -259,9 +238,6 @@ async def test_subagent_runs_isolated_and_tags_events(tmp_path, openai_server, s
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
         assert all(m.tool_call_id != "sub_call" for m in msgs)
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -283,8 +259,7 @@ async def test_runtime_close_cancels_active_runs(tmp_path, openai_server, sesame
 @pytest.mark.asyncio
 async def test_interrupted_runs_are_marked_at_startup(tmp_path, openai_server, sesame_server):
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
-    services, runtime = await make_runtime(cfg)
-    try:
+    async with running(cfg) as (services, runtime):
         session = await services.sessions.create(title="old")
         await services.runs.create("run_dead", session.id, prompt="x")
         openai_server.script(Turn.say("fresh"))
@@ -292,25 +267,18 @@ async def test_interrupted_runs_are_marked_at_startup(tmp_path, openai_server, s
         await handle.wait()
         assert (await services.runs.get("run_dead")).status == "error"
         assert (await services.runs.get(handle.run_id)).status == "finished"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_ask_user_without_answer_times_out_cleanly(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("ask_something", {}), Turn.say("gave up waiting"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url, ask_user_timeout_secs=0.3)
-    services, runtime = await make_runtime(cfg, AskTool())
-    try:
+    async with running(cfg, AskTool()) as (services, runtime):
         handle = await runtime.start_run("ask me")
         items = await asyncio.wait_for(collect(handle), 10)
         result = next(e for _, e in items if isinstance(e, ToolResult))
         assert result.is_error and "no answer within 0.3 s" in result.output
         assert handle.final_text == "gave up waiting" and handle.answers.pending() == []
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio

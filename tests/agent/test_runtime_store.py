@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
+from tests.agent.runtime_helpers import collect, make_config, make_runtime, running, types, wires
 from tests.fakes.openai_server import Turn
 
 
@@ -130,8 +130,7 @@ async def test_read_only_database_refuses_a_run_clearly_and_recovers(tmp_path, o
     from astro_jupyter.errors import StoreReadOnlyError
 
     openai_server.script(Turn.say("First."), Turn.say("After."))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         first = await runtime.start_run("hello")
         await first.wait()
         await services.db.execute("PRAGMA query_only = ON")
@@ -146,6 +145,3 @@ async def test_read_only_database_refuses_a_run_clearly_and_recovers(tmp_path, o
         history = await services.messages.chat_history(first.session_id)
         assert [m["content"] for m in history] == ["hello", "First.", "again", "After."]
         assert len(await services.sessions.list()) == 1
-    finally:
-        await runtime.close()
-        await services.close()

@@ -16,7 +16,7 @@ from astro_jupyter.agent.tools.subagent import SubagentTool
 from astro_jupyter.agent.tools.todo import TodoWriteTool
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.events import Subagent, TodoUpdate, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime
+from tests.agent.runtime_helpers import collect, make_config, make_runtime, running
 from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 
 PLAN = {"todos": [{"id": "a", "content": "look up the redshift", "status": "in_progress"}]}
@@ -82,17 +82,13 @@ async def test_subagent_isolated_summary_only_nested_events_and_hooks(tmp_path, 
 
 @pytest.mark.asyncio
 async def test_more_than_ten_steps_is_an_error_and_starts_nothing(tmp_path, openai_server) -> None:
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SubagentTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url), SubagentTool()) as (services, runtime):
         openai_server.script(
             Turn.call("subagent", {"task": "long survey", "max_steps": 25}, id="c1"),
             Turn.say("I will keep it shorter."),
         )
         handle = await runtime.start_run("survey")
         events = [e for _, e in await collect(handle)]
-    finally:
-        await runtime.close()
-        await services.close()
     result = next(e for e in events if isinstance(e, ToolResult))
     assert result.is_error and "max_steps 25 is above the limit of 10" in result.output
     assert not any(isinstance(e, Subagent) for e in events)
@@ -101,8 +97,7 @@ async def test_more_than_ten_steps_is_an_error_and_starts_nothing(tmp_path, open
 
 @pytest.mark.asyncio
 async def test_subagent_stops_at_its_max_steps(tmp_path, openai_server) -> None:
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SubagentTool(), TodoWriteTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url), SubagentTool(), TodoWriteTool()) as (services, runtime):
         openai_server.script(
             Turn.call("subagent", {"task": "plan forever", "max_steps": 2}, id="c1"),
             Turn.call("todo_write", PLAN, text="step one. "),
@@ -111,9 +106,6 @@ async def test_subagent_stops_at_its_max_steps(tmp_path, openai_server) -> None:
         )
         handle = await runtime.start_run("go")
         events = [e for _, e in await collect(handle)]
-    finally:
-        await runtime.close()
-        await services.close()
     outer = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == "c1")
     assert "stopped after 2 steps" in outer.output and outer.metadata["steps"] == 2
     assert len(openai_server.chat_requests) == 4  # parent, 2 subagent steps, parent
