@@ -9,9 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Callable
 
 DEADLINE = 30.0  # seconds: only reached when the awaited thing never happens
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting for a reaper (which may not be us)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 async def until(condition: Callable[[], object], what: str = "", timeout: float = DEADLINE) -> None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import stat
-from pathlib import Path
 
 import pytest
 
-from tests.waiting import until
+from tests.waiting import alive, until
 
 
 @pytest.mark.asyncio
@@ -71,15 +70,6 @@ async def test_run_bash_output_exit_code_and_cwd(sandbox) -> None:
 
 
 @pytest.mark.asyncio
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie waiting to be reaped."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status
-
-
 @pytest.mark.asyncio
 async def test_run_bash_timeout_kills_the_group(sandbox) -> None:
     pidfile = sandbox.project / "child.pid"
@@ -89,7 +79,7 @@ async def test_run_bash_timeout_kills_the_group(sandbox) -> None:
     assert out.is_error and "timed out after 0.5 s" in out.content and out.metadata["outcome"] == "timeout"
     await until(lambda: pidfile.exists() and pidfile.read_text().strip(), "the child's pid")
     child = int(pidfile.read_text())
-    await until(lambda: not _alive(child), "the background child to die with its group")
+    await until(lambda: not alive(child), "the background child to die with its group")
 
 
 @pytest.mark.asyncio
