@@ -19,7 +19,7 @@ import pytest
 
 from astro_jupyter.agent.bus import EventBus
 from astro_jupyter.agent.tools.filesystem.glob import GlobFilesTool
-from astro_jupyter.events import Done, SessionStarted, TextDelta, ToolResult, to_json, to_wire
+from astro_jupyter.events import Done, SessionStarted, TextDelta, ToolResult, to_json
 from astro_jupyter.export import export_session
 from astro_jupyter.server.sse import format_event
 from astro_jupyter.textsafe import REPLACEMENT, clean_text, safe_json
