@@ -7,6 +7,7 @@ and *enables* private downloads (the fakes are on 127.0.0.1); tests of the guard
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
@@ -66,11 +67,17 @@ def paper_config(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer,
     return make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake)
 
 
-@pytest_asyncio.fixture
-async def paper_services(paper_config: AstroConfig) -> AsyncIterator[ServiceContainer]:
-    container = ServiceContainer(paper_config)
-    await container.start()
+@contextlib.asynccontextmanager
+async def started(config: AstroConfig) -> AsyncIterator[ServiceContainer]:
+    """A started ServiceContainer for ``config``, closed when the block ends."""
+    container = await ServiceContainer(config).start()
     try:
         yield container
     finally:
         await container.close()
+
+
+@pytest_asyncio.fixture
+async def paper_services(paper_config: AstroConfig) -> AsyncIterator[ServiceContainer]:
+    async with started(paper_config) as container:
+        yield container
