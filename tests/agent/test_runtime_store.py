@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 
 from tests.agent.runtime_helpers import collect, make_config, make_runtime, running, types, wires
 from tests.fakes.openai_server import Turn
+from tests.waiting import until
 
 
 @pytest.mark.asyncio
@@ -82,10 +82,7 @@ async def test_locked_database_ends_the_run_with_a_clear_error_and_loses_nothing
     try:
         first = await runtime.start_run("Where is M 31?")
         sid = first.session_id
-        deadline = time.monotonic() + 10
-        while not openai_server.chat_requests:  # the user message is stored, the model is thinking
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await until(lambda: openai_server.chat_requests, "the model to be asked (the user message is stored)")
         holder = LockHolder(config.db_path)
         t0 = time.monotonic()
         items = await collect(first)
