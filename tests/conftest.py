@@ -6,7 +6,6 @@ provider by accident; tests that need one point the config at a loopback fake.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import AsyncIterator
@@ -17,7 +16,7 @@ import pytest_asyncio
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+pytest_plugins = ["pytest_jupyter.jupyter_server", "tests.fakes.library_env"]  # the paper-service fakes
 
 # ../shared/data/pdfs beside the project; found from a git worktree nested deeper as well
 SHARED_PDFS = next(

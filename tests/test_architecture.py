@@ -9,6 +9,7 @@ cannot deadlock at import time (those are listed by ``lazy_imports`` for inspect
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import astro_jupyter
@@ -27,8 +28,15 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
 def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """Each module is parsed once per test session (several tests walk every module)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -53,7 +61,7 @@ def _imports(modules: dict[str, Path], *, lazy: bool) -> dict[str, set[str]]:
     """Module -> the package modules it imports (module level, or only inside functions)."""
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = _tree(path)
         is_package = path.name == "__init__.py"
         found: set[str] = set()
 
@@ -140,12 +148,17 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+@functools.cache
+def _graph(lazy: bool) -> dict[str, set[str]]:
+    return _imports(_modules(), lazy=lazy)
+
+
 def module_graph() -> dict[str, set[str]]:
-    return _imports(_modules(), lazy=False)
+    return _graph(False)
 
 
 def lazy_imports() -> dict[str, set[str]]:
-    return {k: v for k, v in _imports(_modules(), lazy=True).items() if v}
+    return {k: v for k, v in _graph(True).items() if v}
 
 
 def test_graph_sees_known_edges() -> None:
@@ -188,7 +201,7 @@ def test_cycle_finder_finds_a_cycle() -> None:
 def test_core_imports_no_front_end() -> None:
     offenders = []
     for lazy in (False, True):
-        for module, deps in _imports(_modules(), lazy=lazy).items():
+        for module, deps in _graph(lazy).items():
             if _package_of(module) not in CORE:
                 continue
             for dep in deps:
@@ -219,13 +232,13 @@ def test_app_imports_no_front_end() -> None:
     """app/ is what every front end calls; it must not depend on any of them (nor on Jupyter or tornado)."""
     offenders = []
     for lazy in (False, True):
-        for module, deps in _imports(_modules(), lazy=lazy).items():
+        for module, deps in _graph(lazy).items():
             if _package_of(module) != APP:
                 continue
             offenders += [f"{module} -> {d}{' (lazy)' if lazy else ''}" for d in deps if _package_of(d) in FRONT_ENDS]
     assert offenders == [], "app/ imports a front end:\n" + "\n".join(sorted(offenders))
     for path in (PACKAGE_DIR / APP).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
             bad = [n for n in names if n.split(".")[0] in ("tornado", "jupyter_server", "IPython", "ipywidgets")]
@@ -242,7 +255,7 @@ def test_front_ends_do_not_reach_past_the_app_layer() -> None:
     offenders = []
     fronts = set(_front_end_modules())
     for lazy in (False, True):
-        for module, deps in _imports(_modules(), lazy=lazy).items():
+        for module, deps in _graph(lazy).items():
             if module not in fronts:
                 continue
             for dep in deps:
@@ -266,7 +279,7 @@ def _repository_calls(tree: ast.AST) -> list[str]:
 def test_front_ends_call_no_repository_through_the_container() -> None:
     offenders = []
     for module, path in _front_end_modules().items():
-        offenders += [f"{module}: {c}" for c in _repository_calls(ast.parse(path.read_text(encoding="utf-8")))]
+        offenders += [f"{module}: {c}" for c in _repository_calls(_tree(path))]
     assert offenders == [], "a front end calls a repository directly (use astro_jupyter.app):\n" + "\n".join(offenders)
 
 

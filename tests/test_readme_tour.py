@@ -24,7 +24,6 @@ import pytest
 from tests.fakes.ads_server import TOKEN
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import make_pdf
-from tests.fakes.library_env import ads_fake, arxiv_fake, file_fake  # noqa: F401 - fixtures
 from tests.fakes.openai_server import Turn
 
 ROOT = Path(__file__).resolve().parents[1]

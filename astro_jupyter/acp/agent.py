@@ -113,7 +113,7 @@ def _request_error(exc: AstroError) -> RequestError:
 
 
 class AcpFiles:
-    """The client's file system for one session (``ClientFiles`` in ``agent/scope.py``): the file tools
+    """The client's file system for one session (``ClientFiles`` in ``agent/run.py``): the file tools
     go through the editor, after our sandbox and permission checks, when it offers them."""
 
     def __init__(self, conn: Any, session_id: str, capabilities: ClientCapabilities) -> None:

@@ -104,11 +104,6 @@ class BackgroundQueue:
         if task is not None:
             await asyncio.wait({task}, timeout=timeout)
 
-    async def wait_all(self, timeout: float | None = None) -> None:
-        tasks = [t for t in self._tasks.values() if not t.done()]
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
-
     async def close(self) -> None:
         """Cancel what still runs; each cancelled task records itself as failed."""
         tasks = [t for t in self._tasks.values() if not t.done()]

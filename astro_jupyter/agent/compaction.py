@@ -81,22 +81,9 @@ class CircuitBreaker:
 @dataclass
 class CompactionStats:
     breaker: CircuitBreaker
-    compactions: int = 0
-    micro_cleared: int = 0
     breaker_reported: bool = False
     nothing_reported: bool = False
     messages_after_last: int = -1  # prompt length right after the last compaction
-
-
-def estimate_tokens(messages: list[dict[str, Any]]) -> int:
-    """chars/4 over contents and tool-call arguments, plus a few tokens per message."""
-    chars = 0
-    for m in messages:
-        chars += len(m.get("content") or "")
-        for call in m.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            chars += len(fn.get("name") or "") + len(fn.get("arguments") or "")
-    return chars // 4 + 4 * len(messages)
 
 
 def micro_compact(messages: list[dict[str, Any]], keep_recent: int) -> int:
@@ -257,7 +244,6 @@ class Compactor:
                 state.messages, int(self.config.micro_compact_keep_recent), room // 3, state.meter.scale)
             cleared = micro_compact(state.messages, keep)
             if cleared:
-                stats.micro_cleared += cleared
                 after = estimate(state.messages)
                 await emit(
                     Compaction(
@@ -345,7 +331,6 @@ class Compactor:
             new_messages.append({"role": "user", "content": RESTORE_PREFIX + body})
         state.messages[:] = [*new_messages, *kept]
         marked = await self._persist(state, dropped, summary.strip())
-        stats.compactions += 1
         stats.messages_after_last = len(state.messages)
         after = estimate(state.messages)
         await hooks.run(HookEventName.POST_COMPACT, {**base, "tokens_after": after, "dropped": len(dropped), "summary": summary})

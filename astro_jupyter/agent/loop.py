@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Protocol, Sequence, Union
 
 from ..events import Event, ModelSwitch, TextDelta, ThinkingDelta, ToolCallPreparing, ToolResult, Truncated
-from .calls import ExecutedCall, ToolCallRequest
+from .executor import ExecutedCall, ToolCallRequest, ToolExecutor
 from .run import RunState
 
 if TYPE_CHECKING:
     from ..llm.types import StreamItem
-    from .executor import ToolExecutor
     from .tools.base import Emit, ToolContext
     from .tools.registry import ToolRegistry
 

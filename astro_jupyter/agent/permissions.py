@@ -117,9 +117,6 @@ class PermissionChecker:
         remembered = self._always.get(session_id, ())
         return tool_name in remembered or bool(scope) and f"{tool_name}\x00{scope}" in remembered
 
-    def forget_session(self, session_id: str) -> None:
-        self._always.pop(session_id, None)
-
     # -- the chain -----------------------------------------------------------------------------
     def check(self, tool: "AgentTool", args: dict[str, Any], *, session_id: str = "") -> PermissionDecision:
         """Deny > Allow > Ask > default Allow over the tool's rules and the configured ones."""

@@ -15,7 +15,7 @@ the same loop subagents, coordinator workers and teammates use. The run's promis
 Extension points for orchestration: ``turn_preparers`` (async callables run before every
 LLM call with the ``RunState``: compaction, background-task injection) and ``run_subagent``
 (an isolated loop whose events are re-emitted on the parent's bus). Tools see the run
-through its ``RunScope`` (``scope.py``), never through the runtime itself.
+through its ``RunScope`` (``run.py``), never through the runtime itself.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from .hooks.base import HookEventName
 from .loop import Failed, FinalOutput, LoopInput, TurnPreparer, run_loop
 from .prompt import build_system_prompt
 from .run import RunHandle, RunState, SubagentResult, new_request_id
-from .runlocks import RunLocks, fcntl_missing
-from .scope import ClientNotebook, RunScope
+from .run import RunLocks, fcntl_missing
+from .run import ClientNotebook, RunScope
 
 if TYPE_CHECKING:
     from ..services.container import ServiceContainer
@@ -114,7 +114,7 @@ class AgentRuntime:
         """Close runs a dead process left 'running' (idempotent, also done by the first run).
 
         Runs another living process (the server, a kernel) is executing keep their status:
-        their run locks are held (see ``runlocks.py``).
+        their run locks are held (``RunLocks`` in ``run.py``).
         """
         if self._started:
             return

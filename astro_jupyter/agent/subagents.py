@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from ..errors import AstroError, InvalidInput
@@ -20,8 +19,7 @@ from ..events import Event, Subagent
 from .hooks.base import HookEventName
 from .loop import Cancelled, Failed, LoopInput, MaxSteps, StreamingLLM, run_loop
 from .prompt import SUBAGENT_ROLE, build_system_prompt
-from .run import RunState, SubagentResult
-from .scope import RunScope
+from .run import RunScope, RunState, SubagentResult
 
 if TYPE_CHECKING:
     from ..config import AstroConfig
@@ -35,14 +33,6 @@ MEMORY_BRIDGE_EXTRA = ("save_memory",)
 
 class SubagentLimitError(InvalidInput):
     """A max_steps request outside the allowed range; the message is for the model."""
-
-
-@dataclass(frozen=True)
-class SubagentOutcome:
-    summary: str
-    is_error: bool
-    steps: int
-    subagent_id: str
 
 
 def resolve_max_steps(config: "AstroConfig", requested: Any) -> int:
@@ -62,11 +52,6 @@ def resolve_max_steps(config: "AstroConfig", requested: Any) -> int:
             f"max_steps {steps} is above the limit of {limit} steps per subagent; split the task or ask for at most {limit}"
         )
     return steps
-
-
-def parent_registry(ctx: "ToolContext") -> "ToolRegistry | None":
-    """The registry of the loop the caller belongs to; None outside an agent loop."""
-    return ctx.scope.registry if ctx.scope is not None else None
 
 
 def worker_registry(registry: "ToolRegistry", exclude: Iterable[str] = ()) -> "ToolRegistry":
@@ -89,21 +74,21 @@ async def spawn(
     max_steps: int,
     registry: "ToolRegistry | None" = None,
     system_prompt: str | None = None,
-) -> SubagentOutcome:
+) -> SubagentResult:
     """Run a subagent through the caller's run scope; only its summary comes back.
 
     Without ``registry`` the subagent gets the parent's tools minus those flagged ``lead_only``.
     """
     scope = ctx.scope
-    if scope is None or scope.runner is None:
-        return SubagentOutcome("subagents need a running agent loop (no runtime in this context)", True, 0, "")
-    sub_registry = registry if registry is not None else worker_registry(scope.registry)  # teammates, memory bridge: built by the caller
-    result = await scope.spawn_subagent(
-        task, parent_ctx=ctx, max_steps=max_steps, registry=sub_registry, system_prompt=system_prompt
-    )
-    if result is None:  # pragma: no cover - runner checked above
-        return SubagentOutcome("subagents need a running agent loop", True, 0, "")
-    return SubagentOutcome(result.summary, result.is_error, result.steps, result.subagent_id)
+    result = None
+    if scope is not None and scope.runner is not None:
+        sub_registry = registry if registry is not None else worker_registry(scope.registry)  # teammates, memory bridge: built by the caller
+        result = await scope.spawn_subagent(
+            task, parent_ctx=ctx, max_steps=max_steps, registry=sub_registry, system_prompt=system_prompt
+        )
+    if result is None:
+        return SubagentResult("subagents need a running agent loop (no runtime in this context)", is_error=True)
+    return result
 
 
 class SubagentHost(Protocol):

@@ -13,7 +13,6 @@ event as it was published.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, AsyncIterator, Sequence
 
 from ..events import Event, TextDelta, ThinkingDelta, to_wire
@@ -23,54 +22,37 @@ MERGEABLE = ("text_delta", "thinking_delta")
 Batch = list[tuple[int, str]]
 
 
-def _mergeable(a: Event, b: Event) -> bool:
-    return type(a) is type(b) and a.step == b.step and a.subagent_id == b.subagent_id  # type: ignore[attr-defined]
+def _wire(item: Event | dict[str, Any]) -> dict[str, Any]:
+    return item if isinstance(item, dict) else to_wire(item)
 
 
-def coalesce_live(bus: Any, batch: Sequence[tuple[int, Event]], merge_backlog: int = 0) -> Batch:
-    """Live events as wire JSON: single events from the bus's cache, merged runs encoded once
-    (deltas are merged when the batch holds at least ``merge_backlog`` > 0 events)."""
+def _merge_key(item: Event | dict[str, Any]) -> tuple[Any, ...] | None:
+    """Neighbours with the same key merge: deltas of one type, step and subagent."""
+    if isinstance(item, (TextDelta, ThinkingDelta)):
+        return (item.type, item.step, item.subagent_id)
+    if isinstance(item, dict) and item.get("type") in MERGEABLE and isinstance(item.get("delta"), str):
+        return tuple((k, repr(v)) for k, v in item.items() if k != "delta")
+    return None
+
+
+def coalesce(batch: Sequence[tuple[int, Event | dict[str, Any]]], merge_backlog: int = 0, bus: Any = None) -> Batch:
+    """Events (live, from ``bus``: single events come from its encoding cache) or stored wire
+    dicts as wire JSON; deltas are merged when the batch holds at least ``merge_backlog`` > 0 events."""
     merge = 0 < merge_backlog <= len(batch)
     out: Batch = []
     i, n = 0, len(batch)
     while i < n:
-        seq, event = batch[i]
-        j = i + 1
-        if merge and isinstance(event, (TextDelta, ThinkingDelta)):
-            while j < n and _mergeable(batch[j][1], event):
-                j += 1
-        if j - i == 1:
-            out.append((seq, bus.encoded(seq)))
-        else:
-            joined = "".join(str(e.delta) for _, e in batch[i:j])  # type: ignore[attr-defined]
-            out.append((batch[j - 1][0], safe_json(to_wire(dataclasses.replace(event, delta=joined)))))  # type: ignore[type-var]
-        i = j
-    return out
-
-
-def _merge_key(data: dict[str, Any]) -> tuple[Any, ...] | None:
-    if data.get("type") not in MERGEABLE or not isinstance(data.get("delta"), str):
-        return None
-    return tuple((k, repr(v)) for k, v in data.items() if k != "delta")
-
-
-def coalesce_stored(batch: Sequence[tuple[int, dict[str, Any]]], merge_backlog: int = 0) -> Batch:
-    """Stored wire dicts as JSON, with the same merging as ``coalesce_live``."""
-    merge = 0 < merge_backlog <= len(batch)
-    out: Batch = []
-    i, n = 0, len(batch)
-    while i < n:
-        seq, data = batch[i]
-        key = _merge_key(data) if merge else None
+        seq, item = batch[i]
+        key = _merge_key(item) if merge else None
         j = i + 1
         if key is not None:
             while j < n and _merge_key(batch[j][1]) == key:
                 j += 1
-        if j - i == 1:
-            out.append((seq, safe_json(data)))
+        if j - i > 1:
+            joined = "".join(x["delta"] if isinstance(x, dict) else x.delta for _, x in batch[i:j])  # type: ignore[union-attr]
+            out.append((batch[j - 1][0], safe_json(dict(_wire(item), delta=joined))))
         else:
-            merged = dict(data, delta="".join(d["delta"] for _, d in batch[i:j]))
-            out.append((batch[j - 1][0], safe_json(merged)))
+            out.append((seq, bus.encoded(seq) if bus is not None else safe_json(_wire(item))))
         i = j
     return out
 
@@ -79,4 +61,4 @@ async def live_batches(handle: Any, after_seq: int, merge_backlog: int = 0) -> A
     """A live run's events from ``after_seq`` on, one batch per wake-up of the reader."""
     bus = handle.bus
     async for batch in bus.batches(after_seq):
-        yield coalesce_live(bus, batch, merge_backlog)
+        yield coalesce(batch, merge_backlog, bus)

@@ -70,7 +70,6 @@ class IntakeWorker:
         self.limiter = RateLimiter(services.config.intake_rate_per_minute)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.processed = 0
 
     async def start(self) -> None:
         requeued = await self.repo.requeue_interrupted()
@@ -131,7 +130,6 @@ class IntakeWorker:
                 log.exception("bookmarklet intake of %s failed", item.identifier)
                 error = f"{type(exc).__name__}: {exc}"
             await self.repo.finish(item.id, paper_id=paper_id, error=error)
-            self.processed += 1
 
     async def process(self, identifier: str) -> str:
         """Library entry (metadata) → PDF download → parse; each step only if its service exists."""

@@ -58,10 +58,6 @@ class ModelsMixin(AppBase):
         """The model ``owner``'s next run uses: its own choice, else the server's current model."""
         return self._owner_models.get(owner) or str(self._llm().model)
 
-    def chosen_model(self, owner: str) -> str | None:
-        """``owner``'s own choice (``switch_model``), None when it runs on the configured default."""
-        return self._owner_models.get(owner)
-
     async def switch_model(self, owner: str, model: Any) -> dict[str, Any]:
         """Switch ``owner``'s model only (another user's runs keep theirs); not persisted."""
         name = await self.check_model(model)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import InvalidRequest, PermissionDenied, RunConflict, RunNotFound
 from .common import AppBase, Owner, encode_wire, may_change, visible_to
-from .event_batches import Batch, coalesce_stored, live_batches
+from .event_batches import Batch, coalesce, live_batches
 
 if TYPE_CHECKING:
     from ..agent.run import RunHandle
@@ -66,7 +66,7 @@ class RunsMixin(AppBase):
         """Start a run and return its live handle (for ``follow``). ``coordinator=None`` means
         "the session's stored mode"; an explicit value wins and becomes the session's mode
         (restored if the run cannot start). ``notebook`` is the sidebar's active notebook
-        (``notebook_context.py``); ``client_files`` an ACP client's file system (``agent/scope.py``);
+        (``notebook_context.py``); ``client_files`` an ACP client's file system (``agent/run.py``);
         ``unattended`` (``agent.permissions.Unattended``): no one can answer this run's questions."""
         prompt = self.check_prompt(prompt)
         from .notebook_context import parse_notebook_context
@@ -75,7 +75,7 @@ class RunsMixin(AppBase):
         if client_files is not None:
             import dataclasses
 
-            from ..agent.scope import ClientNotebook
+            from ..agent.run import ClientNotebook
 
             client = dataclasses.replace(client or ClientNotebook(), files=client_files)
         previous: bool | None = None
@@ -166,11 +166,11 @@ class RunsMixin(AppBase):
             batch = await self.services.runs.events_after(run_id, last, limit=STORE_PAGE)
             done_at = next((i for i, (_, data) in enumerate(batch) if data.get("type") == "done"), None)
             if done_at is not None:
-                yield coalesce_stored(batch[: done_at + 1], self.config.sse_merge_backlog)
+                yield coalesce(batch[: done_at + 1], self.config.sse_merge_backlog)
                 return
             if batch:
                 last = batch[-1][0]
-                yield coalesce_stored(batch, self.config.sse_merge_backlog)
+                yield coalesce(batch, self.config.sse_merge_backlog)
             if len(batch) == STORE_PAGE:
                 continue
             handle = self.live_run(run_id)
@@ -201,10 +201,7 @@ class RunsMixin(AppBase):
         handle, _record = await self._run_owner_check(owner, run_id, change=True)
         if handle is None or handle.finished:
             raise RunConflict(f"run {run_id!r} is not running; nothing is waiting for an answer")
-        accepted = handle.answer(request_id, answer)
-        if asyncio.iscoroutine(accepted):
-            accepted = await accepted
-        if not accepted:
+        if not handle.answer(request_id, answer):
             raise InvalidRequest(
                 f"run {run_id!r} has no open question {request_id!r} (already answered or timed out)",
                 reason="request_not_found",

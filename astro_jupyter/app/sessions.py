@@ -51,9 +51,6 @@ class SessionsMixin(AppBase):
         out["usage"] = session_usage(await self.services.runs.usage_events(session_id))
         return out
 
-    async def rename_session(self, owner: Owner, session_id: str, title: str) -> dict[str, Any]:
-        return await self.update_session(owner, session_id, title=title)
-
     async def update_session(
         self, owner: Owner, session_id: str, *, title: Any = None, coordinator: Any = None
     ) -> dict[str, Any]:

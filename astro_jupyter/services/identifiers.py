@@ -172,13 +172,6 @@ def parse_identifier(text: str) -> PaperIdentifier:
     )
 
 
-def try_parse_identifier(text: str) -> PaperIdentifier | None:
-    try:
-        return parse_identifier(text)
-    except IdentifierError:
-        return None
-
-
 def paper_id_for(arxiv_id: str | None, doi: str | None, bibcode: str | None) -> str | None:
     """The library id for a record with these identifiers (arXiv first, then DOI, then bibcode)."""
     if arxiv_id:

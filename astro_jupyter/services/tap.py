@@ -26,7 +26,7 @@ import re
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
@@ -219,7 +219,6 @@ class CatalogResult:
     columns: list[dict[str, Any]]
     preview: list[dict[str, Any]]
     position: dict[str, str] | None
-    text_rows: list[list[str]] = field(default_factory=list)
 
     @property
     def id(self) -> str:

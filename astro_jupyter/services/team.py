@@ -161,9 +161,3 @@ class TeamInbox:
                 continue
             out.messages.append(message)
         return out
-
-    def unread_count(self, name: str) -> int:
-        inbox = self._member_dir(name) / "inbox"
-        if not inbox.is_dir():
-            return 0
-        return sum(1 for p in inbox.iterdir() if not p.name.startswith("."))

@@ -106,20 +106,6 @@ class MessageRepository:
         rows = await self.db.fetchall(sql + " ORDER BY id", (session_id,))
         return [MessageRecord.from_row(r) for r in rows]
 
-    async def turn_counts(self, session_ids: list[str]) -> dict[str, int]:
-        """How many prompts (user messages) each session holds: the session list's "N turns"."""
-        if not session_ids:
-            return {}
-        marks = ", ".join("?" for _ in session_ids)
-        rows = await self.db.fetchall(
-            f"SELECT session_id, COUNT(*) AS n FROM agent_messages WHERE role = 'user' AND session_id IN ({marks})"
-            " GROUP BY session_id",
-            tuple(session_ids),
-        )
-        counts = {sid: 0 for sid in session_ids}
-        counts.update({r["session_id"]: int(r["n"]) for r in rows})
-        return counts
-
     async def chat_history(self, session_id: str) -> list[dict[str, Any]]:
         return [m.to_chat() for m in await self.list(session_id, include_compacted=False)]
 

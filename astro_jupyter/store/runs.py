@@ -115,17 +115,6 @@ class RunRepository:
             raise RunNotFound(f"no run {run_id!r}")
         return RunRecord.from_row(row)
 
-    async def last_models(self, session_ids: list[str]) -> dict[str, str]:
-        """The model of each session's latest run (the session list shows what a chat ran on)."""
-        if not session_ids:
-            return {}
-        marks = ", ".join("?" for _ in session_ids)
-        rows = await self.db.fetchall(
-            f"SELECT session_id, model FROM agent_runs WHERE session_id IN ({marks}) ORDER BY started_at, rowid",
-            tuple(session_ids),
-        )
-        return {r["session_id"]: r["model"] or "" for r in rows}  # later rows win
-
     async def list_for_session(self, session_id: str) -> list[RunRecord]:
         rows = await self.db.fetchall("SELECT * FROM agent_runs WHERE session_id = ? ORDER BY started_at", (session_id,))
         return [RunRecord.from_row(r) for r in rows]

@@ -1,15 +1,13 @@
 /**
  * Rebuilding a reopened session: the stored events of its runs replayed through the model's
  * live `apply` path, so subagent groups, pinned plans, progress, tool details and end banners
- * come back as they were shown live. Runs with no stored events (older rows, runs made before
- * events were kept) are rebuilt from their chat messages instead.
+ * come back as they were shown live. This is the only way a session is rebuilt.
  *
- * Stored messages still matter for runs that replay from events: the prompt is a message (no
- * event carries it), and each item is linked to the message it shows so a history-search hit
- * can scroll to it.
+ * Stored messages still matter: the prompt is a message (no event carries it), and each item is
+ * linked to the message it shows so a history-search hit can scroll to it.
  */
 import type { TimelineModel } from './timeline';
-import { ITextItem, nextKey, parseArguments, parseTime, resultStatus } from './timelineItems';
+import { ITextItem, parseTime } from './timelineItems';
 import { IStoredEvent, IStoredMessage } from './tokens';
 
 /** The runs of a history in display order, each with its messages and stored events. */
@@ -31,10 +29,8 @@ function groupRuns(messages: readonly IStoredMessage[], events: readonly IStored
     }
     return run;
   };
-  // Messages without a run id (older rows) each stand alone, in their place.
-  let loose = 0;
   for (const m of messages) {
-    runOf(m.run_id || `\u0000loose-${loose++}`).messages.push(m);
+    runOf(m.run_id).messages.push(m);
   }
   for (const e of events) {
     runOf(e.run_id).events.push(e);
@@ -55,11 +51,7 @@ export function* historySteps(
   runEnds: ReadonlyMap<string, string>
 ): Generator<void> {
   for (const run of groupRuns(messages, events)) {
-    if (run.events.length) {
-      yield* replayRun(model, run, skipRunId, runEnds);
-    } else {
-      yield* rebuildRun(model, run, skipRunId, runEnds);
-    }
+    yield* replayRun(model, run, skipRunId, runEnds);
   }
 }
 
@@ -150,77 +142,6 @@ function linkMessages(model: TimelineModel, run: IRunHistory): void {
       if (tool) {
         tool.resultMessageId = m.id;
       }
-    }
-  }
-}
-
-/** A run rebuilt from its chat messages (no stored events): text, tool lines, results, banner. */
-function* rebuildRun(
-  model: TimelineModel,
-  run: IRunHistory,
-  skipRunId: string | null | undefined,
-  runEnds: ReadonlyMap<string, string>
-): Generator<void> {
-  let shown = false;
-  for (const m of run.messages) {
-    yield;
-    const replayed = !!skipRunId && m.run_id === skipRunId;
-    const time = parseTime(m.created_at);
-    if (m.role !== 'system') {
-      shown = true;
-    }
-    if (m.role === 'user') {
-      model.addUser(m.content, { messageId: m.id, runId: m.run_id, time });
-    } else if (replayed || m.role === 'system') {
-      continue;
-    } else if (m.role === 'assistant') {
-      if (m.content) {
-        const item: ITextItem = {
-          key: nextKey('text'),
-          kind: 'text',
-          version: 0,
-          parent: null,
-          text: m.content,
-          step: 0,
-          streaming: false,
-          messageId: m.id,
-          runId: m.run_id,
-          time
-        };
-        model.add(item, null);
-      }
-      for (const call of m.tool_calls ?? []) {
-        const tool = model.ensureTool(call.id, null, m.run_id);
-        tool.name = call.function?.name ?? tool.name;
-        tool.arguments = parseArguments(call.function?.arguments);
-        tool.callSeen = true;
-        tool.messageId = tool.messageId ?? m.id;
-        model.touch(tool);
-        model.group(tool);
-      }
-    } else if (m.role === 'tool') {
-      const tool = model.ensureTool(m.tool_call_id || `orphan-${m.id}`, null, m.run_id);
-      const meta = (m.metadata ?? {}) as Record<string, unknown>;
-      tool.name = tool.name || m.name || 'tool';
-      tool.result = {
-        output: m.content,
-        isError: meta.is_error === true,
-        metadata: meta,
-        durationMs: typeof meta.duration_ms === 'number' ? meta.duration_ms : null
-      };
-      tool.status = resultStatus(tool.result);
-      tool.resultMessageId = m.id;
-      model.touch(tool);
-      if (tool.status === 'error') {
-        model.group(tool);
-      }
-    }
-  }
-  const runId = run.messages[0]?.run_id;
-  if (shown && runId && runId !== skipRunId) {
-    const reason = runEnds.get(runId);
-    if (reason === 'cancelled' || reason === 'max_steps' || reason === 'error') {
-      model.addEnd(reason, runId);
     }
   }
 }

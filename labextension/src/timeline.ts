@@ -283,11 +283,10 @@ export class TimelineModel {
   }
 
   /**
-   * Rebuild a session from its history (history.ts): runs with stored `events` are replayed
-   * through `apply`, exactly as they were shown live; runs without are rebuilt from their
-   * messages (messages of `skipRunId`, the run still going, except its prompt are skipped: its
-   * events come from its stream). `runEnds` (run id → how it ended) puts the banner of a stopped
-   * run rebuilt from messages after its last message.
+   * Rebuild a session from its history (history.ts): each run's prompt from its messages, then
+   * its stored `events` replayed through `apply`, exactly as they were shown live (`skipRunId`,
+   * the run still going, continues from its stream). `runEnds` (run id → how it ended) closes a
+   * run whose process died before it stored its `done`.
    */
   loadMessages(
     messages: readonly IStoredMessage[],

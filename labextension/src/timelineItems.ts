@@ -275,18 +275,6 @@ export function callSignature(tool: IToolItem): string {
   return `${tool.name}\u0000${args}`;
 }
 
-/** Parse tool-call arguments stored as a JSON string; keep the text when it is not JSON. */
-export function parseArguments(raw: unknown): unknown {
-  if (typeof raw !== 'string') {
-    return raw;
-  }
-  try {
-    return JSON.parse(raw);
-  } catch {
-    return raw;
-  }
-}
-
 /**
  * A result's status: a cancelled call (metadata.cancelled) reads "cancelled", a call the user denied
  * (metadata.declined, set by the executor) "declined", not "error".

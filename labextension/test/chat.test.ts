@@ -4,11 +4,15 @@
 import { describe, expect, it } from 'vitest';
 
 import { parseTime, TimelineModel } from '../src/timeline';
-import { AgentEvent, IStoredMessage } from '../src/tokens';
+import { AgentEvent, IStoredEvent, IStoredMessage } from '../src/tokens';
 
 function feed(model: TimelineModel, events: AgentEvent[], runId = 'run_1', start = 1): void {
   events.forEach((e, i) => model.apply(runId, start + i, e));
 }
+
+/** A run's events as the store returns them. */
+const stored = (runId: string, events: AgentEvent[]): IStoredEvent[] =>
+  events.map((event, i) => ({ run_id: runId, seq: i + 1, time: '2026-12-02T20:01:03Z', event }));
 
 const call = (id: string, args: unknown = { name: 'M31' }, name = 'query_target'): AgentEvent => ({
   type: 'tool_call',
@@ -115,17 +119,15 @@ describe('chat timeline', () => {
 
   it('history: banners after runs that stopped, timestamps from created_at, repeated calls folded', () => {
     const m = new TimelineModel();
-    const tc = (id: string) => ({ id, type: 'function', function: { name: 'query_target', arguments: '{"name":"M31"}' } });
     const messages: IStoredMessage[] = [
       { id: 1, session_id: 's', run_id: 'r1', role: 'user', content: 'loop', created_at: '2026-12-02 20:01:02' },
-      { id: 2, session_id: 's', run_id: 'r1', role: 'assistant', content: '', tool_calls: [tc('a')] },
-      { id: 3, session_id: 's', run_id: 'r1', role: 'tool', content: 'Error: x', tool_call_id: 'a', metadata: { is_error: true } },
-      { id: 4, session_id: 's', run_id: 'r1', role: 'assistant', content: '', tool_calls: [tc('b')] },
-      { id: 5, session_id: 's', run_id: 'r1', role: 'tool', content: 'Error: x', tool_call_id: 'b', metadata: { is_error: true } },
-      { id: 6, session_id: 's', run_id: 'r2', role: 'user', content: 'next' },
-      { id: 7, session_id: 's', run_id: 'r2', role: 'assistant', content: 'fine' }
+      { id: 6, session_id: 's', run_id: 'r2', role: 'user', content: 'next' }
     ];
-    m.loadMessages(messages, null, new Map([['r1', 'max_steps'], ['r2', 'finished']]));
+    const events = [
+      ...stored('r1', [call('a'), fail('a', 'Error: x'), call('b'), fail('b', 'Error: x')]),
+      ...stored('r2', [{ type: 'text_delta', delta: 'fine', step: 1 }, { type: 'done', session_id: 's', run_id: 'r2', reason: 'finished' }])
+    ];
+    m.loadMessages(messages, null, new Map([['r1', 'max_steps'], ['r2', 'finished']]), events);
     expect(m.items.map(i => i.kind)).toEqual(['user', 'tool', 'tool', 'end', 'user', 'text']);
     expect(m.tool('b')!.repeatOf).toBe(m.tool('a'));
     expect(m.items[0].time).toBe(Date.UTC(2026, 11, 2, 20, 1, 2));
@@ -140,17 +142,23 @@ describe('chat timeline', () => {
 });
 
 describe('loading a long history', () => {
-  const history = (n: number): IStoredMessage[] =>
-    Array.from({ length: n }, (_, i) => ({ id: i + 1, session_id: 's', run_id: `r${Math.floor(i / 2)}`, role: i % 2 ? 'assistant' : 'user', content: `m${i}` }));
+  // 1500 runs: a prompt each (a message) and an answer (its stored events)
+  const runs = Array.from({ length: 1500 }, (_, i) => `r${i}`);
+  const history = (): IStoredMessage[] =>
+    runs.map((r, i) => ({ id: i + 1, session_id: 's', run_id: r, role: 'user', content: `q${i}` }));
+  const events = runs.flatMap((r, i) =>
+    stored(r, [{ type: 'text_delta', delta: `a${i}`, step: 1 }, { type: 'done', session_id: 's', run_id: r, reason: 'finished' }])
+  );
 
   it('loads in slices with one reset at the end, the same items as the one-shot load', async () => {
     const a = new TimelineModel();
-    a.loadMessages(history(3000));
+    a.loadMessages(history(), null, new Map(), events);
+    expect(a.items.length).toBe(3000);
     const b = new TimelineModel();
     const changes: string[] = [];
     b.changed.connect((_, c) => changes.push(c.type));
     let slices = 0;
-    const ok = await b.loadMessagesAsync(history(3000), null, new Map(), { sliceMs: 0, stale: () => (slices++, false) });
+    const ok = await b.loadMessagesAsync(history(), null, new Map(), { sliceMs: 0, stale: () => (slices++, false), events });
     expect(ok).toBe(true);
     expect(slices).toBeGreaterThan(10); // it yielded between slices
     expect(changes).toEqual(['reset']);
@@ -162,7 +170,7 @@ describe('loading a long history', () => {
   it('stops when another session is opened meanwhile', async () => {
     const m = new TimelineModel();
     let calls = 0;
-    const ok = await m.loadMessagesAsync(history(3000), null, new Map(), { sliceMs: 0, stale: () => ++calls > 2 });
+    const ok = await m.loadMessagesAsync(history(), null, new Map(), { sliceMs: 0, stale: () => ++calls > 2, events });
     expect(ok).toBe(false);
     expect(m.items.length).toBeLessThan(3000);
   });

@@ -172,18 +172,6 @@ describe('reopening a session replays its stored events', () => {
     expect(shape(m.items)).toEqual(shape(whole.items));
   });
 
-  it('rebuilds runs without stored events from their messages, in order', () => {
-    const m = new TimelineModel();
-    const old: IStoredMessage[] = [
-      prompt(20, 'rOld', 'old question'),
-      { id: 21, session_id: 's', run_id: 'rOld', role: 'assistant', content: 'old answer' }
-    ];
-    m.loadMessages([...old, ...messages], null, new Map([['rOld', 'cancelled']]), fold(events));
-    expect(m.items.slice(0, 4).map(i => i.kind)).toEqual(['user', 'text', 'end', 'user']);
-    expect(m.items[1]).toMatchObject({ text: 'old answer', messageId: 21 });
-    expect(m.items.filter(i => i.kind === 'subagent')).toHaveLength(2);
-  });
-
   it('closes a run that ended without a stored done as the store says it ended', () => {
     const m = new TimelineModel();
     const cut = stored('rA', runA.slice(0, 16));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { IQuestionItem, ISubagentItem, ITextItem, IToolItem, TimelineChange, TimelineModel } from '../src/timeline';
-import { AgentEvent, IStoredMessage } from '../src/tokens';
+import { AgentEvent, IStoredEvent, IStoredMessage } from '../src/tokens';
 
 function feed(model: TimelineModel, events: AgentEvent[], runId = 'run_1', start = 1): void {
   events.forEach((e, i) => model.apply(runId, start + i, e));
@@ -180,7 +180,7 @@ describe('TimelineModel', () => {
     expect((m.items[2] as any).text).toBe('Model switched: big → small (overloaded x3)');
   });
 
-  it('rebuilds history from stored messages and skips the replayed part of an active run', () => {
+  it('rebuilds history from stored events, links the messages, and leaves an active run to its stream', () => {
     const m = new TimelineModel();
     const messages: IStoredMessage[] = [
       { id: 1, session_id: 's', run_id: 'r1', role: 'user', content: 'Where is M31?' },
@@ -195,12 +195,19 @@ describe('TimelineModel', () => {
       { id: 3, session_id: 's', run_id: 'r1', role: 'tool', content: 'RA 10.68', tool_call_id: 'c1', name: 'query_target' },
       { id: 4, session_id: 's', run_id: 'r1', role: 'assistant', content: 'It is at RA 10.68.' },
       { id: 5, session_id: 's', run_id: 'r2', role: 'user', content: 'And M42?' },
-      { id: 6, session_id: 's', run_id: 'r2', role: 'assistant', content: 'partial, will be replayed' }
+      { id: 6, session_id: 's', run_id: 'r2', role: 'assistant', content: 'partial, comes from the stream' }
     ];
-    m.loadMessages(messages, 'r2');
+    const r1: AgentEvent[] = [
+      { type: 'tool_call', id: 'c1', name: 'query_target', arguments: { name: 'M31' }, step: 1 },
+      { type: 'tool_result', tool_call_id: 'c1', name: 'query_target', output: 'RA 10.68', duration_ms: 3 },
+      { type: 'text_delta', delta: 'It is at RA 10.68.', step: 2 },
+      { type: 'done', session_id: 's', run_id: 'r1', reason: 'finished' }
+    ];
+    const events: IStoredEvent[] = r1.map((event, i) => ({ run_id: 'r1', seq: i + 1, time: '2026-12-02T20:01:02Z', event }));
+    m.loadMessages(messages, 'r2', new Map([['r1', 'finished'], ['r2', 'running']]), events);
     expect(m.items.map(i => i.kind)).toEqual(['user', 'tool', 'text', 'user']);
     const tool = m.tool('c1') as IToolItem;
-    expect(tool).toMatchObject({ name: 'query_target', arguments: { name: 'M31' }, status: 'done', messageId: 2 });
+    expect(tool).toMatchObject({ name: 'query_target', arguments: { name: 'M31' }, status: 'done', messageId: 2, resultMessageId: 3 });
     expect(tool.result?.output).toBe('RA 10.68');
     expect(m.items[2].messageId).toBe(4);
     expect(m.items[3].messageId).toBe(5);

@@ -18,15 +18,35 @@ from astro_jupyter.events import Event
 
 @dataclass
 class Timeline:
-    """Start/end times of every tool execution, to assert overlap as a user would observe it."""
+    """Start/end times of every tool execution, to assert overlap as a user would observe it;
+    and events to wait on (a call started or ended) and to end a gated call (``release``)."""
 
     spans: dict[str, list[float]] = field(default_factory=dict)
+    events: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def _event(self, name: str) -> asyncio.Event:
+        return self.events.setdefault(name, asyncio.Event())
 
     def start(self, key: str) -> None:
         self.spans[key] = [time.perf_counter(), float("nan")]
+        self._event(f"start:{key}").set()
 
     def end(self, key: str) -> None:
         self.spans[key][1] = time.perf_counter()
+        self._event(f"end:{key}").set()
+
+    async def started(self, *keys: str, timeout: float = 10) -> None:
+        await asyncio.wait_for(asyncio.gather(*(self._event(f"start:{k}").wait() for k in keys)), timeout)
+
+    async def ended(self, *keys: str, timeout: float = 10) -> None:
+        await asyncio.wait_for(asyncio.gather(*(self._event(f"end:{k}").wait() for k in keys)), timeout)
+
+    def release(self, key: str) -> None:
+        """Let the gated call ``key`` finish."""
+        self._event(f"release:{key}").set()
+
+    async def gate(self, key: str) -> None:
+        await self._event(f"release:{key}").wait()
 
     def overlap(self, a: str, b: str) -> bool:
         (s1, e1), (s2, e2) = self.spans[a], self.spans[b]
@@ -37,13 +57,20 @@ class Timeline:
         return self.spans[a][1] <= self.spans[b][0]
 
 
+async def settle(cycles: int = 50) -> None:
+    """Let every ready task run a while (for "this did not happen" checks; no clock involved)."""
+    for _ in range(cycles):
+        await asyncio.sleep(0)
+
+
 class SleepTool(AgentTool):
-    """Sleeps ``secs`` (default 0.1) and echoes ``tag``; safety and interrupt behaviour per instance."""
+    """Sleeps ``secs`` (default 0.1), or with ``gated`` until the test releases it, and echoes ``tag``;
+    safety and interrupt behaviour per instance."""
 
     description = "Sleep a while and echo the tag."
     parameters = {
         "type": "object",
-        "properties": {"tag": {"type": "string"}, "secs": {"type": "number", "minimum": 0}},
+        "properties": {"tag": {"type": "string"}, "secs": {"type": "number", "minimum": 0}, "gated": {"type": "boolean"}},
         "required": ["tag"],
     }
 
@@ -79,7 +106,10 @@ class SleepTool(AgentTool):
         tag = args["tag"]
         self.timeline.start(tag)
         try:
-            await asyncio.sleep(float(args.get("secs", 0.1)))
+            if args.get("gated"):
+                await self.timeline.gate(tag)
+            else:
+                await asyncio.sleep(float(args.get("secs", 0.1)))
         finally:
             self.timeline.end(tag)
         if self.fail:

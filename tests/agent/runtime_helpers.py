@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 from astro_jupyter.agent.runtime import AgentRuntime
 from astro_jupyter.agent.tools.registry import ToolRegistry
@@ -32,6 +33,17 @@ async def make_runtime(config: AstroConfig, *extra_tools: Any, hooks: Any = None
     await services.start()
     registry = ToolRegistry([QueryTargetTool(), *extra_tools])
     return services, AgentRuntime(services, registry=registry, hooks=hooks)
+
+
+@contextlib.asynccontextmanager
+async def running(config: AstroConfig, *extra_tools: Any, hooks: Any = None) -> AsyncIterator[tuple[ServiceContainer, AgentRuntime]]:
+    """``make_runtime``, closed (runtime, then services) when the block ends, however it ends."""
+    services, runtime = await make_runtime(config, *extra_tools, hooks=hooks)
+    try:
+        yield services, runtime
+    finally:
+        await runtime.close()
+        await services.close()
 
 
 async def collect(handle: Any, after_seq: int = 0) -> list[tuple[int, Event]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from executor_support import (  # noqa: E402
     call,
     make_ctx,
     make_executor,
+    settle,
 )
 
 from astro_jupyter.agent.executor import ToolCallRequest  # noqa: E402
@@ -188,30 +188,28 @@ async def test_results_keep_call_order_when_finishing_out_of_order(services: Any
 async def test_timeout_becomes_error_result(services: Any, ctx: Any, timeline: Timeline) -> None:
     services.config.tool_timeout_secs = 0.2
     ex = make_executor(services, fs_tools(timeline))
-    start = time.perf_counter()
-    slow, quick = await ex.execute([call("read", '{"tag": "s", "secs": 5}'), call("echo", '{"text": "q"}')], ctx)
-    assert time.perf_counter() - start < 1.5
+    # the read would wait forever: only the timeout ends it (the deadline fails the test otherwise)
+    slow, quick = await asyncio.wait_for(
+        ex.execute([call("read", '{"tag": "s", "gated": true}'), call("echo", '{"text": "q"}')], ctx), 30)
     assert slow.output.is_error and "timed out after 0.2s" in slow.output.content
     assert slow.output.metadata.get("timeout") is True
     assert quick.output.content == "q"
 
 
 @pytest.mark.asyncio
-async def test_cancel_stops_cancel_tools_within_poll_and_answers_every_call(
+async def test_cancel_stops_cancel_tools_and_answers_every_call(
     services: Any, ctx: Any, timeline: Timeline, recorder: Recorder
 ) -> None:
     ex = make_executor(services, fs_tools(timeline))
     calls = [
-        call("read", '{"tag": "r1", "secs": 5}', id="c1"),
-        call("grep", '{"tag": "g1", "secs": 5}', id="c2"),
+        call("read", '{"tag": "r1", "gated": true}', id="c1"),  # would never end by themselves
+        call("grep", '{"tag": "g1", "gated": true}', id="c2"),
         call("bash", '{"tag": "b1"}', id="c3"),  # not started yet when the user cancels
     ]
     task = asyncio.ensure_future(ex.execute(calls, ctx))
-    await asyncio.sleep(0.1)
-    cancelled_at = time.perf_counter()
+    await timeline.started("r1", "g1")
     ctx.cancelled.set()
-    results = await asyncio.wait_for(task, 2)
-    assert time.perf_counter() - cancelled_at < services.config.cancel_poll_secs + 0.1
+    results = await asyncio.wait_for(task, 30)
     assert [r.id for r in results] == ["c1", "c2", "c3"]
     assert all(r.output.is_error for r in results)
     assert "cancelled by the user" in results[0].output.content
@@ -224,12 +222,10 @@ async def test_cancel_stops_cancel_tools_within_poll_and_answers_every_call(
 async def test_cancel_is_noticed_by_polling_even_without_a_wakeup(services: Any, ctx: Any, timeline: Timeline) -> None:
     """Setting the flag without waking the loop's waiters (e.g. from another thread) is seen by polling."""
     ex = make_executor(services, fs_tools(timeline))
-    task = asyncio.ensure_future(ex.execute([call("read", '{"tag": "r", "secs": 5}')], ctx))
-    await asyncio.sleep(0.05)
+    task = asyncio.ensure_future(ex.execute([call("read", '{"tag": "r", "gated": true}')], ctx))
+    await timeline.started("r")
     ctx.cancelled._value = True  # flag only: asyncio.Event.wait() waiters are not woken
-    start = time.perf_counter()
-    (res,) = await asyncio.wait_for(task, 2)
-    assert time.perf_counter() - start <= services.config.cancel_poll_secs + 0.1
+    (res,) = await asyncio.wait_for(task, 30)  # the read never ends by itself: polling ended it
     assert "cancelled by the user" in res.output.content
 
 
@@ -238,14 +234,16 @@ async def test_block_tool_runs_to_completion_on_cancel(services: Any, ctx: Any, 
     tools = fs_tools(timeline)
     ex = make_executor(services, tools)
     task = asyncio.ensure_future(
-        ex.execute([call("write", '{"tag": "w", "secs": 0.4}'), call("read", '{"tag": "after"}')], ctx)
+        ex.execute([call("write", '{"tag": "w", "gated": true}'), call("read", '{"tag": "after"}')], ctx)
     )
-    await asyncio.sleep(0.1)
+    await timeline.started("w")
     ctx.cancelled.set()
-    write, after = await task
+    await settle()
+    assert not task.done()  # the write is not cut short by the cancel
+    timeline.release("w")
+    write, after = await asyncio.wait_for(task, 30)
     assert write.output.content == "write:w" and not write.output.is_error
     assert tools[3].finished == ["w"]
-    assert timeline.spans["w"][1] - timeline.spans["w"][0] >= 0.39
     assert after.output.is_error and "before it started" in after.output.content
 
 
@@ -267,11 +265,9 @@ async def test_sibling_abort_cancels_running_siblings(services: Any, ctx: Any, t
         SleepTool("read", timeline),
     ]
     ex = make_executor(services, tools)
-    start = time.perf_counter()
-    failing, sibling = await ex.execute(
-        [call("fetch", '{"tag": "f", "secs": 0.05}', id="f1"), call("read", '{"tag": "r", "secs": 3}', id="r1")], ctx
-    )
-    assert time.perf_counter() - start < 1.0
+    failing, sibling = await asyncio.wait_for(ex.execute(  # the read never ends by itself: the abort ended it
+        [call("fetch", '{"tag": "f", "secs": 0.05}', id="f1"), call("read", '{"tag": "r", "gated": true}', id="r1")], ctx
+    ), 30)
     assert failing.output.is_error and "fetch f broke" in failing.output.content
     assert sibling.output.is_error and sibling.output.metadata.get("sibling_abort") is True
     assert "sibling call fetch (f1) failed: fetch f broke" in sibling.output.content

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from executor_support import EchoTool, Recorder, SleepTool, Timeline, call, make_ctx, make_executor  # noqa: E402
+from executor_support import EchoTool, Recorder, SleepTool, Timeline, call, make_ctx, make_executor, settle  # noqa: E402
 
 from astro_jupyter.agent.tools.base import PermissionRule  # noqa: E402
 from astro_jupyter.agent.tools.persist import maybe_persist_tool_result, safe_file_stem  # noqa: E402
@@ -95,13 +93,14 @@ async def test_streaming_starts_safe_call_before_finish(services: Any) -> None:
     timeline = Timeline()
     ex = make_executor(services, [SleepTool("read", timeline)])
     stream = ex.stream(make_ctx(services, Recorder()))
-    stream.add(call("read", '{"tag": "a", "secs": 0.1}', id="s1"))
-    await asyncio.sleep(0.03)  # the model is still streaming the rest of its answer
-    assert "a" in timeline.spans  # started while the stream is still open
-    stream.add(call("read", '{"tag": "b", "secs": 0.1}', id="s2"))
-    await asyncio.sleep(0.2)
-    assert not math.isnan(timeline.spans["a"][1])  # finished before finish() was called
-    results = await stream.finish()
+    stream.add(call("read", '{"tag": "a", "gated": true}', id="s1"))
+    await timeline.started("a")  # started while the model is still streaming the rest of its answer
+    stream.add(call("read", '{"tag": "b", "gated": true}', id="s2"))
+    await timeline.started("b")  # runs beside a
+    timeline.release("a")
+    await timeline.ended("a")  # finished before finish() was called
+    timeline.release("b")
+    results = await asyncio.wait_for(stream.finish(), 30)
     assert [r.id for r in results] == ["s1", "s2"]
     assert timeline.overlap("a", "b")
 
@@ -112,14 +111,19 @@ async def test_streaming_exclusive_call_waits_and_runs_alone(services: Any) -> N
     tools = [SleepTool("read", timeline), SleepTool("bash", timeline, safe=False)]
     ex = make_executor(services, tools)
     stream = ex.stream(make_ctx(services, Recorder()))
-    stream.add(call("read", '{"tag": "r1", "secs": 0.15}'))
-    await asyncio.sleep(0.02)
-    stream.add(call("bash", '{"tag": "b", "secs": 0.1}'))
-    await asyncio.sleep(0.02)
-    stream.add(call("read", '{"tag": "r2", "secs": 0.05}'))
-    await asyncio.sleep(0.05)
-    assert "b" not in timeline.spans  # still waiting for r1
-    results = await stream.finish()
+    stream.add(call("read", '{"tag": "r1", "gated": true}'))
+    await timeline.started("r1")
+    stream.add(call("bash", '{"tag": "b", "gated": true}'))
+    stream.add(call("read", '{"tag": "r2", "gated": true}'))
+    await settle()
+    assert "b" not in timeline.spans and "r2" not in timeline.spans  # still waiting for r1
+    timeline.release("r1")
+    await timeline.started("b")
+    await settle()
+    assert "r2" not in timeline.spans  # b runs alone
+    timeline.release("b")
+    timeline.release("r2")
+    results = await asyncio.wait_for(stream.finish(), 30)
     assert [r.output.content for r in results] == ["read:r1", "bash:b", "read:r2"]
     assert timeline.before("r1", "b") and timeline.before("b", "r2")
 
@@ -143,17 +147,21 @@ async def test_streaming_asks_in_order_while_safe_call_runs(services: Any) -> No
     timeline = Timeline()
     tools = [SleepTool("read", timeline), SleepTool("fetch", timeline, rules=[PermissionRule("ask", "fetch")])]
     ex = make_executor(services, tools)
-    asked: list[float] = []
+    asked, answer = asyncio.Event(), asyncio.Event()
 
     async def ask(request: PermissionRequest) -> str:
-        asked.append(time.perf_counter())
-        await asyncio.sleep(0.2)
+        asked.set()
+        await answer.wait()
         return "allow"
 
     stream = ex.stream(make_ctx(services, Recorder(), ask_permission=ask))
-    stream.add(call("read", '{"tag": "r", "secs": 0.05}'))
+    stream.add(call("read", '{"tag": "r", "gated": true}'))
     stream.add(call("fetch", '{"tag": "f", "secs": 0.01}'))
-    results = await stream.finish()
+    await timeline.started("r")
+    await asyncio.wait_for(asked.wait(), 30)
+    timeline.release("r")
+    await timeline.ended("r")  # read finished while the user was being asked
+    assert "f" not in timeline.spans  # fetch waits for its answer
+    answer.set()
+    results = await asyncio.wait_for(stream.finish(), 30)
     assert not any(r.output.is_error for r in results)
-    assert timeline.spans["r"][1] < asked[0] + 0.2  # read finished while the user was being asked
-    assert timeline.spans["f"][0] >= asked[0] + 0.19

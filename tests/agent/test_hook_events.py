@@ -20,13 +20,15 @@ HOOK_CALLS = {"run", "fire_and_forget", "register", "hooks_for"}
 def _raw_string_hook_calls() -> list[str]:
     found = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        text = path.read_text(encoding="utf-8")
+        if not any(f'"{n}"' in text or f"'{n}'" in text for n in NAMES):
+            continue  # no hook name as a string literal: nothing to find (and no parse)
+        for node in ast.walk(ast.parse(text)):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in HOOK_CALLS
                     and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in NAMES):
                 found.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno} {node.func.attr}({node.args[0].value!r})")
-        # a loop over raw names feeding a hook call is the same thing
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.For) and isinstance(node.iter, (ast.Tuple, ast.List)):
+            # a loop over raw names feeding a hook call is the same thing
+            elif isinstance(node, ast.For) and isinstance(node.iter, (ast.Tuple, ast.List)):
                 if any(isinstance(e, ast.Constant) and e.value in NAMES for e in node.iter.elts):
                     found.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno} loop over raw hook names")
     return found

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from astro_jupyter.agent.hooks import (  # noqa: E402
 )
 from astro_jupyter.agent.hooks.command import CommandHook  # noqa: E402
 from astro_jupyter.config import AstroConfig  # noqa: E402
+from tests.waiting import alive, until  # noqa: E402
 
 HOOK_SCRIPT = Path(__file__).resolve().parents[1] / "data" / "hooks" / "hook.py"
 
@@ -242,28 +241,10 @@ async def test_hanging_command_hook_is_killed_at_timeout(tmp_path: Path) -> None
     rec = tmp_path / "rec.jsonl"
     # 2 s: long enough for the interpreter to start and record its pid on a loaded machine.
     hooks = HookRegistry([CommandHook(HookEventName.PRE_TOOL_USE, command("hang", rec), timeout=2)])
-    start = time.perf_counter()
-    outcome = await hooks.run("PreToolUse", {"arguments": {}}, tool_name="x")
-    assert time.perf_counter() - start < 5  # the script would sleep 60 s
+    outcome = await asyncio.wait_for(hooks.run("PreToolUse", {"arguments": {}}, tool_name="x"), 30)  # it sleeps 60 s
     assert not outcome.blocked and "timed out after 2s and was killed" in outcome.warnings[0]
     pid = recorded(rec)[0]["pid"]
-    deadline = time.monotonic() + 3  # SIGKILL is delivered asynchronously to the shell's child
-    while _alive(pid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for a reaper that is not us counts as dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "State:\tZ" not in status
+    await until(lambda: not alive(pid), "the hook's child to die (SIGKILL is delivered asynchronously)")
 
 
 # -- hooks inside the executor ------------------------------------------------------------------------

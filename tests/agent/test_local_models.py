@@ -13,7 +13,7 @@ from astro_jupyter.agent.context import ContextMeter, raw_tokens
 from astro_jupyter.agent.tools import build_default_registry
 from astro_jupyter.agent.tools.astro.note import SaveNoteTool
 from astro_jupyter.events import Compaction, Done, Error, ToolCall, ToolCallPreparing, ToolResult, Truncated
-from tests.agent.runtime_helpers import collect, make_config, make_runtime
+from tests.agent.runtime_helpers import collect, make_config, running
 from tests.fakes.openai_server import FakeOpenAIServer, ScriptedCall, Turn
 
 NAMES = ["M 31", "M 87", "Sgr A*", "NGC 1275"]
@@ -24,13 +24,9 @@ def events_of(items: list[tuple[int, Any]]) -> list[Any]:
 
 
 async def run(config: Any, prompt: str, *tools: Any) -> list[Any]:
-    services, runtime = await make_runtime(config, *tools)
-    try:
+    async with running(config, *tools) as (services, runtime):
         handle = await runtime.start_run(prompt)
         return events_of(await collect(handle))
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -165,14 +161,10 @@ async def test_the_research_log_marks_a_cut_off_answer(tmp_path, openai_server):
 
     openai_server.props = {"default_generation_settings": {"n_ctx": 1024}}
     openai_server.script(Turn(endless=True, chunk_size=1))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url)) as (services, runtime):
         handle = await runtime.start_run("Tell me everything about M 31.")
         await collect(handle)
         await handle.bus.aclose()  # ``done`` reaches watchers before the last batch is stored (settle_session)
         nb = await export_session(services, handle.session_id)
-    finally:
-        await runtime.close()
-        await services.close()
     marks = [c.source for c in nb.cells if c.source.startswith("**Cut off:**")]
     assert len(marks) == 1 and "The answer was cut off: the model reached its output limit of 256 tokens" in marks[0]

@@ -19,6 +19,7 @@ from astro_jupyter.agent.permissions import PermissionChecker  # noqa: E402
 from astro_jupyter.agent.tools.base import PermissionRule  # noqa: E402
 from astro_jupyter.config import AstroConfig  # noqa: E402
 from astro_jupyter.events import PermissionRequest  # noqa: E402
+from tests.waiting import until  # noqa: E402
 
 
 def tool(name: str = "run_bash", readonly: bool = False, rules: list[PermissionRule] | None = None) -> SleepTool:
@@ -176,11 +177,12 @@ async def test_ask_without_asker_or_in_subagent_denies(services: Any) -> None:
 @pytest.mark.asyncio
 async def test_cancel_while_asking(services: Any) -> None:
     ex = make_executor(services, [tool()], rules=ASK_BASH)
-    ctx = make_ctx(services, Recorder(), ask_permission=answering("allow", [], delay=30))
+    seen: list[PermissionRequest] = []
+    ctx = make_ctx(services, Recorder(), ask_permission=answering("allow", seen, delay=3600))
     task = asyncio.ensure_future(ex.execute([call("run_bash", '{"tag": "x", "secs": 0}')], ctx))
-    await asyncio.sleep(0.05)
+    await until(lambda: seen, "the permission question")
     ctx.cancelled.set()
-    (res,) = await asyncio.wait_for(task, 2)
+    (res,) = await asyncio.wait_for(task, 30)  # the answer would take an hour
     assert res.output.is_error and "cancelled" in res.output.content
 
 

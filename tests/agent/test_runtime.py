@@ -8,7 +8,7 @@ import pytest
 
 from astro_jupyter.errors import RunConflict, SessionNotFound, ToolInputError
 from astro_jupyter.events import Done, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
+from tests.agent.runtime_helpers import collect, make_config, running, types, wires
 from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 
 
@@ -18,14 +18,10 @@ async def test_query_target_chain_events_and_persistence(tmp_path, openai_server
         Turn.call("query_target", {"name": "M 87"}, id="call_1", text="Let me look it up. ", chunk_size=3),
         Turn.say("M 87 is at RA 187.7059 deg, Dec +12.3911 deg.", chunk_size=7),
     )
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("Where is M 87?", owner="alice")
         items = await collect(handle)
         done = await handle.wait()
-    finally:
-        await runtime.close()
-        await services.close()
     seqs = [s for s, _ in items]
     assert seqs == list(range(1, len(items) + 1))
     kinds = types(items)
@@ -54,8 +50,7 @@ async def test_query_target_chain_events_and_persistence(tmp_path, openai_server
 @pytest.mark.asyncio
 async def test_messages_session_title_and_stored_events(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("query_target", {"name": "Sgr A*"}, id="c1"), Turn.say("Done."))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("Resolve Sgr A* for me please")
         await handle.wait()
         msgs = await services.messages.list(handle.session_id)
@@ -71,25 +66,17 @@ async def test_messages_session_title_and_stored_events(tmp_path, openai_server,
         # a late subscriber replays from any point
         tail = await collect(handle, after_seq=len(stored) - 2)
         assert types(tail) == [d["type"] for _, d in stored[-2:]]
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_resume_stored_session_sends_history(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.say("M 31 is Andromeda."), Turn.say("It is about 765 kpc away."))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
-    services, runtime = await make_runtime(cfg)
-    try:
+    async with running(cfg) as (services, runtime):
         first = await runtime.start_run("What is M 31?")
         await first.wait()
-    finally:
-        await runtime.close()
-        await services.close()
     # a new process-like runtime on the same DB continues the session
-    services, runtime = await make_runtime(cfg)
-    try:
+    async with running(cfg) as (services, runtime):
         second = await runtime.start_run("How far is it?", session_id=first.session_id)
         assert (await second.wait()).reason == "finished"
         sent = openai_server.chat_requests[1]["messages"]
@@ -98,16 +85,12 @@ async def test_resume_stored_session_sends_history(tmp_path, openai_server, sesa
         msgs = await services.messages.list(first.session_id)
         assert len(msgs) == 4
         assert (await services.sessions.get(first.session_id)).title == "What is M 31?"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_max_steps_stops_the_loop(tmp_path, openai_server, sesame_server):
     openai_server.respond_with(lambda body: Turn.call("query_target", {"name": f"M {len(body['messages'])}"}))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("loop forever", max_steps=3)
         items = await collect(handle)
         assert items[-1][1].reason == "max_steps"
@@ -115,9 +98,6 @@ async def test_max_steps_stops_the_loop(tmp_path, openai_server, sesame_server):
         assert types(items).count("tool_result") == 3
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user"] + ["assistant", "tool"] * 3
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -126,8 +106,7 @@ async def test_bad_json_arguments_and_unknown_tool_become_error_results(tmp_path
         Turn.calls_(ScriptedCall("query_target", '{"name": "M 31"', "bad"), ScriptedCall("launch_rocket", {"x": 1}, "unk")),
         Turn.say("Sorry, retrying is not needed."),
     )
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("try it")
         items = await collect(handle)
         results = {e.tool_call_id: e for _, e in items if isinstance(e, ToolResult)}
@@ -137,9 +116,6 @@ async def test_bad_json_arguments_and_unknown_tool_become_error_results(tmp_path
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "tool", "assistant"]
         assert {m.tool_call_id for m in msgs if m.role == "tool"} == {"bad", "unk"}
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -151,21 +127,16 @@ async def test_unknown_target_is_an_error_result_and_loop_continues(tmp_path, op
         return Turn.say("not found: " + str("not found" in results[0]["content"]))
 
     openai_server.respond_with(responder)
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("where is Planet Nine")
         await handle.wait()
         assert handle.final_text == "not found: True"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_llm_failure_is_error_then_done(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.fail(400, "Invalid value for 'messages[0].role': unknown role"))  # (an overflow compacts and retries: test_local_models.py)
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("hello")
         items = await collect(handle)
         assert types(items) == ["session", "error", "done"]
@@ -174,60 +145,44 @@ async def test_llm_failure_is_error_then_done(tmp_path, openai_server, sesame_se
         assert items[-1][1].reason == "error"
         assert (await services.runs.get(handle.run_id)).status == "error"
         assert [m.role for m in await services.messages.list(handle.session_id)] == ["user"]
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_not_configured_llm_error_names_settings(tmp_path, sesame_server):
     cfg = make_config(tmp_path, "", sesame_server.url, openai_api_key="")
-    services, runtime = await make_runtime(cfg)
-    try:
+    async with running(cfg) as (services, runtime):
         handle = await runtime.start_run("hello")
         items = await collect(handle)
         assert types(items) == ["session", "error", "done"]
         assert "OPENAI_BASE_URL" in items[1][1].message and items[1][1].reason == "llm_unavailable"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_model_switch_event_on_overload(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.fail(529), Turn.fail(529), Turn.fail(529), Turn.say("from the fallback"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url, llm_fallback_model="fallback-model")
-    services, runtime = await make_runtime(cfg)
-    try:
+    async with running(cfg) as (services, runtime):
         handle = await runtime.start_run("hi")
         items = await collect(handle)
         switch = next(e for e in wires(items) if e["type"] == "model_switch")
         assert switch == {"type": "model_switch", "from": "gpt-4o-mini", "to": "fallback-model", "reason": "overloaded x3"}
         assert handle.final_text == "from the fallback"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_thinking_deltas_become_events(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.say("Yes.", reasoning="Considering the question."))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("Is M 31 a galaxy?")
         w = wires(await collect(handle))
         assert "".join(e["delta"] for e in w if e["type"] == "thinking_delta") == "Considering the question."
         assert all(e["step"] == 1 for e in w if e["type"] == "thinking_delta")
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_one_active_run_per_session_and_bad_input(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.say("slow answer " * 5, delay=0.05), Turn.say("second"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("first")
         with pytest.raises(RunConflict):
             await runtime.start_run("again", session_id=handle.session_id)
@@ -240,16 +195,12 @@ async def test_one_active_run_per_session_and_bad_input(tmp_path, openai_server,
             await runtime.start_run("x", session_id="ses_missing")
         with pytest.raises(ToolInputError):
             await runtime.start_run("   ")
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_several_subscribers_see_the_same_events(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.say("a b c d e f g", chunk_size=1, delay=0.005))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         import asyncio
 
         handle = await runtime.start_run("hi")
@@ -257,9 +208,6 @@ async def test_several_subscribers_see_the_same_events(tmp_path, openai_server, 
         late = await collect(handle)
         assert wires(a) == wires(b) == wires(late)
         assert isinstance(a[-1][1], Done)
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -268,8 +216,7 @@ async def test_schema_invalid_arguments_and_malformed_stream(tmp_path, openai_se
         Turn.call("query_target", {"nom": "M 31"}, id="s1"),  # wrong key: schema error result, loop goes on
         Turn.say("half an answer", malformed=True),  # the endpoint then sends garbage
     )
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("resolve with a typo")
         items = await collect(handle)
         result = next(e for _, e in items if isinstance(e, ToolResult))
@@ -278,9 +225,6 @@ async def test_schema_invalid_arguments_and_malformed_stream(tmp_path, openai_se
         assert "LLM" in items[-2][1].message
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool"]
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -339,8 +283,7 @@ async def test_blank_call_id_is_repaired_in_the_call_and_its_result_alike(tmp_pa
     # an endpoint sending a whitespace id: the executor gives the result a real id, and the stored
     # and re-sent assistant message must name the same id or the next request pairs nothing
     openai_server.script(Turn.call("launch_rocket", {"x": 1}, id="   "), Turn.say("done"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("try it")
         items = await collect(handle)
         assert items[-1][1].reason == "finished"
@@ -350,9 +293,6 @@ async def test_blank_call_id_is_repaired_in_the_call_and_its_result_alike(tmp_pa
         assert len(call_ids) == 1 and call_ids[0].strip() and call_ids == result_ids
         stored = await services.messages.list(handle.session_id)
         assert stored[1].tool_calls[0]["id"] == stored[2].tool_call_id == call_ids[0]
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.parametrize("io", ["inline", "thread", "process"])
@@ -361,13 +301,9 @@ async def test_an_answer_that_is_one_huge_line_tells_the_user(tmp_path, openai_s
     """8 MB and no newline: the run used to end 'finished' with an empty answer and nothing said."""
     openai_server.script(Turn(raw_body=b'data: {"choices": [{"delta": {"content": "' + b"x" * (8 << 20)))
     config = make_config(tmp_path, openai_server.url, sesame_server.url, llm_io=io)
-    services, runtime = await make_runtime(config)
-    try:
+    async with running(config) as (services, runtime):
         handle = await runtime.start_run("say something")
         items = await collect(handle)
         assert types(items)[-2:] == ["error", "done"] and items[-1][1].reason == "error", types(items)
         message = items[-2][1].message
         assert "ended without a readable chunk" in message and "no text, no tool call" in message
-    finally:
-        await runtime.close()
-        await services.close()

@@ -11,7 +11,7 @@ import pytest
 from astro_jupyter.agent.bus import EventBus
 from astro_jupyter.events import Done, TextDelta, to_wire
 from astro_jupyter.store.runs import RunRepository
-from tests.agent.runtime_helpers import collect, make_config, make_runtime
+from tests.agent.runtime_helpers import collect, make_config, running
 from tests.fakes.openai_server import Turn
 
 
@@ -66,13 +66,9 @@ async def test_concurrency_safe_call_starts_while_the_model_still_streams(tmp_pa
     # The second call's arguments are long and slow to stream; the first call must already be running.
     long_args = {"name": "M 87", "why": "x" * 120}
     openai_server.script(Turn.calls_(("query_target", {"name": "M 31"}), ("query_target", long_args), chunk_size=4, delay=0.01), Turn.say("ok"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("two targets")
         await handle.wait()
-    finally:
-        await runtime.close()
-        await services.close()
     first_lookup = sesame_server.state["times"][0]
     stream_end = openai_server.stream_ends[0]
     assert first_lookup < stream_end - 0.1  # ~30 more chunks of 10 ms followed the first call
@@ -87,8 +83,7 @@ async def test_failing_and_hanging_command_hooks_do_not_break_the_run(tmp_path, 
     ]
     openai_server.script(Turn.call("query_target", {"name": "M 31"}), Turn.say("fine"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url, command_hooks=hooks)
-    services, runtime = await make_runtime(cfg)
-    try:
+    async with running(cfg) as (services, runtime):
         from astro_jupyter.agent.hooks import HookRegistry
 
         runtime.hooks = HookRegistry.from_config(cfg, entry_points=False)
@@ -99,6 +94,3 @@ async def test_failing_and_hanging_command_hooks_do_not_break_the_run(tmp_path, 
         assert not result.is_error and "M 31" in result.output
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
-    finally:
-        await runtime.close()
-        await services.close()

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from typing import Any
 
 import pytest
 
 from astro_jupyter.agent.hooks import HookRegistry
 from astro_jupyter.agent.tools.base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
-from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolCall, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
+from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolResult
+from tests.agent.runtime_helpers import collect, make_config, make_runtime, running, types, wires
 from tests.fakes.openai_server import Turn
 
 
@@ -34,8 +34,12 @@ class BlockTool(AgentTool):
     description = "Write carefully."
     interrupt_behavior = InterruptBehavior.BLOCK
 
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        await asyncio.sleep(0.4)
+        self.started.set()
+        await self.release.wait()  # the test lets it finish after the cancel
         return ToolOutput("written completely")
 
 
@@ -91,15 +95,15 @@ async def _first(handle: Any, kind: type) -> Any:
 
 @pytest.mark.asyncio
 async def test_cancel_mid_stream_keeps_partial_text(tmp_path, openai_server, sesame_server):
-    openai_server.script(Turn.say("word " * 200, chunk_size=5, delay=0.02))
+    hold = threading.Event()  # the model keeps its answer open until the test ends
+    openai_server.script(Turn.say("word " * 200, chunk_size=5, hold=hold))
     services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
     try:
         handle = await runtime.start_run("talk a lot")
         await _first(handle, TextDelta)
-        t0 = time.perf_counter()
         handle.cancel()
-        done = await handle.wait()
-        assert done.reason == "cancelled" and time.perf_counter() - t0 < 0.5
+        done = await asyncio.wait_for(handle.wait(), 30)  # the stream would never end by itself
+        assert done.reason == "cancelled"
         items = await collect(handle)
         assert types(items)[-1] == "done"
         streamed = "".join(e.delta for _, e in items if isinstance(e, TextDelta))
@@ -108,38 +112,37 @@ async def test_cancel_mid_stream_keeps_partial_text(tmp_path, openai_server, ses
         assert 0 < len(streamed) < len("word " * 200)
         assert (await services.runs.get(handle.run_id)).status == "cancelled"
     finally:
+        hold.set()
         await runtime.close()
         await services.close()
 
 
 @pytest.mark.asyncio
 async def test_cancel_mid_tool_cancel_tool_stops_block_tool_finishes(tmp_path, openai_server, sesame_server):
-    openai_server.script(Turn.calls_(("careful_write", {}), ("sleep_cancel", {"secs": 10})), Turn.say("never"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), BlockTool(), SleepTool())
-    try:
+    openai_server.script(Turn.calls_(("careful_write", {}), ("sleep_cancel", {"secs": 3600})), Turn.say("never"))
+    block = BlockTool()
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), block, SleepTool()) as (services, runtime):
         handle = await runtime.start_run("do both")
-        await _first(handle, ToolCall)
-        await asyncio.sleep(0.1)
-        t0 = time.perf_counter()
+        await asyncio.wait_for(block.started.wait(), 30)
         handle.cancel()
-        done = await handle.wait()
-        assert done.reason == "cancelled" and time.perf_counter() - t0 < 2.0
+        for _ in range(50):  # let the cancel take effect everywhere it can
+            await asyncio.sleep(0)
+        assert not handle.finished  # the Block write is still running: the run waits for it
+        block.release.set()
+        done = await asyncio.wait_for(handle.wait(), 30)  # the Cancel tool would sleep an hour
+        assert done.reason == "cancelled"
         results = {e.name: e for _, e in await collect(handle) if isinstance(e, ToolResult)}
         assert results["careful_write"].output == "written completely" and not results["careful_write"].is_error
         assert results["sleep_cancel"].is_error
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "tool"]
         assert len(openai_server.chat_requests) == 1  # no further turn after cancel
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_ask_user_answer_reaches_the_tool(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("ask_something", {}), Turn.say("ok"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), AskTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), AskTool()) as (services, runtime):
         handle = await runtime.start_run("ask me")
         question = await _first(handle, AskUser)
         assert question.question == "Which band?" and question.options == ["V", "K"]
@@ -148,17 +151,13 @@ async def test_ask_user_answer_reaches_the_tool(tmp_path, openai_server, sesame_
         await handle.wait()
         result = next(e for _, e in await collect(handle) if isinstance(e, ToolResult))
         assert result.output == "user chose K"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_permission_request_allow_and_deny(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("guarded", {}, id="g1"), Turn.call("guarded", {}, id="g2"), Turn.say("end"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url, permission_mode="ask")
-    services, runtime = await make_runtime(cfg, GuardedTool())
-    try:
+    async with running(cfg, GuardedTool()) as (services, runtime):
         handle = await runtime.start_run("guarded twice")
         answers = iter(["allow", "deny"])
         async for _, event in handle.events():
@@ -168,9 +167,6 @@ async def test_permission_request_allow_and_deny(tmp_path, openai_server, sesame
         results = {e.tool_call_id: e for _, e in await collect(handle) if isinstance(e, ToolResult)}
         assert results["g1"].output == "guarded ran" and not results["g1"].is_error
         assert results["g2"].is_error
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -185,8 +181,7 @@ async def test_hooks_see_prompt_and_stop(tmp_path, openai_server, sesame_server)
         hooks.register(name, record)
     openai_server.script(Turn.say("hi"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
-    services, runtime = await make_runtime(cfg, hooks=hooks)
-    try:
+    async with running(cfg, hooks=hooks) as (services, runtime):
         handle = await runtime.start_run("hello hooks")
         await handle.wait()
         await hooks.drain(timeout=2)
@@ -196,16 +191,12 @@ async def test_hooks_see_prompt_and_stop(tmp_path, openai_server, sesame_server)
         prompt_payload = dict(seen)["UserPromptSubmit"]
         assert prompt_payload["prompt"] == "hello hooks" and prompt_payload["run_id"] == handle.run_id
         assert dict(seen)["Stop"]["reason"] == "finished"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_database_refusing_writes_gives_error_and_consistent_history(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("break_db", {}, id="b1"), Turn.say("never reached"))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), BreakDbTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), BreakDbTool()) as (services, runtime):
         handle = await runtime.start_run("break it")
         items = await collect(handle)
         assert types(items)[-2:] == ["error", "done"] and items[-1][1].reason == "error"
@@ -216,9 +207,6 @@ async def test_database_refusing_writes_gives_error_and_consistent_history(tmp_p
         await services.db.execute("PRAGMA query_only = OFF")
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user"]  # no assistant tool-call turn without its results
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
@@ -237,8 +225,7 @@ async def test_subagent_runs_isolated_and_tags_events(tmp_path, openai_server, s
         return Turn.call("delegate", {"task": "resolve M 31"}, id="parent_call")
 
     openai_server.respond_with(responder)
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url), SubagentTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), SubagentTool()) as (services, runtime):
         handle = await runtime.start_run("use a helper")
         items = await collect(handle)
         subs = [e for _, e in items if isinstance(e, Subagent)]
@@ -251,14 +238,12 @@ async def test_subagent_runs_isolated_and_tags_events(tmp_path, openai_server, s
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
         assert all(m.tool_call_id != "sub_call" for m in msgs)
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_runtime_close_cancels_active_runs(tmp_path, openai_server, sesame_server):
-    openai_server.script(Turn.say("x " * 500, chunk_size=2, delay=0.02))
+    hold = threading.Event()
+    openai_server.script(Turn.say("x " * 500, chunk_size=2, hold=hold))
     services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
     try:
         handle = await runtime.start_run("long")
@@ -267,14 +252,14 @@ async def test_runtime_close_cancels_active_runs(tmp_path, openai_server, sesame
         assert handle.reason == "cancelled"
         assert (await services.runs.get(handle.run_id)).status == "cancelled"
     finally:
+        hold.set()
         await services.close()
 
 
 @pytest.mark.asyncio
 async def test_interrupted_runs_are_marked_at_startup(tmp_path, openai_server, sesame_server):
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
-    services, runtime = await make_runtime(cfg)
-    try:
+    async with running(cfg) as (services, runtime):
         session = await services.sessions.create(title="old")
         await services.runs.create("run_dead", session.id, prompt="x")
         openai_server.script(Turn.say("fresh"))
@@ -282,31 +267,28 @@ async def test_interrupted_runs_are_marked_at_startup(tmp_path, openai_server, s
         await handle.wait()
         assert (await services.runs.get("run_dead")).status == "error"
         assert (await services.runs.get(handle.run_id)).status == "finished"
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_ask_user_without_answer_times_out_cleanly(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("ask_something", {}), Turn.say("gave up waiting"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url, ask_user_timeout_secs=0.3)
-    services, runtime = await make_runtime(cfg, AskTool())
-    try:
+    async with running(cfg, AskTool()) as (services, runtime):
         handle = await runtime.start_run("ask me")
         items = await asyncio.wait_for(collect(handle), 10)
         result = next(e for _, e in items if isinstance(e, ToolResult))
         assert result.is_error and "no answer within 0.3 s" in result.output
         assert handle.final_text == "gave up waiting" and handle.answers.pending() == []
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 @pytest.mark.asyncio
-async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_server, sesame_server):
-    """Server and kernel share the DB: a starting runtime must not close the other's active run."""
-    openai_server.script(Turn.say("slow " * 60, chunk_size=5, delay=0.02), Turn.say("other"))
+async def test_a_second_runtime_on_the_same_store_respects_the_living_run(tmp_path, openai_server, sesame_server):
+    """Server and kernel share the DB: a starting runtime closes only dead runs, and a session
+    running in the other process is a conflict until that run ends."""
+    from astro_jupyter.errors import RunConflict
+
+    hold = threading.Event()  # the first run streams until the test lets it finish
+    openai_server.script(Turn.say("slow " * 60, chunk_size=5, hold=hold), Turn.say("after"))
     cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
     services_a, runtime_a = await make_runtime(cfg)
     services_b, runtime_b = await make_runtime(cfg)
@@ -318,35 +300,18 @@ async def test_startup_leaves_runs_of_a_living_runtime_alone(tmp_path, openai_se
         await runtime_b.start()  # the second process starting up
         assert (await services_b.runs.get(handle.run_id)).status == "running"
         assert (await services_b.runs.get("run_orphan")).status == "error"
-        assert (await handle.wait()).reason == "finished"
-        assert (await services_b.runs.get(handle.run_id)).status == "finished"
-        assert not list((tmp_path / "home" / ".run-locks").glob("*.lock"))
-    finally:
-        await runtime_a.close()
-        await runtime_b.close()
-        await services_a.close()
-        await services_b.close()
-
-
-@pytest.mark.asyncio
-async def test_session_running_in_another_runtime_is_a_conflict(tmp_path, openai_server, sesame_server):
-    from astro_jupyter.errors import RunConflict
-
-    openai_server.script(Turn.say("slow " * 40, chunk_size=5, delay=0.02), Turn.say("after"))
-    cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
-    services_a, runtime_a = await make_runtime(cfg)
-    services_b, runtime_b = await make_runtime(cfg)
-    try:
-        handle = await runtime_a.start_run("long answer")
-        await _first(handle, TextDelta)
         with pytest.raises(RunConflict, match="another process"):
             await runtime_b.start_run("me too", session_id=handle.session_id)
-        await handle.wait()
+        hold.set()
+        assert (await asyncio.wait_for(handle.wait(), 30)).reason == "finished"
+        assert (await services_b.runs.get(handle.run_id)).status == "finished"
+        assert not list((tmp_path / "home" / ".run-locks").glob("*.lock"))
         later = await runtime_b.start_run("me too", session_id=handle.session_id)
-        assert (await later.wait()).reason == "finished"
+        assert (await asyncio.wait_for(later.wait(), 30)).reason == "finished"
         roles = [m.role for m in await services_b.messages.list(handle.session_id)]
         assert roles == ["user", "assistant", "user", "assistant"]
     finally:
+        hold.set()
         await runtime_a.close()
         await runtime_b.close()
         await services_a.close()

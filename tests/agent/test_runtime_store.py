@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -12,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, types, wires
+from tests.agent.runtime_helpers import collect, make_config, make_runtime, running, types, wires
 from tests.fakes.openai_server import Turn
+from tests.waiting import until
 
 
 @pytest.mark.asyncio
@@ -82,10 +82,7 @@ async def test_locked_database_ends_the_run_with_a_clear_error_and_loses_nothing
     try:
         first = await runtime.start_run("Where is M 31?")
         sid = first.session_id
-        deadline = time.monotonic() + 10
-        while not openai_server.chat_requests:  # the user message is stored, the model is thinking
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await until(lambda: openai_server.chat_requests, "the model to be asked (the user message is stored)")
         holder = LockHolder(config.db_path)
         t0 = time.monotonic()
         items = await collect(first)
@@ -130,8 +127,7 @@ async def test_read_only_database_refuses_a_run_clearly_and_recovers(tmp_path, o
     from astro_jupyter.errors import StoreReadOnlyError
 
     openai_server.script(Turn.say("First."), Turn.say("After."))
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         first = await runtime.start_run("hello")
         await first.wait()
         await services.db.execute("PRAGMA query_only = ON")
@@ -146,6 +142,3 @@ async def test_read_only_database_refuses_a_run_clearly_and_recovers(tmp_path, o
         history = await services.messages.chat_history(first.session_id)
         assert [m["content"] for m in history] == ["hello", "First.", "again", "After."]
         assert len(await services.sessions.list()) == 1
-    finally:
-        await runtime.close()
-        await services.close()

@@ -22,12 +22,12 @@ import pytest
 import astro_jupyter
 from astro_jupyter.agent.executor import ToolCallRequest, ToolExecutor
 from astro_jupyter.agent.run import PendingAnswers, RunState
-from astro_jupyter.agent.scope import ClientNotebook, RunScope
+from astro_jupyter.agent.run import ClientNotebook, RunScope
 from astro_jupyter.agent.tools.base import ToolContext
 from astro_jupyter.agent.tools.file_state import FileStateCache
 from astro_jupyter.agent.tools.load_tool import LoadToolTool
 from astro_jupyter.agent.tools.registry import ToolRegistry
-from tests.agent.runtime_helpers import make_config, make_runtime
+from tests.agent.runtime_helpers import make_config, running
 
 PACKAGE_DIR = Path(astro_jupyter.__file__).resolve().parent
 
@@ -118,8 +118,7 @@ async def _direct_call(services: Any, scope: RunScope | None, registry: ToolRegi
 async def test_a_direct_call_through_the_runtimes_scope_reaches_its_tools(tmp_path: Path, openai_server: Any) -> None:
     from astro_jupyter.agent.tools.background import BgTaskRunTool
 
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), LoadToolTool(), BgTaskRunTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url), LoadToolTool(), BgTaskRunTool()) as (services, runtime):
         scope = runtime.tool_scope("ses_k", "kernel")
         assert scope.registry is runtime.registry and scope.runner is not None and scope.client is None
         out = await _direct_call(services, scope, runtime.registry, "load_tool", {"names": ["bg_task_run"]})
@@ -127,9 +126,6 @@ async def test_a_direct_call_through_the_runtimes_scope_reaches_its_tools(tmp_pa
         assert scope.loaded_tools == {"bg_task_run"}
         none = await _direct_call(services, None, runtime.registry, "load_tool", {"names": ["bg_task_run"]})
         assert none.is_error and "load_tool needs a running agent loop" in none.content
-    finally:
-        await runtime.close()
-        await services.close()
 
 
 def test_a_subagents_scope_is_its_own_but_shares_the_sidebar() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from astro_jupyter.agent.bus import EventBus
 from astro_jupyter.events import Done, TextDelta, ThinkingDelta, ToolCall
-from astro_jupyter.app.event_batches import coalesce_live, coalesce_stored
+from astro_jupyter.app.event_batches import coalesce
 
 
 def _bus(*events) -> EventBus:
@@ -30,7 +30,7 @@ async def test_only_neighbouring_deltas_of_one_stream_merge_and_carry_the_last_i
         TextDelta(delta="g", step=2), TextDelta(delta="h", step=2),  # 9, 10
     ]
     bus = _bus(*events)
-    out = coalesce_live(bus, bus.events, merge_backlog=2)
+    out = coalesce(bus.events, 2, bus)
     shown = [(seq, json.loads(data)) for seq, data in out]
     assert [(s, d["type"], d.get("delta"), d.get("subagent_id")) for s, d in shown] == [
         (2, "text_delta", "ab", None), (3, "thinking_delta", "t", None), (4, "text_delta", "c", None),
@@ -39,15 +39,15 @@ async def test_only_neighbouring_deltas_of_one_stream_merge_and_carry_the_last_i
     ]
     assert shown[0][1] == {"type": "text_delta", "delta": "ab", "step": 1}  # the wire shape of one delta
     # the stored form (wire dicts) merges the same way
-    stored = coalesce_stored([(seq, json.loads(bus.encoded(seq))) for seq, _ in bus.events], merge_backlog=2)
+    stored = coalesce([(seq, json.loads(bus.encoded(seq))) for seq, _ in bus.events], merge_backlog=2)
     assert stored == out
 
 
 @pytest.mark.asyncio
 async def test_a_reader_that_keeps_up_sees_every_event() -> None:
     bus = _bus(*(TextDelta(delta=str(i), step=1) for i in range(10)))
-    assert coalesce_live(bus, bus.events, merge_backlog=64) == [(s, bus.encoded(s)) for s, _ in bus.events]
-    assert coalesce_live(bus, bus.events, merge_backlog=0) == [(s, bus.encoded(s)) for s, _ in bus.events]
+    assert coalesce(bus.events, 64, bus) == [(s, bus.encoded(s)) for s, _ in bus.events]
+    assert coalesce(bus.events, 0, bus) == [(s, bus.encoded(s)) for s, _ in bus.events]
 
 
 @pytest.mark.asyncio

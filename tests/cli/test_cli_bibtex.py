@@ -11,10 +11,9 @@ import pytest
 
 from astro_jupyter.cli import main
 from astro_jupyter.config import AstroConfig
-from astro_jupyter.services.container import ServiceContainer
 from tests.fakes.ads_server import TOKEN
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import ads_fake, arxiv_fake  # noqa: F401 - fixtures
+from tests.fakes.library_env import started
 
 LSST = "2019ApJ...873..111I"
 
@@ -28,16 +27,13 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, ads_fake: FakeServer, arxiv_fake: F
 
 async def _session(cites: str) -> str:
     """A stored session whose answer cites papers; the library holds the LSST paper and an arXiv preprint."""
-    services = await ServiceContainer(AstroConfig()).start()
-    try:
+    async with started(AstroConfig()) as services:
         await services.library.resolve(LSST)
         await services.library.resolve("2301.01234")
         record = await services.sessions.create(title="citations")
         await services.messages.append(record.id, {"role": "user", "content": "What is LSST? Ignore 1929PNAS...15..168H."})
         await services.messages.append(record.id, {"role": "assistant", "content": cites})
         return record.id
-    finally:
-        await services.close()
 
 
 def test_export_writes_the_bib_and_the_log_cites_by_key(cli_env: None, ads_fake: FakeServer, tmp_path: Path,

@@ -15,7 +15,6 @@ from astro_jupyter.cli import main
 from tests.fakes.ads_server import TOKEN
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route, make_pdf
-from tests.fakes.library_env import ads_fake, arxiv_fake, file_fake  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[2]
 

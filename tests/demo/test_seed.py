@@ -10,7 +10,7 @@ import pytest
 
 from astro_jupyter.cli import main
 from astro_jupyter.config import AstroConfig
-from astro_jupyter.services.container import ServiceContainer
+from tests.fakes.library_env import started
 
 
 def _library(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
@@ -46,8 +46,7 @@ def test_seeding_twice_changes_nothing(capsys: pytest.CaptureFixture[str], astro
 async def test_a_parsed_demo_paper_stays_parsed_when_seeding_again(astro_config: AstroConfig) -> None:
     from astro_jupyter.demo import seed_demo
 
-    services = await ServiceContainer(astro_config).start()
-    try:
+    async with started(astro_config) as services:
         summary = await seed_demo(services)
         await services.parser.parse(summary.paper_ids[0])
         assert (await services.library.get(summary.paper_ids[0])).state == "parsed"
@@ -55,5 +54,3 @@ async def test_a_parsed_demo_paper_stays_parsed_when_seeding_again(astro_config:
         assert again.paper_ids == summary.paper_ids
         assert (await services.library.get(summary.paper_ids[0])).state == "parsed"
         assert len(await services.library.list()) == 3
-    finally:
-        await services.close()

@@ -1,12 +1,13 @@
 """Pytest fixtures wiring the paper-library services to the loopback ADS, arXiv and file fakes.
 
-Import the fixtures you need into a test module (``from tests.fakes.library_env import ...``).
+Registered as a pytest plugin in ``tests/conftest.py``: every test module can use these fixtures.
 ``paper_config`` points every base URL at a fake, sets a token, disables the arXiv interval
 and *enables* private downloads (the fakes are on 127.0.0.1); tests of the guard turn it off.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
@@ -66,11 +67,17 @@ def paper_config(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer,
     return make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake)
 
 
-@pytest_asyncio.fixture
-async def paper_services(paper_config: AstroConfig) -> AsyncIterator[ServiceContainer]:
-    container = ServiceContainer(paper_config)
-    await container.start()
+@contextlib.asynccontextmanager
+async def started(config: AstroConfig) -> AsyncIterator[ServiceContainer]:
+    """A started ServiceContainer for ``config``, closed when the block ends."""
+    container = await ServiceContainer(config).start()
     try:
         yield container
     finally:
         await container.close()
+
+
+@pytest_asyncio.fixture
+async def paper_services(paper_config: AstroConfig) -> AsyncIterator[ServiceContainer]:
+    async with started(paper_config) as container:
+        yield container

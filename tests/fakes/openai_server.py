@@ -27,6 +27,7 @@ import itertools
 import json
 import math
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -74,6 +75,7 @@ class Turn:
     endless: bool = False  # a model that never stops: one token a chunk until the request's max_tokens ("length")
     repeat_call_header: bool = False  # every argument fragment repeats the call's id and name (llama.cpp does)
     no_usage: bool = False  # no usage chunk even when stream_options asks for one (llama-cpp-python)
+    hold: threading.Event | None = None  # after the first text chunk, stream nothing more until the test sets it
 
     @classmethod
     def raw(cls, *payloads: Any, **kw: Any) -> "Turn":
@@ -320,8 +322,10 @@ class _OpenAIHandler(FakeHandler):
                 send(delta_chunk({"reasoning_content": piece}))
             if turn.malformed:
                 send('{"id": "broken", "choices": [ {"delta": ')
-            for piece in _chunks(turn.text, turn.chunk_size):
+            for n, piece in enumerate(_chunks(turn.text, turn.chunk_size)):
                 send(delta_chunk({"content": piece}))
+                if n == 0 and turn.hold is not None:
+                    turn.hold.wait(60)  # a test's deadline, not a pace: it sets the event
             if turn.endless:  # one token a chunk until the bound the request set, if any
                 bound = requested_max_tokens(body)
                 for n in range(min(bound or ENDLESS_CAP, ENDLESS_CAP)):
@@ -388,10 +392,6 @@ class FakeOpenAIServer(FakeServer):
     @property
     def url(self) -> str:  # type: ignore[override]
         return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def root_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def script(self, *turns: Turn) -> "FakeOpenAIServer":
         with self.lock:

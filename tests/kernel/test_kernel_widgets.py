@@ -8,6 +8,7 @@ cell is still running — the case that needs the subshell routing.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import Turn
+from tests.waiting import until_sync
 
 pytestmark = pytest.mark.slow
 
@@ -77,11 +79,7 @@ def _run_until(kc: Any, msg_id: str, on_message: Any, timeout: float = 60.0) -> 
 
 def wait_for_llm_request(llm: Any, count: int, timeout: float = 30.0) -> None:
     """Act only once the run is really streaming (the first run imports openai in the kernel)."""
-    deadline = time.monotonic() + timeout
-    while len(llm.chat_requests) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(llm.chat_requests) >= count, "the run never reached the LLM"
-    time.sleep(0.5)
+    until_sync(lambda: len(llm.chat_requests) >= count, "the run to reach the LLM", timeout)
 
 
 def click(kc: Any, comm_id: str) -> None:
@@ -90,21 +88,22 @@ def click(kc: Any, comm_id: str) -> None:
 
 
 def test_stop_button_cancels_a_running_cell(kernel: Any, llm_env: Any) -> None:
-    llm_env.script(Turn.say("A very slow story. " * 40, delay=0.15))
-    clicked: list[float] = []
+    hold = threading.Event()  # the story never ends by itself: only Stop ends the cell
+    llm_env.script(Turn.say("A very slow story. " * 40, hold=hold))
+    clicked: list[bool] = []
 
     def on_message(kc: Any, outputs: dict[str, Any]) -> None:
         if "Stop" in outputs["buttons"] and not clicked:
             wait_for_llm_request(llm_env, 1)
             click(kc, outputs["buttons"]["Stop"])
-            clicked.append(time.monotonic())
+            clicked.append(True)
 
-    started = time.monotonic()
-    msg_id = kernel.execute("%%astro\nTell me a story")
-    out = _run_until(kernel, msg_id, on_message)
+    try:
+        out = _run_until(kernel, kernel.execute("%%astro\nTell me a story"), on_message)
+    finally:
+        hold.set()
     assert clicked, "no Stop button was displayed"
     assert out["reply"]["status"] == "ok"
-    assert time.monotonic() - started < 15  # the full stream would take ~ 30 s
     assert llm_env.remaining == 0  # the slow answer was being streamed when Stop was clicked
     assert "Interrupted" not in out["text"]
     assert "cancelled" in out["result"]["text/plain"]
@@ -150,7 +149,8 @@ def test_permission_buttons(kernel: Any, llm_env: Any, project: Path) -> None:
 
 
 def test_kernel_interrupt_cancels_cleanly(kernel: Any, llm_env: Any) -> None:
-    llm_env.script(Turn.say("A very slow story. " * 40, delay=0.15))
+    hold = threading.Event()  # the story never ends by itself: only the interrupt ends the cell
+    llm_env.script(Turn.say("A very slow story. " * 40, hold=hold))
     sent: list[bool] = []
 
     def on_message(kc: Any, outputs: dict[str, Any]) -> None:
@@ -159,9 +159,11 @@ def test_kernel_interrupt_cancels_cleanly(kernel: Any, llm_env: Any) -> None:
             kc.km.interrupt_kernel()
             sent.append(True)
 
-    started = time.monotonic()
-    out = _run_until(kernel, kernel.execute("%%astro\nTell me a story"), on_message)
-    assert sent and time.monotonic() - started < 15
+    try:
+        out = _run_until(kernel, kernel.execute("%%astro\nTell me a story"), on_message)
+    finally:
+        hold.set()
+    assert sent
     assert llm_env.remaining == 0
     assert out["reply"]["status"] == "ok"  # no traceback: the magic handled the interrupt
     assert "Interrupted: the run was cancelled" in out["text"]

@@ -175,12 +175,10 @@ async def test_bad_request_is_not_retried(openai_server):
 
 @pytest.mark.asyncio
 async def test_slow_response_times_out_then_retry_succeeds(openai_server):
-    openai_server.script(Turn.say("late", first_delay=1.0), Turn.say("on time"))
+    openai_server.script(Turn.say("late", first_delay=60), Turn.say("on time"))
     client = make_client(openai_server.url, llm_timeout_secs=0.3)
-    t0 = time.perf_counter()
-    items = await collect(client)
+    items = await asyncio.wait_for(collect(client), 30)  # waiting for the late answer would take 60 s
     assert items[-1].text == "on time"
-    assert time.perf_counter() - t0 < 1.0
     await client.aclose()
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, wires
+from tests.agent.runtime_helpers import collect, make_config, running, wires
 from tests.fakes.openai_server import Turn, raw_delta
 
 
@@ -23,15 +23,11 @@ def _call(index: Any = 0, id: Any = "c1", name: Any = "query_target", arguments:
 
 async def _run(tmp_path: Path, openai_server: Any, sesame_server: Any, *turns: Turn) -> tuple[list[dict[str, Any]], Any]:
     openai_server.script(*turns)
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url, sesame_server.url))
-    try:
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url)) as (services, runtime):
         handle = await runtime.start_run("look up M 87")
         events = wires(await collect(handle))
         await handle.wait()  # the run's events are flushed to the store before it returns
         stored = [d for _, d in await services.runs.events_after(handle.run_id)]
-    finally:
-        await runtime.close()
-        await services.close()
     assert stored == events  # nothing lost on the way to the store
     return events, openai_server
 

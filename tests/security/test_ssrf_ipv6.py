@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from astro_jupyter.services.container import ServiceContainer
 from astro_jupyter.services.download import DownloadFailed
 from astro_jupyter.services.netguard import BlockedAddressError, check_url, embedded_ipv4, is_public_address
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route
-from tests.fakes.library_env import ads_fake, arxiv_fake, file_fake, make_paper_config  # noqa: F401 - fixtures
+from tests.fakes.library_env import make_paper_config, started
 
 
 def sixtofour(v4: str) -> str:
@@ -93,12 +92,9 @@ async def test_a_redirect_to_a_6to4_loopback_is_stopped_before_any_connection(
     config = make_paper_config(
         astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False, download_allowed_hosts=["127.0.0.1"]
     )
-    services = await ServiceContainer(config).start()
-    try:
+    async with started(config) as services:
         with pytest.raises(DownloadFailed) as info:
             await services.downloads.download("2301.01234")
-    finally:
-        await services.close()
     attempt = info.value.attempts[0]
     assert attempt.channel == "arxiv"
     assert "2002:7f00:1:: resolves to 2002:7f00:1::" in attempt.error and "loopback/private" in attempt.error

@@ -19,11 +19,11 @@ import pytest
 
 from astro_jupyter.agent.bus import EventBus
 from astro_jupyter.agent.tools.filesystem.glob import GlobFilesTool
-from astro_jupyter.events import Done, SessionStarted, TextDelta, ToolResult, to_json, to_wire
+from astro_jupyter.events import Done, SessionStarted, TextDelta, ToolResult, to_json
 from astro_jupyter.export import export_session
 from astro_jupyter.server.sse import format_event
 from astro_jupyter.textsafe import REPLACEMENT, clean_text, safe_json
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, wires
+from tests.agent.runtime_helpers import collect, make_config, running, wires
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import api, astro_overrides, astro_service, extra_server_config, jp_server_config, live_url  # noqa: F401
 
@@ -90,17 +90,13 @@ async def test_model_text_and_tool_output_with_surrogates_finish_cleanly(tmp_pat
         Turn.call("glob_files", {"pattern": "*.txt", "path": "."}, id="c1", text="look \ud800 here "),
         Turn.say("found \udfff it", reasoning="hmm \udc00"),
     )
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), GlobFilesTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url), GlobFilesTool()) as (services, runtime):
         handle = await runtime.start_run("list the files")
         items = await collect(handle)
         done = await handle.wait()
         stored = await services.runs.events_after(handle.run_id)
         messages = await services.messages.list(handle.session_id)
         notebook = await export_session(services, handle.session_id)
-    finally:
-        await runtime.close()
-        await services.close()
     live = wires(items)
     assert done.reason == "finished" and not [e for e in live if e["type"] == "error"]
     text = "".join(e["delta"] for e in live if e["type"] == "text_delta")

@@ -34,7 +34,7 @@ from astro_jupyter.agent.hooks import HookDecision, HookRegistry
 from astro_jupyter.agent.permissions import PermissionChecker
 from astro_jupyter.agent.run import RunState
 from astro_jupyter.agent.runtime import AgentRuntime
-from astro_jupyter.agent.scope import RunScope
+from astro_jupyter.agent.run import RunScope
 from astro_jupyter.agent.tools.base import ToolContext, ToolOutput
 from astro_jupyter.agent.tools.file_state import FileStateCache
 from astro_jupyter.agent.tools.filesystem import tools

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import re
 import shutil
@@ -14,7 +13,6 @@ import pytest
 
 from astro_jupyter.services.container import ServiceContainer
 from tests.fakes.file_server import Route, make_pdf
-from tests.fakes.library_env import arxiv_fake, file_fake  # noqa: F401 - fixtures
 from tests.server.conftest import Api
 
 INTAKE = "astro/api/bookmarklet/intake"

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from astro_jupyter.services.container import ServiceContainer
-from tests.fakes.library_env import arxiv_fake  # noqa: F401 - fixture
 from tests.server.conftest import Api
 
 

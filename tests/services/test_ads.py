@@ -13,7 +13,6 @@ from astro_jupyter.services.http import make_http_client
 from astro_jupyter.services.identifiers import parse_identifier
 from tests.fakes.ads_server import TOKEN
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import ads_fake  # noqa: F401 - fixture
 
 
 def _config(home: Path, fake: FakeServer, **kw: object) -> AstroConfig:

@@ -12,13 +12,6 @@ from astro_jupyter.services.container import ServiceContainer
 from astro_jupyter.store.papers import PaperRecord
 from tests.fakes.ads_server import TOKEN
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    paper_config,
-    paper_services,
-)
 
 LSST = "2019ApJ...873..111I"
 CALIFA = "2012A&A...538A...8S"

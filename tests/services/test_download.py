@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,8 @@ from astro_jupyter.store.papers import PaperRecord
 from astro_jupyter.services.netguard import BlockedAddressError, check_url, is_public_address
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route, landing_page, make_pdf
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    make_paper_config,
-    paper_config,
-    paper_services,
-)
+from tests.waiting import until
+from tests.fakes.library_env import make_paper_config, started
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -109,27 +102,21 @@ async def test_every_channel_failing_keeps_the_library_clean(paper_services: Ser
 @pytest.mark.asyncio
 async def test_no_ads_token_is_a_recorded_skip(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer, file_fake: FakeServer) -> None:
     config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, ads_token="")
-    services = await ServiceContainer(config).start()
-    try:
+    async with started(config) as services:
         await services.library.store(PaperRecord(bibcode="2006ApJ...640L..35M", title="Galaxy clustering"))
         with pytest.raises(DownloadFailed) as info:
             await services.downloads.download("bib:2006ApJ...640L..35M")
         assert info.value.attempts[0].channel == "ads"
         assert "ADS_API_TOKEN" in info.value.attempts[0].error
-    finally:
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_private_targets_refused_unless_allowed(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer, file_fake: FakeServer) -> None:
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=make_pdf())
     config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False)
-    services = await ServiceContainer(config).start()
-    try:
+    async with started(config) as services:
         with pytest.raises(DownloadFailed) as info:
             await services.downloads.download("2301.01234")
-    finally:
-        await services.close()
     assert file_fake.requests == []  # the guard stopped it before any connection
     assert all("loopback/private" in a.error for a in info.value.attempts if a.channel in ("arxiv", "doi"))
     assert "127.0.0.1" in info.value.attempts[0].error
@@ -146,12 +133,9 @@ async def test_redirect_hops_are_checked_too(astro_home: Path, ads_fake: FakeSer
     config = make_paper_config(
         astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False, download_allowed_hosts=["127.0.0.1"]
     )
-    services = await ServiceContainer(config).start()
-    try:
+    async with started(config) as services:
         with pytest.raises(DownloadFailed) as info:
             await services.downloads.download("2301.01234")
-    finally:
-        await services.close()
     arxiv_attempt = info.value.attempts[0]
     assert arxiv_attempt.channel == "arxiv" and "localhost resolves to" in arxiv_attempt.error
     assert [r.path for r in file_fake.requests] == ["/pdf/2301.01234"]  # the redirect target never asked
@@ -217,14 +201,11 @@ async def test_truncated_and_oversized_bodies_fail_the_channel(astro_home: Path,
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=pdf, declared_length=len(pdf) + 5000, delay=0.001)
     file_fake.state["routes"]["/pdf/0805.2366"] = Route(body=pdf + b" " * 5000)
     config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, download_max_bytes=len(pdf) + 100)
-    services = await ServiceContainer(config).start()
-    try:
+    async with started(config) as services:
         with pytest.raises(DownloadFailed) as truncated:
             await services.downloads.download("2301.01234")
         with pytest.raises(DownloadFailed) as too_big:
             await services.downloads.download("0805.2366")
-    finally:
-        await services.close()
     assert truncated.value.attempts[0].channel == "arxiv" and truncated.value.attempts[0].error
     assert "limit" in too_big.value.attempts[0].error
     assert papers_files(config) == []
@@ -254,10 +235,9 @@ async def test_killed_download_is_swept_before_the_next(paper_services: ServiceC
         cwd=REPO,
     )
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not list(paper_services.downloads.partial_dir.glob("*.part")):
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.2)
+        # the child is half-way: its part file holds bytes
+        await until(lambda: any(p.stat().st_size > 0 for p in paper_services.downloads.partial_dir.glob("*.part")),
+                    "the killed child's part file to hold bytes")
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)

@@ -7,20 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import ConfigError, NotFoundError, ToolInputError
 from astro_jupyter.services.container import ServiceContainer
 from astro_jupyter.services.library import local_status
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import make_pdf
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    make_paper_config,
-    paper_config,
-    paper_services,
-)
+from tests.fakes.library_env import make_paper_config, started
 
 
 @pytest.mark.asyncio
@@ -48,28 +40,22 @@ async def test_resolve_fetches_merges_and_stores(paper_services: ServiceContaine
 @pytest.mark.asyncio
 async def test_resolve_without_ads_uses_arxiv_and_explains_doi_lookups(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
     config = make_paper_config(astro_home, ads_fake, arxiv_fake, ads_token="")
-    services = await ServiceContainer(config).start()
-    try:
+    async with started(config) as services:
         paper = await services.library.resolve("2301.01234v2")
         assert paper.title == "Quenching of dwarf galaxy satellites in the Local Volume"
         assert paper.arxiv_version == "v2" and paper.bibcode is None
         with pytest.raises(ConfigError, match="ADS_API_TOKEN"):
             await services.library.resolve("10.1073/pnas.15.3.168")
         assert ads_fake.requests == []
-    finally:
-        await services.close()
 
 
 @pytest.mark.asyncio
 async def test_resolve_with_ads_down_still_gets_arxiv(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
     ads_fake.state["fail_all"] = 500
-    services = await ServiceContainer(make_paper_config(astro_home, ads_fake, arxiv_fake)).start()
-    try:
+    async with started(make_paper_config(astro_home, ads_fake, arxiv_fake)) as services:
         paper = await services.library.resolve("1111.0962")
         assert paper.authors[0] == "S. F. Sánchez"
         assert any("HTTP 500" in e for e in paper.metadata["fetch_errors"])
-    finally:
-        await services.close()
 
 
 @pytest.mark.asyncio

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -43,9 +42,7 @@ async def test_listing_sessions_answers_while_a_write_waits_for_another_process(
         blocked = asyncio.ensure_future(sessions.create(title="waits for the lock"))
         await asyncio.sleep(0.3)
         assert not blocked.done()  # our write is waiting out the other process's lock
-        t0 = time.perf_counter()
-        listed = await asyncio.wait_for(sessions.list(), 3.0)
-        assert time.perf_counter() - t0 < 1.0
+        listed = await asyncio.wait_for(sessions.list(), 5.0)  # the write waits up to 10 s; the read does not
         assert [s.id for s in listed] == [first.id]  # committed data only, not the CLI's open transaction
         cli.stdin.write("go\n")
         cli.stdin.flush()

@@ -52,10 +52,6 @@ class HookDecision:
     content: str | None = None
 
     @classmethod
-    def proceed(cls) -> "HookDecision":
-        return cls("continue")
-
-    @classmethod
     def block(cls, reason: str) -> "HookDecision":
         return cls("block", reason=reason)
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ...events import Event, PermissionRequest
     from ...services.container import ServiceContainer
     from ..permissions import PermissionDecision, Unattended
-    from ..scope import RunScope
+    from ..run import RunScope
     from .file_state import FileStateCache
 
 

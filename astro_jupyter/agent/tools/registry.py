@@ -60,16 +60,6 @@ class ToolRegistry:
     def resident_definitions(self) -> list[dict[str, Any]]:
         return [tool.definition() for tool in self.sorted_tools() if not tool.defer_loading]
 
-    def deferred_definitions(self) -> list[dict[str, Any]]:
-        return [tool.definition() for tool in self.sorted_tools() if tool.defer_loading]
-
-    def catalog(self) -> list[dict[str, Any]]:
-        """Name + one-line summary of every tool, for deciding what deferred tool to load."""
-        return [
-            {"name": t.name, "summary": t.classifier_summary(), "deferred": t.defer_loading, "readonly": t.is_readonly}
-            for t in self.sorted_tools()
-        ]
-
     def subset(self, names: Iterable[str]) -> "ToolRegistry":
         wanted = set(names)
         subset = ToolRegistry(t for t in self.sorted_tools() if t.name in wanted)

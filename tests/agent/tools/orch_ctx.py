@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from astro_jupyter.agent.run import RunState
-from astro_jupyter.agent.scope import RunScope
+from astro_jupyter.agent.run import RunScope
 from astro_jupyter.agent.tools.base import ToolContext
 from astro_jupyter.agent.tools.file_state import FileStateCache
 from astro_jupyter.agent.tools.registry import ToolRegistry

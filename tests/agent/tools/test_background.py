@@ -16,7 +16,6 @@ from astro_jupyter.agent.tools.registry import ToolRegistry
 from astro_jupyter.events import ToolResult
 from tests.agent.runtime_helpers import collect, make_config, make_runtime
 from tests.agent.tools.orch_ctx import make_ctx
-from tests.fakes.library_env import ads_fake, arxiv_fake, file_fake, paper_config, paper_services  # noqa: F401
 from tests.fakes.openai_server import Turn
 
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from astro_jupyter.events import Subagent, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime
+from tests.agent.runtime_helpers import collect, make_config, running
 from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 
 WORKER_MARK = "worker of an astro-jupyter coordinator"
@@ -49,8 +49,7 @@ async def test_delegated_tasks_run_bounded_by_the_pool_and_are_synthesized(tmp_p
     ]
     openai_server.respond_with(_router(main, lambda task: Turn.say(f"done: {task}", first_delay=0.3)))
     config = make_config(tmp_path, openai_server.url, coordinator_workers=2)
-    services, runtime = await make_runtime(config)
-    try:
+    async with running(config) as (services, runtime):
         plain = await runtime.start_run("not a coordinator")
         main.insert(0, Turn.say("plain answer"))
         await plain.wait()
@@ -59,9 +58,6 @@ async def test_delegated_tasks_run_bounded_by_the_pool_and_are_synthesized(tmp_p
         events = [e for _, e in await collect(handle)]
         assert (await handle.wait()).reason == "finished"
         rows = await services.coordinator_tasks.list(handle.session_id)
-    finally:
-        await runtime.close()
-        await services.close()
     first = next(r for r in openai_server.chat_requests if "Resolve five objects" in json.dumps(r["messages"]))
     names = [t["function"]["name"] for t in first["tools"]]
     assert {"delegate_task", "check_task", "task_stop", "synthesize"} <= set(names)
@@ -95,15 +91,11 @@ async def test_task_stop_and_workers_stopped_with_the_run(tmp_path, openai_serve
     ]
     openai_server.respond_with(_router(main, lambda task: Turn.say("late", first_delay=3.0)))
     config = make_config(tmp_path, openai_server.url, coordinator_workers=3, coordinator_task_timeout_secs=30)
-    services, runtime = await make_runtime(config)
-    try:
+    async with running(config) as (services, runtime):
         handle = await runtime.start_run("three tasks", coordinator=True)
         events = [e for _, e in await collect(handle)]
         assert (await handle.wait()).reason == "finished"
         rows = {r.description.split(":")[0]: r for r in await services.coordinator_tasks.list(handle.session_id)}
-    finally:
-        await runtime.close()
-        await services.close()
     results = {e.tool_call_id: e for e in events if isinstance(e, ToolResult)}
     assert "is stopped" in results["stop"].output
     assert results["bad"].is_error and "no delegated task 'task_nope'" in results["bad"].output
@@ -122,14 +114,10 @@ async def test_per_task_timeout_is_recorded(tmp_path, openai_server) -> None:
     main = [Turn.call("delegate_task", {"description": "hangs"}, id="d"), Turn.call("synthesize", {}, id="syn"), Turn.say("ok")]
     openai_server.respond_with(_router(main, lambda task: Turn.say("too late", first_delay=1.5)))
     config = make_config(tmp_path, openai_server.url, coordinator_task_timeout_secs=0.3)
-    services, runtime = await make_runtime(config)
-    try:
+    async with running(config) as (services, runtime):
         handle = await runtime.start_run("one task", coordinator=True)
         events = [e for _, e in await collect(handle)]
         [row] = await services.coordinator_tasks.list(handle.session_id)
-    finally:
-        await runtime.close()
-        await services.close()
     assert row.status == "timeout" and row.error == "timed out after 0.3 s"
     subs = [e for e in events if isinstance(e, Subagent)]
     assert [s.phase for s in subs] == ["start", "stop"] and subs[1].is_error  # the card does not hang

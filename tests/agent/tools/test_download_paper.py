@@ -16,14 +16,7 @@ from astro_jupyter.services.container import ServiceContainer
 from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route, landing_page, make_pdf
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    make_paper_config,
-    paper_config,
-    paper_services,
-)
+from tests.fakes.library_env import make_paper_config, started
 
 
 async def run(services: ServiceContainer, recorder: Recorder | None = None, **args: Any) -> Any:
@@ -78,11 +71,8 @@ async def test_failed_channels_are_listed(paper_services: ServiceContainer, file
 async def test_private_address_refused_by_default(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer, file_fake: FakeServer) -> None:
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=make_pdf())
     config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False)
-    services = await ServiceContainer(config).start()
-    try:
+    async with started(config) as services:
         out = await run(services, paper_id="2301.01234")
-    finally:
-        await services.close()
     assert out.is_error and "refusing to fetch" in out.content and "ASTRO_ALLOW_PRIVATE_DOWNLOADS" in out.content
     assert file_fake.requests == []
 
@@ -123,11 +113,8 @@ async def test_redirect_to_a_malformed_url_is_a_clean_error(astro_home: Path, ad
     bad = f"http://127.0.0.1:{file_fake.port}:80/x"
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(status=302, location=bad)
     config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, **{"allow_private_downloads": False, **allowed})
-    services = await ServiceContainer(config).start()
-    try:
+    async with started(config) as services:
         out = await run(services, paper_id="2301.01234")
-    finally:
-        await services.close()
     assert out.is_error and "exception" not in out.metadata, out.content
     arxiv = [a for a in out.metadata["attempts"] if a["channel"] == "arxiv"][0]
     assert "not a valid URL" in arxiv["error"] and bad in arxiv["error"], arxiv

@@ -13,13 +13,6 @@ from astro_jupyter.agent.tools.data.bibtex import ExportBibtexTool
 from astro_jupyter.services.container import ServiceContainer
 from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    paper_config,
-    paper_services,
-)
 
 
 async def run(services: ServiceContainer, session_id: str = "s1", owner_mode: str = "auto", **args: Any) -> Any:

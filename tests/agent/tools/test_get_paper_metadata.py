@@ -12,14 +12,7 @@ from astro_jupyter.agent.tools.astro.metadata import GetPaperMetadataTool
 from astro_jupyter.services.container import ServiceContainer
 from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    make_paper_config,
-    paper_config,
-    paper_services,
-)
+from tests.fakes.library_env import make_paper_config, started
 
 
 async def run(services: ServiceContainer, **args: Any) -> Any:
@@ -76,11 +69,8 @@ async def test_references_and_citations(paper_services: ServiceContainer, ads_fa
 
 @pytest.mark.asyncio
 async def test_related_papers_need_a_bibcode(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
-    services = await ServiceContainer(make_paper_config(astro_home, ads_fake, arxiv_fake, ads_token="")).start()
-    try:
+    async with started(make_paper_config(astro_home, ads_fake, arxiv_fake, ads_token="")) as services:
         out = await run(services, paper_id="2301.01234", include=["citations"])
-    finally:
-        await services.close()
     assert not out.is_error
     assert "Citations: unavailable (no ADS bibcode known for this paper)." in out.content
 
@@ -91,10 +81,7 @@ async def test_errors_are_readable(paper_services: ServiceContainer, astro_home:
     assert out.is_error and "Could not get metadata for '2999.99999'" in out.content and "arXiv has no paper" in out.content
     out = await run(paper_services, paper_id="dark matter")
     assert out.is_error and "not a paper identifier" in out.content and "DOI" in out.content
-    services = await ServiceContainer(make_paper_config(astro_home, ads_fake, arxiv_fake, ads_token="")).start()
-    try:
+    async with started(make_paper_config(astro_home, ads_fake, arxiv_fake, ads_token="")) as services:
         out = await run(services, paper_id="1929PNAS...15..168H")
-    finally:
-        await services.close()
     assert out.is_error and "ADS_API_TOKEN" in out.content
     assert await paper_services.library.list() == []

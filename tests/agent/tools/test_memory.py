@@ -71,11 +71,10 @@ async def test_rejected_memory_is_an_error_and_nothing_is_stored(services) -> No
 
 @pytest.mark.asyncio
 async def test_memories_saved_in_one_run_reach_the_owners_next_system_prompt(tmp_path, openai_server) -> None:
-    from tests.agent.runtime_helpers import make_config, make_runtime
+    from tests.agent.runtime_helpers import make_config, running
     from tests.fakes.openai_server import Turn
 
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SaveMemoryTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url), SaveMemoryTool()) as (services, runtime):
         openai_server.script(
             Turn.call("save_memory", {"content": GOOD, "category": "preference"}),
             Turn.call("save_memory", {"content": "ok"}),
@@ -87,9 +86,6 @@ async def test_memories_saved_in_one_run_reach_the_owners_next_system_prompt(tmp
         await (await runtime.start_run("new session", owner="alice")).wait()
         await (await runtime.start_run("another user", owner="bob")).wait()
         assert [m.owner for m in await services.memories.repo.list()] == ["alice"]
-    finally:
-        await runtime.close()
-        await services.close()
     rejected = openai_server.chat_requests[2]["messages"][-1]
     assert rejected["role"] == "tool" and "memory not saved: too short" in rejected["content"]
     assert GOOD not in openai_server.chat_requests[0]["messages"][0]["content"]

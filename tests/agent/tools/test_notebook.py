@@ -240,8 +240,6 @@ async def test_allow_for_this_notebook_is_remembered_per_notebook(services: Any,
 async def test_kernel_tools_are_not_offered_outside_a_kernel(services: Any) -> None:
     h = Harness(services)
     assert "kernel_run" not in h.registry.names() and "kernel_inspect" not in h.registry.names()
-    defs = {d["function"]["name"] for d in h.registry.deferred_definitions()}
-    assert {"notebook_read", "notebook_edit", "notebook_run"} <= defs  # loaded when a turn needs them
     flags = {t.name: (t.is_readonly, t.defer_loading) for t in h.registry.sorted_tools() if t.name.startswith("notebook")}
     assert flags == {"notebook_read": (True, True), "notebook_edit": (False, True), "notebook_run": (False, True)}
     out = await h.call("kernel_run", code="print(1)")
@@ -294,6 +292,28 @@ async def test_the_hard_deny_list_holds_for_notebooks(services: Any, tmp_path: P
     assert (hidden / "keys.ipynb").read_text() == before
 
 
+async def _call_while_the_user_edits(h: "Harness", path: Path, source: str, tool: str, args: dict[str, Any]) -> Any:
+    """Call ``tool``; while its question is shown, the notebook's first cell becomes ``source``; then Allow."""
+
+    def change_then_allow(request: Any) -> "asyncio.Future[str]":
+        h.asked.append(request)
+        changed = nbformat.read(path, as_version=4)
+        changed.cells[0].source = source
+        nbformat.write(changed, path)
+        future = asyncio.get_running_loop().create_future()
+        future.set_result("allow")
+        return future
+
+    async def emit(event: Any) -> None:
+        h.events.append(event)
+
+    services = h.services
+    ctx = ToolContext(config=services.config, services=services, session_id="ses_nb", cancelled=asyncio.Event(),
+                      emit=emit, file_state=FileStateCache(), run_id="run_swap", ask_permission=change_then_allow)
+    [done] = await h.executor.execute([ToolCallRequest("x1", tool, json.dumps(args))], ctx)
+    return done
+
+
 @pytest.mark.asyncio
 async def test_a_cell_changed_between_the_question_and_the_run_does_not_run(services: Any, tmp_path: Path) -> None:
     """File store (the kernel, the CLI): the question shows the cell as it is; if the file's cell changes before
@@ -304,23 +324,8 @@ async def test_a_cell_changed_between_the_question_and_the_run_does_not_run(serv
     nbformat.write(nb, path)
     cell_id = nb.cells[0].id
     h = Harness(services, answers=["allow", "allow"])
-
-    def swap_then_allow(request: Any) -> "asyncio.Future[str]":  # the cell changes while the user reads
-        h.asked.append(request)
-        changed = nbformat.read(path, as_version=4)
-        changed.cells[0].source = "open('pwned', 'w').write('x')"
-        nbformat.write(changed, path)
-        future = asyncio.get_running_loop().create_future()
-        future.set_result("allow")
-        return future
-
-    async def emit(event: Any) -> None:
-        h.events.append(event)
-
-    ctx = ToolContext(config=services.config, services=services, session_id="ses_nb", cancelled=asyncio.Event(),
-                      emit=emit, file_state=FileStateCache(), run_id="run_swap", ask_permission=swap_then_allow)
-    [done] = await h.executor.execute([ToolCallRequest("c1", "notebook_run", json.dumps(
-        {"path": "c.ipynb", "cell_id": cell_id}))], ctx)
+    done = await _call_while_the_user_edits(h, path, "open('pwned', 'w').write('x')", "notebook_run",
+                                            {"path": "c.ipynb", "cell_id": cell_id})
     assert h.asked[0].code == "a = 1\nprint(a)"
     assert done.output.is_error and "was not run: it changed after the user was asked" in done.output.content
     assert not (tmp_path / "pwned").exists() and not nbformat.read(path, as_version=4).cells[0].outputs
@@ -353,22 +358,8 @@ async def test_a_replace_is_asked_as_a_diff_against_the_cell_and_applies_only_to
     await h.call("notebook_edit", path="d.ipynb", action="insert", source="y = 1")
     assert h.asked[2].old_source is None
 
-    def change_then_allow(request: Any) -> "asyncio.Future[str]":  # the user edits the cell while reading
-        h.asked.append(request)
-        changed = nbformat.read(path, as_version=4)
-        changed.cells[0].source = "flux = 2  # my newer work"
-        nbformat.write(changed, path)
-        future = asyncio.get_running_loop().create_future()
-        future.set_result("allow")
-        return future
-
-    async def emit(event: Any) -> None:
-        h.events.append(event)
-
-    ctx = ToolContext(config=services.config, services=services, session_id="ses_nb", cancelled=asyncio.Event(),
-                      emit=emit, file_state=FileStateCache(), run_id="run_swap", ask_permission=change_then_allow)
-    [stale] = await h.executor.execute([ToolCallRequest("e1", "notebook_edit", json.dumps(
-        {"path": "d.ipynb", "action": "replace", "cell_id": code_id, "source": "x = 22"}))], ctx)
+    stale = await _call_while_the_user_edits(h, path, "flux = 2  # my newer work", "notebook_edit",
+                                             {"path": "d.ipynb", "action": "replace", "cell_id": code_id, "source": "x = 22"})
     assert h.asked[-1].old_source == "flux = 1\nx = 21"
     assert stale.output.is_error and "was not replaced: it changed after the user was shown" in stale.output.content
     assert nbformat.read(path, as_version=4).cells[0].source == "flux = 2  # my newer work"

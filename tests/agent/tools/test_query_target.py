@@ -12,6 +12,7 @@ from astro_jupyter.agent.tools.base import ToolContext
 from astro_jupyter.agent.tools.file_state import FileStateCache
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
+from tests.fakes.library_env import started
 
 
 @pytest_asyncio.fixture
@@ -71,14 +72,11 @@ async def test_a_3_mb_name_is_a_clean_error_and_never_sent(tmp_path, sesame_serv
     import json
 
     cfg = AstroConfig(home=str(tmp_path / "home"), sesame_url=sesame_server.url, http_timeout_secs=0.5)
-    services = await ServiceContainer(cfg).start()
-    try:
+    async with started(cfg) as services:
         executor = make_executor(services, [QueryTargetTool()], mode="auto")
         before = len(sesame_server.requests)
         [result] = await executor.execute([call("query_target", json.dumps({"name": "M" * 3_000_000}))],
                                           make_ctx(services, Recorder()))
-    finally:
-        await services.close()
     out = result.output
     assert out.is_error and "exception" not in out.metadata, out.content[:300]
     assert "3,000,000 characters" in out.content and "at most 256" in out.content

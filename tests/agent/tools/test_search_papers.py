@@ -17,14 +17,7 @@ from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
 from tests.fakes.base import FakeServer
-from tests.fakes.library_env import (  # noqa: F401 - fixtures
-    ads_fake,
-    arxiv_fake,
-    file_fake,
-    make_paper_config,
-    paper_config,
-    paper_services,
-)
+from tests.fakes.library_env import make_paper_config, started
 
 
 async def run_search(services: ServiceContainer, **args: Any) -> tuple[Any, Recorder]:
@@ -94,11 +87,8 @@ async def test_hits_show_local_library_status(paper_services: ServiceContainer, 
 
 @pytest.mark.asyncio
 async def test_without_ads_token_arxiv_alone_answers(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
-    services = await ServiceContainer(make_paper_config(astro_home, ads_fake, arxiv_fake, ads_token="")).start()
-    try:
+    async with started(make_paper_config(astro_home, ads_fake, arxiv_fake, ads_token="")) as services:
         out, _ = await run_search(services, query="dwarf galaxy")
-    finally:
-        await services.close()
     assert not out.is_error and ads_fake.requests == []
     assert [r["paper_id"] for r in out.metadata["results"]] == ["arxiv:2301.01234"]
     assert out.metadata["results"][0]["authors"] == ["Ž. Ivezić", "María José Núñez"]
@@ -135,13 +125,10 @@ async def test_sources_run_concurrently_and_a_timeout_is_named(astro_home: Path,
     ads_fake.state["sleep"] = 0.6
     arxiv_fake.state["sleep"] = 3.0
     config = make_paper_config(astro_home, ads_fake, arxiv_fake, http_timeout_secs=1.0)
-    services = await ServiceContainer(config).start()
-    try:
-        started = time.perf_counter()
+    async with started(config) as services:
+        t0 = time.perf_counter()
         out, _ = await run_search(services, query="slowquery")
-        elapsed = time.perf_counter() - started
-    finally:
-        await services.close()
+        elapsed = time.perf_counter() - t0
     assert not out.is_error
     assert "arXiv: FAILED (arXiv did not answer in time" in out.content
     assert out.metadata["sources"]["ads"]["ok"] is True

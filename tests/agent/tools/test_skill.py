@@ -8,7 +8,7 @@ import pytest
 
 from astro_jupyter.agent.tools.skill import LoadSkillTool
 from astro_jupyter.events import Subagent, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime
+from tests.agent.runtime_helpers import collect, make_config, running
 from tests.agent.tools.orch_ctx import make_ctx
 from tests.fakes.openai_server import Turn
 
@@ -73,8 +73,7 @@ async def test_an_identitys_own_skills_stay_its_own(services) -> None:
 async def test_fork_runs_a_subagent_that_follows_the_skill(tmp_path, openai_server) -> None:
     config = make_config(tmp_path, openai_server.url)
     _install(config.skills_dir)
-    services, runtime = await make_runtime(config, LoadSkillTool())
-    try:
+    async with running(config, LoadSkillTool()) as (services, runtime):
         openai_server.script(
             Turn.call("load_skill", {"name": "photometry-check", "mode": "fork", "task": "Check Vega."}, id="f"),
             Turn.say("Vega: V = 0.03 in both catalogues."),  # the forked subagent
@@ -82,9 +81,6 @@ async def test_fork_runs_a_subagent_that_follows_the_skill(tmp_path, openai_serv
         )
         handle = await runtime.start_run("check Vega's photometry")
         events = [e for _, e in await collect(handle)]
-    finally:
-        await runtime.close()
-        await services.close()
     fork_req = openai_server.chat_requests[1]
     system = fork_req["messages"][0]["content"]
     assert 'carrying out the skill "photometry-check"' in system and "Compare the V magnitude" in system

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from astro_jupyter.agent.tools.subagent import SubagentTool
 from astro_jupyter.agent.tools.todo import TodoWriteTool
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.events import Subagent, TodoUpdate, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime
+from tests.agent.runtime_helpers import collect, make_config, make_runtime, running
 from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 
 PLAN = {"todos": [{"id": "a", "content": "look up the redshift", "status": "in_progress"}]}
@@ -82,17 +82,13 @@ async def test_subagent_isolated_summary_only_nested_events_and_hooks(tmp_path, 
 
 @pytest.mark.asyncio
 async def test_more_than_ten_steps_is_an_error_and_starts_nothing(tmp_path, openai_server) -> None:
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SubagentTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url), SubagentTool()) as (services, runtime):
         openai_server.script(
             Turn.call("subagent", {"task": "long survey", "max_steps": 25}, id="c1"),
             Turn.say("I will keep it shorter."),
         )
         handle = await runtime.start_run("survey")
         events = [e for _, e in await collect(handle)]
-    finally:
-        await runtime.close()
-        await services.close()
     result = next(e for e in events if isinstance(e, ToolResult))
     assert result.is_error and "max_steps 25 is above the limit of 10" in result.output
     assert not any(isinstance(e, Subagent) for e in events)
@@ -101,8 +97,7 @@ async def test_more_than_ten_steps_is_an_error_and_starts_nothing(tmp_path, open
 
 @pytest.mark.asyncio
 async def test_subagent_stops_at_its_max_steps(tmp_path, openai_server) -> None:
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SubagentTool(), TodoWriteTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url), SubagentTool(), TodoWriteTool()) as (services, runtime):
         openai_server.script(
             Turn.call("subagent", {"task": "plan forever", "max_steps": 2}, id="c1"),
             Turn.call("todo_write", PLAN, text="step one. "),
@@ -111,9 +106,6 @@ async def test_subagent_stops_at_its_max_steps(tmp_path, openai_server) -> None:
         )
         handle = await runtime.start_run("go")
         events = [e for _, e in await collect(handle)]
-    finally:
-        await runtime.close()
-        await services.close()
     outer = next(e for e in events if isinstance(e, ToolResult) and e.tool_call_id == "c1")
     assert "stopped after 2 steps" in outer.output and outer.metadata["steps"] == 2
     assert len(openai_server.chat_requests) == 4  # parent, 2 subagent steps, parent
@@ -204,25 +196,25 @@ async def test_tools_started_before_the_subagent_stream_breaks_end_before_its_st
 async def test_cancelling_the_run_stops_a_subagent_in_the_middle_of_its_stream(tmp_path, openai_server) -> None:
     """The subagent runs the same loop as the run: a cancel abandons its LLM stream at once."""
     services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), SubagentTool())
+    hold = threading.Event()  # the subagent's answer never ends by itself
     try:
         openai_server.script(
             Turn.call("subagent", {"task": "Write a long report."}, id="sub_call"),
-            Turn.say("A very long report. " * 40, delay=0.05),  # the subagent's answer: about 8 s to read
+            Turn.say("A very long report. " * 40, hold=hold),
         )
         handle = await runtime.start_run("Delegate a long report.")
-        started = None
+        cancelled = False
         async for _, event in handle.events():
-            if event.subagent_id and event.type == "text_delta" and started is None:
-                started = time.perf_counter()
+            if event.subagent_id and event.type == "text_delta" and not cancelled:
+                cancelled = True
                 handle.cancel()
-        done = await asyncio.wait_for(handle.wait(), 10)
-        elapsed = time.perf_counter() - (started or 0)
+        done = await asyncio.wait_for(handle.wait(), 30)
         events = [e for _, e in await collect(handle)]
     finally:
+        hold.set()
         await runtime.close()
         await services.close()
     assert done.reason == "cancelled"
-    assert elapsed < 3.0, f"the subagent kept reading its stream for {elapsed:.1f} s after the cancel"
     stop = next(e for e in events if isinstance(e, Subagent) and e.phase == "stop")
     assert stop.is_error and stop.summary == "The subagent was cancelled."
     assert len(openai_server.chat_requests) == 2  # nothing asked after the cancel

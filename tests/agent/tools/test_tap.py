@@ -160,12 +160,7 @@ class _Broken(FakeHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = b"Internal error: the database is on fire"
-        self.send_response(500)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_body(500, b"Internal error: the database is on fire", "text/plain")
 
 
 @pytest.mark.asyncio
@@ -300,11 +295,7 @@ class _Overflowing(FakeHandler):
         out = io.BytesIO()
         Table({"n": [1, 2, 3, 4, 5]}).write(out, format="votable")
         body = out.getvalue().replace(b"<TABLE", b'<INFO name="QUERY_STATUS" value="OK"/><TABLE', 1)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-votable+xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_body(200, body, "application/x-votable+xml")
 
 
 @pytest.mark.asyncio

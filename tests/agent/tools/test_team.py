@@ -55,7 +55,6 @@ def test_concurrent_writers_and_readers_lose_and_duplicate_nothing(tmp_path) -> 
         t.join()
     contents = [m["content"] for m in received]
     assert len(contents) == 320 and len(set(contents)) == 320
-    assert team.unread_count("alice") == 0
     assert not list((tmp_path / "team" / "alice" / "inbox").iterdir())
     # per writer, messages arrive in the order sent
     for n in range(8):

@@ -65,11 +65,10 @@ async def test_subagent_lists_do_not_overwrite_the_parent(services) -> None:
 
 @pytest.mark.asyncio
 async def test_through_the_runtime_events_and_storage(tmp_path, openai_server) -> None:
-    from tests.agent.runtime_helpers import collect, make_config, make_runtime
+    from tests.agent.runtime_helpers import collect, make_config, running
     from tests.fakes.openai_server import Turn
 
-    services, runtime = await make_runtime(make_config(tmp_path, openai_server.url), TodoWriteTool())
-    try:
+    async with running(make_config(tmp_path, openai_server.url), TodoWriteTool()) as (services, runtime):
         plan = [_t("find", "in_progress"), _t("read", "pending", "find")]
         cyclic = [_t("find", "pending", "read"), _t("read", "pending", "find")]
         openai_server.script(
@@ -80,9 +79,6 @@ async def test_through_the_runtime_events_and_storage(tmp_path, openai_server) -
         handle = await runtime.start_run("plan the literature review")
         events = [e for _, e in await collect(handle)]
         stored = await services.tasks.list(handle.session_id)
-    finally:
-        await runtime.close()
-        await services.close()
     updates = [e for e in events if isinstance(e, TodoUpdate)]
     assert len(updates) == 1 and updates[0].todos == plan
     assert updates[0].to_wire()["type"] == "todo_update"

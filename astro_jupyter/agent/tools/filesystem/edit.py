@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...scope import client_files
+from ...run import client_files
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .read import format_lines, looks_binary
 from .regular import NotRegularFile, read_regular, run_fs

@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ...scope import client_files
+from ...run import client_files
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .regular import FileTooLarge, NotRegularFile, kind_of, read_regular, run_fs
 from .security import PathNotAllowed, display_path, resolve_path, run_owner

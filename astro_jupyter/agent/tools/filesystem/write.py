@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ....atomic_write import atomic_write_text
-from ...scope import client_files
+from ...run import client_files
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from .regular import NotRegularFile, kind_of, run_fs
 from .security import PathNotAllowed, display_path, resolve_path, run_owner, write_permission_rules

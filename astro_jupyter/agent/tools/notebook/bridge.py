@@ -1,7 +1,7 @@
 """The sidebar bridge: a run asks the attached sidebar to act on the notebook it has open.
 
 When a sidebar starts a run it may say it can apply notebook operations through
-JupyterLab's open document (``RunScope.client.bridge``, ``agent/scope.py``). Then
+JupyterLab's open document (``RunScope.client.bridge``, ``agent/run.py``). Then
 notebook tools send a ``notebook_request`` event and wait for the sidebar's answer on the
 answers route — the same channel as ``ask_user`` and permission answers — so the user
 sees the cell appear and run live, undo works, and the file on disk is never written under
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ....errors import CellChanged, NotebookError, NotOpen, QuestionCancelled
 from ....events import NotebookRequest
-from ...scope import ClientNotebook  # defined with the run scope; the server imports it from here
+from ...run import ClientNotebook  # defined with the run scope; the server imports it from here
 
 if TYPE_CHECKING:
     from ...run import PendingAnswers

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import stat
-import time
 
 import pytest
+
+from tests.waiting import alive, until
 
 
 @pytest.mark.asyncio
@@ -69,14 +70,16 @@ async def test_run_bash_output_exit_code_and_cwd(sandbox) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.asyncio
 async def test_run_bash_timeout_kills_the_group(sandbox) -> None:
-    marker = sandbox.project / "late.txt"
-    started = time.monotonic()
-    out = await sandbox.call("run_bash", command=f"(sleep 2; touch {marker}) & sleep 5", timeout=0.5)
-    assert time.monotonic() - started < 3
+    pidfile = sandbox.project / "child.pid"
+    # a background child that would outlive its shell by an hour, and a shell that would wait an hour
+    command = f"(sh -c 'echo $$ > {pidfile}; exec sleep 3600') & sleep 3600"
+    out = await asyncio.wait_for(sandbox.call("run_bash", command=command, timeout=0.5), 30)
     assert out.is_error and "timed out after 0.5 s" in out.content and out.metadata["outcome"] == "timeout"
-    await asyncio.sleep(2.2)
-    assert not marker.exists()  # the background child died with its group
+    await until(lambda: pidfile.exists() and pidfile.read_text().strip(), "the child's pid")
+    child = int(pidfile.read_text())
+    await until(lambda: not alive(child), "the background child to die with its group")
 
 
 @pytest.mark.asyncio
@@ -90,14 +93,15 @@ async def test_run_bash_truncates_long_output(sandbox) -> None:
 
 @pytest.mark.asyncio
 async def test_run_bash_cancel(sandbox) -> None:
-    async def cancel_soon() -> None:
-        await asyncio.sleep(0.3)
+    started = sandbox.project / "started"
+
+    async def cancel_once_started() -> None:
+        await until(started.exists, "the command to start")
         sandbox.ctx.cancelled.set()
 
-    asyncio.ensure_future(cancel_soon())
-    started = time.monotonic()
-    out = await sandbox.ctx_tool("run_bash").execute({"command": "sleep 10"}, sandbox.ctx)
-    assert time.monotonic() - started < 3
+    asyncio.ensure_future(cancel_once_started())
+    command = f"touch {started}; sleep 3600"  # only the cancel ends it
+    out = await asyncio.wait_for(sandbox.ctx_tool("run_bash").execute({"command": command}, sandbox.ctx), 30)
     assert out.is_error and out.metadata["outcome"] == "cancelled"
 
 
