@@ -121,9 +121,14 @@ async def serve_stdio(app: "AstroApp", *, allow_writes: bool = False) -> None:
     hop waits for a core, which was most of a call's time (20 ms p50 under load, benchmarks/bench_mcp.py).
     When both ends are pipes (how every MCP client starts a server) they are read and written on the
     event loop instead; anything else (a file, a terminal that cannot be polled) keeps the SDK's way."""
+    await run_stdio(build_server(app, allow_writes=allow_writes))
+
+
+async def run_stdio(server: Server[Any]) -> None:
+    """Serve ``server`` over stdin/stdout (the transport of ``serve_stdio``; the benchmark's floor
+    serves a do-nothing tool through it too)."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(app, allow_writes=allow_writes)
     pipes = await _loop_pipes()
     try:
         streams = stdio_server(*pipes) if pipes else stdio_server()
