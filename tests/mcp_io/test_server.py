@@ -3,6 +3,7 @@ fastmcp's, and Jupyter's MCP extension loading our ``jupyter_server_mcp.tools`` 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -106,6 +107,42 @@ async def test_writes_only_with_the_flag_and_never_files_notebooks_kernels_or_ba
     assert names["save_note"].annotations.read_only_hint is False
     assert names["save_note"].annotations.destructive_hint is False
     assert set(EXPOSED) == READ_ONLY | CATALOGS | WRITES  # the one list
+
+
+async def _wait_for_sessions(home: Path, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The session list once it holds ``count`` sessions (polled with a deadline, not a fixed sleep)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(sessions := await _sessions(home)) < count:
+        assert loop.time() < deadline, f"{len(sessions)} of {count} sessions stored"
+        await asyncio.sleep(0.05)
+    return sessions
+
+
+@pytest.mark.asyncio
+async def test_every_answered_call_is_stored_a_write_before_its_answer(tmp_path, sesame_server):
+    """A read-only call is answered first and stored meanwhile: it shows in the session list while
+    the server runs, and every one is stored by the time the server has stopped. A call that changes
+    the library is stored before its answer is sent."""
+    home = tmp_path / "home"
+    async with Client(_stdio(home, sesame_server.url, "--allow-writes")) as client:
+        first = await client.call_tool("query_target", {"name": "M 31"})
+        listed = await _wait_for_sessions(home, 1)  # the server is still running
+        assert [s["id"] for s in listed] == [first.structured_content["session_id"]]
+
+        note = await client.call_tool("save_note", {"paper_id": "2101.00001", "comment": "check the distance"})
+        stored = {s["id"] for s in await _sessions(home)}  # no waiting: stored before it was answered
+        assert note.structured_content["session_id"] in stored
+
+        answered = [(await client.call_tool("query_target", {"name": "M 31"})).structured_content["session_id"]
+                    for _ in range(15)]
+    # the client closed stdin right after the last answer: the server stored every call before exiting
+    sessions = {s["id"]: s for s in await _sessions(home)}
+    assert set(answered) <= set(sessions) and len(sessions) == 17
+    assert all(s["source"] == "mcp" for s in sessions.values())
+    async with AstroApp(AstroConfig(home=str(home))) as app:
+        audit = await app.services.audit.list(limit=100)
+    assert sorted(row["session_id"] for row in audit if row["event"] == "tool_use") == sorted(sessions)
 
 
 def _start_http(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:

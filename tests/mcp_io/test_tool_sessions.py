@@ -11,6 +11,7 @@ import pytest
 from astro_jupyter.app import AstroApp
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import StoreError
+from astro_jupyter.mcp.server import PendingStores
 from astro_jupyter.store.audit import AuditRepository
 
 ARGS = {"name": "M 31"}
@@ -67,3 +68,26 @@ async def test_held_audit_rows_wait_for_the_caller_and_late_ones_are_written(tmp
         release.set()
         await task
         assert [row["event"] for row in await repo.list("s1")] == ["notification"]
+
+
+@pytest.mark.asyncio
+async def test_pending_stores_drain_waits_for_every_store_and_logs_a_failed_one(caplog):
+    pending, stored, gate = PendingStores(), [], asyncio.Event()
+
+    async def store(i: int) -> None:
+        await gate.wait()
+        stored.append(i)
+
+    async def refused() -> None:
+        await gate.wait()
+        raise StoreError("database is locked")
+
+    for coro in (store(1), refused(), store(2)):
+        pending.add(coro)
+    drain = asyncio.create_task(pending.drain())
+    await asyncio.sleep(0)
+    assert not drain.done() and len(pending) == 3
+    gate.set()
+    await drain
+    assert sorted(stored) == [1, 2] and len(pending) == 0
+    assert "could not be stored as a session: database is locked" in caplog.text
