@@ -9,7 +9,8 @@ Paths, measured interleaved (one call of each per round, the order rotating ever
 change of load on this shared machine falls on all of them alike):
 - in-process: ``AstroApp.run_tool`` (what ``%astro`` and ``astro-jupyter tool`` do): the issue's baseline;
 - in-process, stored as a session: ``run_tool_as_session`` (the MCP server's own work, no protocol);
-- MCP: the official SDK's client over stdio to ``astro-jupyter mcp`` (which stores each call as a session);
+- MCP: the official SDK's client over stdio to ``astro-jupyter mcp`` (which stores each call as a session:
+  a read-only one like this while its answer is on the way, see astro_jupyter/mcp/server.py);
 - floor: the same client and transport to the SDK's server with a tool that does nothing
   (benchmarks/mcp_floor_server.py): what no server of ours can go below.
 The issue's figure is MCP p50 - in-process p50; the floor splits it into the protocol's share and ours.
