@@ -173,6 +173,8 @@ async def test_sdk_client_over_streamable_http_needs_the_bearer_token(tmp_path, 
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    # stopped with SIGTERM right after answering: the call was stored before the server exited
+    assert [s["id"] for s in await _sessions(tmp_path / "home")] == [result.structured_content["session_id"]]
 
 
 def test_http_refuses_a_non_loopback_address_without_allow_remote(tmp_path):
