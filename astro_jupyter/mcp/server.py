@@ -25,6 +25,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import socket
 import stat
 import sys
@@ -164,9 +165,33 @@ async def serve_stdio(app: "AstroApp", *, allow_writes: bool = False) -> None:
     event loop instead; anything else (a file, a terminal that cannot be polled) keeps the SDK's way."""
     pending = PendingStores()
     try:
-        await run_stdio(build_server(app, allow_writes=allow_writes, pending=pending))
+        await _until_sigterm(run_stdio(build_server(app, allow_writes=allow_writes, pending=pending)))
     finally:
         await pending.drain()
+
+
+async def _until_sigterm(serving: Coroutine[Any, Any, None]) -> None:
+    """Run ``serving``; SIGTERM (a client's second way to stop a server, after closing stdin) stops it
+    as closing stdin would, so what was answered is stored and the exit is clean, not a kill."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        await serving
+        return
+    task, stopper = asyncio.ensure_future(serving), asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        else:
+            task.result()
+    finally:
+        stopper.cancel()
+        task.cancel()
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def run_stdio(server: Server[Any]) -> None:

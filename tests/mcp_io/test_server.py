@@ -4,7 +4,9 @@ fastmcp's, and Jupyter's MCP extension loading our ``jupyter_server_mcp.tools`` 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -143,6 +145,46 @@ async def test_every_answered_call_is_stored_a_write_before_its_answer(tmp_path,
     async with AstroApp(AstroConfig(home=str(home))) as app:
         audit = await app.services.audit.list(limit=100)
     assert sorted(row["session_id"] for row in audit if row["event"] == "tool_use") == sorted(sessions)
+
+
+@pytest.mark.asyncio
+async def test_sigterm_stops_the_stdio_server_cleanly_with_every_answered_call_stored(tmp_path, sesame_server):
+    """A client that stops a server with SIGTERM (without closing stdin first) gets a clean exit, and
+    the calls it was answered are in the history. Spoken as raw JSON-RPC lines, the stdio wire format."""
+    home = tmp_path / "home"
+    proc = subprocess.Popen([sys.executable, "-m", "astro_jupyter.cli", "mcp"], env=_env(home, sesame_server.url),
+                            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def send(message: dict[str, Any]) -> None:
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+
+    async def answer(request_id: int) -> dict[str, Any]:
+        while True:
+            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), timeout=60)
+            assert line, proc.stderr.read()
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        assert "result" in await answer(1)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        ids = []
+        for request_id in range(2, 7):
+            send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                  "params": {"name": "query_target", "arguments": {"name": "M 31"}}})
+            ids.append((await answer(request_id))["result"]["structuredContent"]["session_id"])
+        proc.send_signal(signal.SIGTERM)  # stdin stays open
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in proc.stderr.read()
+    assert sorted(s["id"] for s in await _sessions(home)) == sorted(ids)
 
 
 def _start_http(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
