@@ -8,13 +8,18 @@ history, in history search, and exports to a research-log notebook like any othe
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import logging
+from typing import Any, Coroutine
 
+from ..errors import StoreError
 from ..events import Done, ToolCall, ToolResult
 from ..store.sessions import new_id
 from .common import AppBase
 from .tools import ToolRun
+
+log = logging.getLogger(__name__)
 
 TITLE_ARGS_CHARS = 80  # the arguments shown in the session's title
 
@@ -32,12 +37,26 @@ class ToolSessionsMixin(AppBase):
         self, name: str, arguments: dict[str, Any], *, source: str, title_prefix: str, owner: str = ""
     ) -> tuple[ToolRun, str]:
         """Run one tool through the executor (no one to answer: Ask is denied), then store the call as
-        a new finished session in one transaction; returns the outcome and the session id."""
-        from ..store.recorded_calls import record_call
+        a new finished session; returns the outcome and the session id."""
+        run, session_id, store = await self.run_tool_for_session(
+            name, arguments, source=source, title_prefix=title_prefix, owner=owner)
+        await store
+        return run, session_id
 
+    async def run_tool_for_session(
+        self, name: str, arguments: dict[str, Any], *, source: str, title_prefix: str, owner: str = ""
+    ) -> tuple[ToolRun, str, Coroutine[Any, Any, None]]:
+        """``run_tool_as_session`` in two steps: the run, then ``store`` (the third value, to be awaited
+        once), which writes the session with the executor's audit rows in one transaction. The caller
+        picks when: ``astro-jupyter mcp`` stores a read-only call after answering it (mcp/server.py)."""
         title = call_title(title_prefix, name, arguments)
         session_id, run_id = new_id("ses"), new_id("run")
-        run = await self.run_tool(name, arguments, session_id=session_id, run_id=run_id)
+        with self.services.audit.held() as held:
+            try:
+                run = await self.run_tool(name, arguments, session_id=session_id, run_id=run_id)
+            except BaseException:  # cancelled mid-call: no session, but the audit rows are kept
+                await _keep_audit(self.services.db, held.rows)
+                raise
         args = run.arguments if run.arguments is not None else arguments
         events = [
             ToolCall(id=run.call_id, name=name, arguments=args, step=1),
@@ -51,6 +70,29 @@ class ToolSessionsMixin(AppBase):
                 "name": name, "arguments": json.dumps(args, ensure_ascii=False)}}]},
             {"role": "tool", "tool_call_id": run.call_id, "name": name, "content": run.content},
         ]
-        await record_call(self.services.db, session_id=session_id, run_id=run_id, title=title, owner=owner,
-                          source=source, events=[e.to_wire() for e in events], messages=messages)
-        return run, session_id
+        wire = [e.to_wire() for e in events]
+
+        async def store() -> None:
+            from ..store.recorded_calls import record_call
+
+            try:  # shielded: a call that ran is stored even when its caller gives up now
+                await asyncio.shield(record_call(
+                    self.services.db, session_id=session_id, run_id=run_id, title=title, owner=owner,
+                    source=source, events=wire, messages=messages, audit=held.rows))
+            except StoreError:  # the session could not be stored: the audit rows still are, if the store lets them
+                await _keep_audit(self.services.db, held.rows)
+                raise
+
+        return run, session_id, store()
+
+
+async def _keep_audit(db: Any, rows: list[tuple[Any, ...]]) -> None:
+    """Write audit rows ``held`` kept back, on their own (shielded from a second cancellation)."""
+    from ..store.audit import INSERT
+
+    if not rows:
+        return
+    try:
+        await asyncio.shield(db.write_many(INSERT, rows))
+    except StoreError as exc:  # the error being raised says more than this one
+        log.warning("audit rows of a tool call could not be written: %s", exc)

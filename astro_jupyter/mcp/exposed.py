@@ -23,6 +23,11 @@ class Exposure:
     # own tool-results) and asks before an unlisted service; over MCP that question is refused
     keeps_result: bool = False
 
+    @property
+    def read_only(self) -> bool:
+        """What the ``readOnlyHint`` says: neither the library nor the caller's tool-results change."""
+        return not (self.writes or self.keeps_result)
+
 
 EXPOSED: dict[str, Exposure] = {
     "search_papers": Exposure(writes=False, open_world=True),

@@ -5,6 +5,14 @@ registry (``exposed.py``) with its JSON schemas and hints, ``tools/call`` runs t
 same executor as the sidebar (validation, permissions, audit) and stores the call as a session.
 Nobody can answer a permission question here, so a call the rules leave at Ask is refused.
 
+When a call is stored: a call that changes something (the library with ``--allow-writes``, or the
+tool-results a catalog query keeps) is stored before it is answered, so a change is never answered
+without its record. A read-only call is answered first and
+stored meanwhile (``PendingStores``): that trip to the database thread was a third of a call's time
+on a busy machine (benchmarks/bench_mcp.py). Every pending store is awaited before the server stops
+(the client closed stdin, or the HTTP server was stopped); only a process killed outright within
+that trip can lose the history entry of a lookup, which changed nothing.
+
 Transports: stdio (what Claude Code, Cursor and jupyter-ai's MCP settings start), or streamable
 HTTP on a loopback address with a bearer token (``serve_http``).
 """
@@ -15,12 +23,14 @@ import asyncio
 import hmac
 import ipaddress
 import json
+import logging
 import os
+import signal
 import socket
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
@@ -33,6 +43,8 @@ from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..app.core import AstroApp
+
+log = logging.getLogger(__name__)
 
 SOURCE = "mcp"  # what the sessions of these calls record as their origin
 MCP_PATH = "/mcp"
@@ -58,9 +70,9 @@ def tool_listing(app: "AstroApp", *, allow_writes: bool) -> list[types.Tool]:
             description=tool.description,
             input_schema=dict(tool.parameters),
             annotations=types.ToolAnnotations(
-                read_only_hint=not (exposure.writes or exposure.keeps_result),
+                read_only_hint=exposure.read_only,
                 destructive_hint=False,  # our writes only add to the library
-                idempotent_hint=not (exposure.writes or exposure.keeps_result),
+                idempotent_hint=exposure.read_only,
                 open_world_hint=exposure.open_world,
             ),
         ))
@@ -88,8 +100,33 @@ async def _whole_output(app: "AstroApp", content: str, metadata: dict[str, Any])
         return content, metadata
 
 
-def build_server(app: "AstroApp", *, allow_writes: bool = False) -> Server[Any]:
-    """An MCP server bound to ``app`` (started by the caller)."""
+class PendingStores:
+    """Session stores of read-only calls already answered; ``drain`` before the server stops."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def add(self, store: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(store)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: "asyncio.Task[None]") -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("an answered MCP call could not be stored as a session: %s", task.exception())
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+
+def build_server(app: "AstroApp", *, allow_writes: bool = False, pending: PendingStores | None = None) -> Server[Any]:
+    """An MCP server bound to ``app`` (started by the caller). With ``pending``, read-only calls are
+    stored after their answer and the caller drains it; without, every call is stored first."""
     listing = tool_listing(app, allow_writes=allow_writes)
     names = {t.name for t in listing}
 
@@ -102,7 +139,12 @@ def build_server(app: "AstroApp", *, allow_writes: bool = False) -> Server[Any]:
                 if params.name in EXPOSED and EXPOSED[params.name].writes else ""
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}{hint}; tools: {', '.join(sorted(names))}")
         arguments = params.arguments if params.arguments is not None else {}
-        run, session_id = await app.run_tool_as_session(params.name, arguments, source=SOURCE, title_prefix="MCP")
+        run, session_id, store = await app.run_tool_for_session(params.name, arguments, source=SOURCE,
+                                                                 title_prefix="MCP")
+        if pending is None or not EXPOSED[params.name].read_only:
+            await store
+        else:
+            pending.add(store)
         text, metadata = await _whole_output(app, run.content, dict(run.metadata))
         return types.CallToolResult(
             content=[types.TextContent(text=text)],
@@ -121,9 +163,42 @@ async def serve_stdio(app: "AstroApp", *, allow_writes: bool = False) -> None:
     hop waits for a core, which was most of a call's time (20 ms p50 under load, benchmarks/bench_mcp.py).
     When both ends are pipes (how every MCP client starts a server) they are read and written on the
     event loop instead; anything else (a file, a terminal that cannot be polled) keeps the SDK's way."""
+    pending = PendingStores()
+    try:
+        await _until_sigterm(run_stdio(build_server(app, allow_writes=allow_writes, pending=pending)))
+    finally:
+        await pending.drain()
+
+
+async def _until_sigterm(serving: Coroutine[Any, Any, None]) -> None:
+    """Run ``serving``; SIGTERM (a client's second way to stop a server, after closing stdin) stops it
+    as closing stdin would, so what was answered is stored and the exit is clean, not a kill."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        await serving
+        return
+    task, stopper = asyncio.ensure_future(serving), asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        else:
+            task.result()
+    finally:
+        stopper.cancel()
+        task.cancel()
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def run_stdio(server: Server[Any]) -> None:
+    """Serve ``server`` over stdin/stdout (the transport of ``serve_stdio``; the benchmark's floor
+    serves a do-nothing tool through it too)."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(app, allow_writes=allow_writes)
     pipes = await _loop_pipes()
     try:
         streams = stdio_server(*pipes) if pipes else stdio_server()
@@ -252,10 +327,14 @@ async def serve_http(app: "AstroApp", sock: socket.socket, token: str, *, allow_
     import uvicorn
 
     host = sock.getsockname()[0]
-    server = build_server(app, allow_writes=allow_writes)
+    pending = PendingStores()
+    server = build_server(app, allow_writes=allow_writes, pending=pending)
     asgi = server.streamable_http_app(streamable_http_path=MCP_PATH, host="127.0.0.1" if is_loopback(host) else host)
     config = uvicorn.Config(bearer_guard(asgi, token), log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    try:
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        await pending.drain()
 
 
 def endpoint_url(sock: socket.socket) -> str:

@@ -248,7 +248,8 @@ class SesameClient:
         return record
 
     # Each cache access is one hop to the database thread (``run_sync``), not three: the
-    # lookup sits on every query_target call, so its cost shows in every agent turn.
+    # lookup sits on every query_target call, so its cost shows in every agent turn. The read
+    # goes to the reader connection, so it never queues behind a write (a stored MCP call).
     async def _cache_get(self, key: str, legacy_key: str = "") -> TargetRecord | None:
         def read(conn: Any) -> Any:
             for k in dict.fromkeys((key, legacy_key or key)):
@@ -257,7 +258,7 @@ class SesameClient:
                     return row[0]
             return None
 
-        payload = await self.db.run_sync(read)  # type: ignore[union-attr]
+        payload = await self.db.read_sync(read)  # type: ignore[union-attr]
         if not payload:
             return None
         try:

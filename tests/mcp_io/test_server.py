@@ -3,7 +3,10 @@ fastmcp's, and Jupyter's MCP extension loading our ``jupyter_server_mcp.tools`` 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -108,6 +111,82 @@ async def test_writes_only_with_the_flag_and_never_files_notebooks_kernels_or_ba
     assert set(EXPOSED) == READ_ONLY | CATALOGS | WRITES  # the one list
 
 
+async def _wait_for_sessions(home: Path, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The session list once it holds ``count`` sessions (polled with a deadline, not a fixed sleep)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(sessions := await _sessions(home)) < count:
+        assert loop.time() < deadline, f"{len(sessions)} of {count} sessions stored"
+        await asyncio.sleep(0.05)
+    return sessions
+
+
+@pytest.mark.asyncio
+async def test_every_answered_call_is_stored_a_write_before_its_answer(tmp_path, sesame_server):
+    """A read-only call is answered first and stored meanwhile: it shows in the session list while
+    the server runs, and every one is stored by the time the server has stopped. A call that changes
+    the library is stored before its answer is sent."""
+    home = tmp_path / "home"
+    async with Client(_stdio(home, sesame_server.url, "--allow-writes")) as client:
+        first = await client.call_tool("query_target", {"name": "M 31"})
+        listed = await _wait_for_sessions(home, 1)  # the server is still running
+        assert [s["id"] for s in listed] == [first.structured_content["session_id"]]
+
+        note = await client.call_tool("save_note", {"paper_id": "2101.00001", "comment": "check the distance"})
+        stored = {s["id"] for s in await _sessions(home)}  # no waiting: stored before it was answered
+        assert note.structured_content["session_id"] in stored
+
+        answered = [(await client.call_tool("query_target", {"name": "M 31"})).structured_content["session_id"]
+                    for _ in range(15)]
+    # the client closed stdin right after the last answer: the server stored every call before exiting
+    sessions = {s["id"]: s for s in await _sessions(home)}
+    assert set(answered) <= set(sessions) and len(sessions) == 17
+    assert all(s["source"] == "mcp" for s in sessions.values())
+    async with AstroApp(AstroConfig(home=str(home))) as app:
+        audit = await app.services.audit.list(limit=100)
+    assert sorted(row["session_id"] for row in audit if row["event"] == "tool_use") == sorted(sessions)
+
+
+@pytest.mark.asyncio
+async def test_sigterm_stops_the_stdio_server_cleanly_with_every_answered_call_stored(tmp_path, sesame_server):
+    """A client that stops a server with SIGTERM (without closing stdin first) gets a clean exit, and
+    the calls it was answered are in the history. Spoken as raw JSON-RPC lines, the stdio wire format."""
+    home = tmp_path / "home"
+    proc = subprocess.Popen([sys.executable, "-m", "astro_jupyter.cli", "mcp"], env=_env(home, sesame_server.url),
+                            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def send(message: dict[str, Any]) -> None:
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+
+    async def answer(request_id: int) -> dict[str, Any]:
+        while True:
+            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), timeout=60)
+            assert line, proc.stderr.read()
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        assert "result" in await answer(1)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        ids = []
+        for request_id in range(2, 7):
+            send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                  "params": {"name": "query_target", "arguments": {"name": "M 31"}}})
+            ids.append((await answer(request_id))["result"]["structuredContent"]["session_id"])
+        proc.send_signal(signal.SIGTERM)  # stdin stays open
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in proc.stderr.read()
+    assert sorted(s["id"] for s in await _sessions(home)) == sorted(ids)
+
+
 def _start_http(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen([sys.executable, "-m", "astro_jupyter.cli", "mcp", "--http", *args], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -136,6 +215,8 @@ async def test_sdk_client_over_streamable_http_needs_the_bearer_token(tmp_path, 
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    # stopped with SIGTERM right after answering: the call was stored before the server exited
+    assert [s["id"] for s in await _sessions(tmp_path / "home")] == [result.structured_content["session_id"]]
 
 
 def test_http_refuses_a_non_loopback_address_without_allow_remote(tmp_path):
