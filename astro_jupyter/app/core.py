@@ -68,6 +68,7 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
         self._warm: asyncio.Task[None] | None = None
         # models/current: each owner's choice for its next runs (the endpoint's client is shared)
         self._owner_models: dict[str, str] = {}
+        self._start_run_lock = asyncio.Lock()  # max_runs_per_user: check and start as one step
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> "AstroApp":
