@@ -26,6 +26,7 @@ from ..services.container import ServiceContainer
 from .admin import AdminMixin
 from .bookmarklet import BookmarkletMixin
 from .catalogs import CatalogsMixin
+from .ingest import IngestMixin
 from .models import ModelsMixin
 from .notes import NotesMixin
 from .papers import PapersMixin
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, ModelsMixin, BookmarkletMixin,
-               ToolsMixin, ToolSessionsMixin, AdminMixin, CatalogsMixin):
+               ToolsMixin, ToolSessionsMixin, AdminMixin, CatalogsMixin, IngestMixin):
     """One per process (server, kernel, CLI command): owns the ``ServiceContainer``, the
     ``AgentRuntime`` and, on the server, the bookmarklet intake worker."""
 

@@ -1,0 +1,86 @@
+"""``astro-jupyter library ingest``: PDFs parsed and embedded by worker processes (or a Dask cluster),
+stored by the command itself; the same chunks and vectors as ``library add``; reruns skip what is in;
+failures listed at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from astro_jupyter.cli import main
+from tests.fakes.pdf_corpus import library_snapshot, make_corpus
+
+
+@pytest.fixture
+def corpus(shared_pdfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ASTRO_EMBED_MODEL", "lexical")  # no LLM endpoint in these tests: the same everywhere
+    folder = tmp_path / "corpus"
+    make_corpus(shared_pdfs, folder, 4, pages=2)
+    return folder
+
+
+def _ingest(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict, str]:
+    code = main(["library", "ingest", *argv, "--json"])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out), captured.err
+
+
+def _reference_library(corpus: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The same PDFs through the one-at-a-time path (``library add`` of each), in another library."""
+    monkeypatch.setenv("ASTRO_HOME", str(home))
+    for pdf in sorted(corpus.glob("*.pdf")):
+        assert main(["library", "add", str(pdf)]) == 0
+    return asyncio.run(library_snapshot(home))
+
+
+def test_workers_store_what_library_add_stores_and_a_rerun_skips_it(
+    corpus: Path, astro_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = corpus / "zz-broken.pdf"
+    broken.write_text("this is not a PDF")
+    code, out, _ = _ingest(capsys, str(corpus), "--workers", "2")
+    assert code == 1  # a failure: listed, and the exit status says so
+    assert out["workers"] == "2 processes" and out["total"] == 5
+    assert len(out["ingested"]) == 4 and out["skipped"] == []
+    assert list(out["failed"]) == [str(broken.resolve())]
+    assert "not a readable PDF" in out["failed"][str(broken.resolve())]
+    ingested = asyncio.run(library_snapshot(astro_home))
+
+    broken.unlink()
+    code, again, err = _ingest(capsys, str(corpus), "--workers", "2")
+    assert code == 0 and again["ingested"] == [] and len(again["skipped"]) == 4 and again["failed"] == {}
+
+    reference = _reference_library(corpus, tmp_path / "reference-home", monkeypatch)
+    assert sorted(ingested) == sorted(reference) and len(ingested) == 4
+    for title, chunks in reference.items():
+        assert ingested[title] == chunks, title  # same passages, same vectors
+        assert chunks and all(vector is not None for _s, part, _t, vector in chunks if part != "references")
+
+
+def test_progress_lines_and_the_failures_listed_at_the_end(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pdfs = sorted(corpus.glob("*.pdf"))
+    reading_list = tmp_path / "reading-list.txt"  # relative paths, a comment, a missing file
+    reading_list.write_text(f"# our group's list\n{Path('corpus') / pdfs[0].name}\n\n{pdfs[1]}\nmissing.pdf\n")
+    assert main(["library", "ingest", str(reading_list)]) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0].startswith(f"[1/3] {pdfs[0].name}: local:ingest-corpus-paper-0000")
+    assert lines[1].startswith(f"[2/3] {pdfs[1].name}: local:")
+    assert lines[2] == "[3/3] missing.pdf: FAILED: no such PDF file: " + str(tmp_path / "missing.pdf")
+    assert lines[-1] == f"astro-jupyter: {tmp_path / 'missing.pdf'}: no such PDF file: {tmp_path / 'missing.pdf'}"
+    assert captured.out.startswith("2 papers ingested, 0 already in the library, 1 failed, of 3 (1 process;")
+
+
+def test_bad_arguments_are_refused_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["library", "ingest", str(tmp_path / "nothing-here")]) == 1
+    assert "not a folder, a reading list" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["library", "ingest", str(tmp_path / "empty")]) == 1
+    assert "holds no PDF files" in capsys.readouterr().err
+    assert main(["library", "ingest", str(tmp_path), "--workers", "0"]) == 1
+    assert "--workers must be at least 1" in capsys.readouterr().err
