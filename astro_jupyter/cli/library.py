@@ -19,6 +19,7 @@ service or a failed parse (the paper then stays in the library, not searchable y
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -240,14 +241,22 @@ async def _remove(app: "AstroApp", args: argparse.Namespace) -> int:
 
 async def _ingest(app: "AstroApp", args: argparse.Namespace) -> int:
     """Progress on stderr, one line a paper; the failures listed at the end; exit 1 when any failed."""
+    stored = [0]
+
     async def progress(step: "IngestStep") -> None:
+        stored[0] += step.kind == "ingested"
         if args.json:
             return
         what = {"ingested": f"{step.paper_id}: {step.detail}", "skipped": step.detail, "failed": f"FAILED: {step.detail}"}
         print(f"[{step.done}/{step.total}] {Path(step.path).name}: {what[step.kind]}", file=sys.stderr, flush=True)
 
-    report = await app.ingest(args.sources, workers=args.workers, scheduler=args.dask_scheduler, fetch=args.fetch,
-                              progress=progress)
+    try:
+        report = await app.ingest(args.sources, workers=args.workers, scheduler=args.dask_scheduler,
+                                  fetch=args.fetch, progress=progress)
+    except asyncio.CancelledError:  # Ctrl-C: the paper being stored was finished, nothing is half-written
+        err(f"interrupted after {_count(stored[0], 'paper')} ingested; run the same command again to go on "
+            "(papers already in are skipped)")
+        raise
     if args.json:
         print(json.dumps({
             "total": report.total, "workers": report.workers, "seconds": round(report.seconds, 3),

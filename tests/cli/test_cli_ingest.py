@@ -84,3 +84,65 @@ def test_bad_arguments_are_refused_with_a_message(tmp_path: Path, capsys: pytest
     assert "holds no PDF files" in capsys.readouterr().err
     assert main(["library", "ingest", str(tmp_path), "--workers", "0"]) == 1
     assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_dask_cluster_gives_the_same_library_as_one_process(
+    corpus: Path, astro_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (the test extra has it)")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        code, out, _ = _ingest(capsys, str(corpus), "--dask-scheduler", cluster.scheduler_address)
+    assert code == 0 and len(out["ingested"]) == 4, out
+    assert out["workers"] == f"Dask at {cluster.scheduler_address} (2 worker threads)"
+    on_dask = asyncio.run(library_snapshot(astro_home))
+
+    monkeypatch.setenv("ASTRO_HOME", str(tmp_path / "one-process"))
+    code, out, _ = _ingest(capsys, str(corpus), "--workers", "1")
+    assert code == 0 and out["workers"] == "1 process"
+    assert on_dask == asyncio.run(library_snapshot(tmp_path / "one-process")) and len(on_dask) == 4
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("distributed", reason="dask.distributed is not installed (the test extra has it)")
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert main(["library", "ingest", str(corpus), "--dask-scheduler", f"tcp://127.0.0.1:{port}"]) == 1
+    assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_an_interrupted_ingest_leaves_whole_papers_and_the_rerun_goes_on(
+    shared_pdfs: Path, tmp_path: Path, astro_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    folder = tmp_path / "big"
+    make_corpus(shared_pdfs, folder, 8, pages=3)
+    env = {**os.environ, "ASTRO_HOME": str(astro_home), "ASTRO_EMBED_MODEL": "lexical"}
+    proc = subprocess.Popen([sys.executable, "-m", "astro_jupyter.cli", "library", "ingest", str(folder)],
+                            env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    first = proc.stderr.readline()  # the first paper is stored: interrupt while the others go on
+    assert first.startswith("[1/8] paper-0000.pdf: local:"), first
+    proc.send_signal(signal.SIGINT)
+    _out, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, rest
+    assert "interrupted after" in rest and "run the same command again to go on" in rest
+    done = int(rest.split("interrupted after ")[1].split()[0])
+    assert 1 <= done < 8
+
+    assert main(["library", "list", "--json"]) == 0
+    papers = json.loads(capsys.readouterr().out)
+    assert len(papers) == done and {p["state"] for p in papers} == {"parsed"}  # no paper half-written
+    stored = asyncio.run(library_snapshot(astro_home))
+    assert len(stored) == done
+    assert all(chunks and all(v is not None for _s, part, _t, v in chunks if part != "references")
+               for chunks in stored.values())
+    code, out, _ = _ingest(capsys, str(folder))
+    assert code == 0 and len(out["skipped"]) == done and len(out["ingested"]) == 8 - done
