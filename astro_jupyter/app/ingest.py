@@ -165,7 +165,8 @@ class IngestMixin(AppBase):
         if prepared.backend != spec.backend:  # a worker with another model would mix vector spaces
             return ("failed", "", 0, f"the worker embedded with {prepared.backend}, the library uses {spec.backend}")
         try:
-            record = await self.services.library.add_pdf(Path(prepared.path), fetch=fetch)
+            record = await self.services.library.add_pdf(Path(prepared.path), fetch=fetch, info=prepared.info,
+                                                         digest=prepared.sha256)
             result = await self.services.parser.store_parsed(record, prepared.paper, prepared.vectors)
         except AstroError as exc:
             return ("failed", "", 0, str(exc))

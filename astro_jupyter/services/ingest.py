@@ -45,6 +45,7 @@ class Prepared:
 
     path: str
     sha256: str = ""
+    info: dict[str, Any] | None = None  # services.library.read_pdf_info
     paper: Any = None  # parse.ParsedPaper
     vectors: np.ndarray | None = None
     backend: str = ""
@@ -115,7 +116,7 @@ def prepare_pdf(path: str, spec: EmbedSpec) -> Prepared:
         pdf = Path(path)
         if not pdf.is_file():
             raise ToolInputError(f"no such PDF file: {path}")
-        read_pdf_info(pdf)  # the checks library add makes (a PDF at all, not encrypted, has pages)
+        out.info = read_pdf_info(pdf)  # and the checks library add makes (a PDF at all, not encrypted, has pages)
         out.sha256 = _sha256(pdf)
         paper = digest_document(parse_file(pdf))
         backend = _backend(spec)
