@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from ..errors import AstroError, InvalidRequest, NotAvailable
 from .common import AppBase
 
+DASK_CONNECT_SECS = 10  # a scheduler that does not answer by then is reported, not waited for
 IN_FLIGHT_PER_WORKER = 2  # results waiting to be stored stay few (memory), workers never wait for work
 
 IngestProgress = Callable[["IngestStep"], Awaitable[None]]
@@ -189,7 +190,7 @@ async def _executor(workers: int, scheduler: str) -> tuple[concurrent.futures.Ex
         except ImportError as exc:
             raise NotAvailable("--dask-scheduler needs dask.distributed: pip install 'dask[distributed]'") from exc
         try:
-            client = await asyncio.to_thread(Client, scheduler, timeout=30)
+            client = await asyncio.to_thread(Client, scheduler, timeout=DASK_CONNECT_SECS)
         except (OSError, TimeoutError) as exc:
             raise InvalidRequest(f"cannot reach the Dask scheduler at {scheduler}: {exc}",
                                  reason="dask_unreachable") from exc

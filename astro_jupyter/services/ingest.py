@@ -85,7 +85,7 @@ def _backend(spec: EmbedSpec) -> Any:
     from ..config import AstroConfig
     from .embed import EndpointEmbedder, LexicalEmbedder, LocalEmbedder
 
-    if spec.backend.startswith("endpoint:"):  # a fresh client per paper: each asyncio.run has its own loop
+    if spec.backend.startswith("endpoint:"):  # a fresh client per paper: each paper's asyncio.run has its own loop
         from ..llm.client import LlmClient
 
         config = AstroConfig(openai_base_url=spec.base_url, openai_api_key=spec.api_key)
@@ -122,7 +122,11 @@ def prepare_pdf(path: str, spec: EmbedSpec) -> Prepared:
         backend = _backend(spec)
         words = backend.name != "lexical-v2"
         texts = [RagService.passage_text(c, words=words) for c in paper.chunks if c.part != "references"]
-        batches = [asyncio.run(backend.embed(texts[i : i + EMBED_BATCH])) for i in range(0, len(texts), EMBED_BATCH)]
+
+        async def embed_all() -> list[np.ndarray]:  # one event loop for all batches (an endpoint client keeps its loop)
+            return [await backend.embed(texts[i : i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)]
+
+        batches = asyncio.run(embed_all())
         out.vectors = np.vstack(batches).astype(np.float32) if batches else np.zeros((0, 0), dtype=np.float32)
         out.paper, out.backend = paper, backend.name
     except AstroError as exc:

@@ -103,6 +103,7 @@ def test_a_dask_cluster_gives_the_same_library_as_one_process(
     assert on_dask == asyncio.run(library_snapshot(tmp_path / "one-process")) and len(on_dask) == 4
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_a_clear_error(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("distributed", reason="dask.distributed is not installed (the test extra has it)")
     import socket
@@ -146,3 +147,24 @@ def test_an_interrupted_ingest_leaves_whole_papers_and_the_rerun_goes_on(
                for chunks in stored.values())
     code, out, _ = _ingest(capsys, str(folder))
     assert code == 0 and len(out["skipped"]) == done and len(out["ingested"]) == 8 - done
+
+
+def test_endpoint_embeddings_from_the_workers_equal_library_adds(
+    shared_pdfs: Path, tmp_path: Path, astro_home: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, openai_server: object
+) -> None:
+    """Workers embed through the LLM endpoint themselves (the library's model, its URL and key)."""
+    folder = tmp_path / "corpus"
+    make_corpus(shared_pdfs, folder, 2, pages=16)  # 16 body pages: more than one embedding batch
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.url)  # type: ignore[attr-defined]
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("ASTRO_EMBED_MODEL", "text-embedding-3-small")
+    code, out, _ = _ingest(capsys, str(folder), "--workers", "2")
+    assert code == 0 and len(out["ingested"]) == 2, out
+    embed_requests = [r for r in openai_server.requests if r.path.endswith("/embeddings")]  # type: ignore[attr-defined]
+    assert embed_requests and all({k.lower(): v for k, v in r.headers.items()}.get("authorization") == "Bearer k"
+                                  for r in embed_requests)
+    ingested = asyncio.run(library_snapshot(astro_home))
+    reference = _reference_library(folder, tmp_path / "reference-home", monkeypatch)
+    assert ingested == reference and len(reference) == 2
+    assert any(len(chunks) > 32 for chunks in reference.values())  # a paper needed two batches
