@@ -47,12 +47,14 @@ c.Spawner.environment.update({name: os.environ[name] for name in HUB_WIDE if os.
 def astro_auth_state_hook(spawner, auth_state):
     """Copy the user's own secrets from their ``auth_state`` (set by the authenticator's
     ``post_auth_hook`` or by an admin through the REST API) into that user's server only."""
+    environment = dict(spawner.environment)  # a copy: never a dict another user's spawner could share
     for key, variable in PER_USER_SECRETS.items():
         value = (auth_state or {}).get(key)
         if isinstance(value, str) and value.strip():
-            spawner.environment[variable] = value.strip()
+            environment[variable] = value.strip()
         else:  # a token removed from auth_state does not linger from an earlier spawn
-            spawner.environment.pop(variable, None)
+            environment.pop(variable, None)
+    spawner.environment = environment
 
 
 c.Spawner.auth_state_hook = astro_auth_state_hook
