@@ -256,6 +256,24 @@ class AstroConfig(Configurable):
     ).tag(config=True)
     _rerank_chars_default = _env_default("rerank_passage_chars", "ASTRO_RERANK_PASSAGE_CHARS", 900)
 
+    # -- hub limits (docs/jupyterhub.md: an administrator sets these for every user) --------------
+    allowed_models = List(
+        Unicode(),
+        help="Models users may pick (the sidebar's model switch, a run's 'model'), as names or globs like "
+        "'gpt-4o*'; empty: any model the endpoint serves. The configured llm_model and its fallbacks stay in use "
+        "(env ASTRO_ALLOWED_MODELS, comma-separated).",
+    ).tag(config=True)
+
+    @default("allowed_models")
+    def _allowed_models_default(self) -> list[str]:
+        return [m.strip() for m in _env("ASTRO_ALLOWED_MODELS").split(",") if m.strip()]
+
+    max_runs_per_user = Int(
+        help="Runs one user may have going at once (sidebar, API, notebook cells and CLI on the same library); "
+        "one more is refused with HTTP 429. 0: no limit (env ASTRO_MAX_RUNS_PER_USER)."
+    ).tag(config=True)
+    _max_runs_default = _env_default("max_runs_per_user", "ASTRO_MAX_RUNS_PER_USER", 0)
+
     # -- the loop -------------------------------------------------------------------
     max_steps = Int(help="Maximum LLM turns per run (env ASTRO_MAX_STEPS).").tag(config=True)
     _max_steps_default = _env_default("max_steps", "ASTRO_MAX_STEPS", 20)

@@ -36,6 +36,7 @@
     ├── FileRefused (also an OSError)   a file the tools will not read
     │   └── agent.tools.filesystem.regular.NotRegularFile / FileTooLarge
     ├── PermissionDenied       the permission pipeline said no
+    │   └── app.models.ModelNotAllowed   a model outside the administrator's allowed_models
     ├── RunNotFound / SessionNotFound
     ├── RunConflict            a second run started while one is active in the session
     ├── QuestionCancelled      the run was cancelled while a question waited for its answer
@@ -45,6 +46,7 @@
     ├── InvalidRequest         a request that asks for something that cannot be (400 unless ``status``)
     ├── NotAvailable           a feature whose module is not installed (501)
     └── RateLimited            too many requests; ``retry_after`` seconds
+        └── app.runs.TooManyRuns   a user past max_runs_per_user runs at once
 
 Exceptions that stay in their own module subclass one of these; the builtin bases
 (ValueError, OSError) are kept so existing ``except ValueError`` code sees no change.

@@ -361,6 +361,10 @@ class RunLocks:
             pass
         handle.close()  # closing drops the flock
 
+    def held_here(self, run_id: str) -> bool:
+        """True when this process holds the run's lock (the run is one of ours)."""
+        return run_id in self._held
+
     def is_alive(self, run_id: str) -> bool:
         """True when some process (this one included) still holds the run's lock."""
         if fcntl is None:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 from ..textsafe import safe_json
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ..config import AstroConfig
     from ..services.container import ServiceContainer
 
@@ -55,6 +57,7 @@ class AppBase:
     source: str
     _runtime: Any
     _owner_models: dict[str, str]
+    _start_run_lock: "asyncio.Lock"
 
     @property
     def runtime(self) -> Any:  # pragma: no cover - AstroApp overrides it

@@ -26,6 +26,7 @@ from ..services.container import ServiceContainer
 from .admin import AdminMixin
 from .bookmarklet import BookmarkletMixin
 from .catalogs import CatalogsMixin
+from .ingest import IngestMixin
 from .models import ModelsMixin
 from .notes import NotesMixin
 from .papers import PapersMixin
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, ModelsMixin, BookmarkletMixin,
-               ToolsMixin, ToolSessionsMixin, AdminMixin, CatalogsMixin):
+               ToolsMixin, ToolSessionsMixin, AdminMixin, CatalogsMixin, IngestMixin):
     """One per process (server, kernel, CLI command): owns the ``ServiceContainer``, the
     ``AgentRuntime`` and, on the server, the bookmarklet intake worker."""
 
@@ -68,6 +69,7 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
         self._warm: asyncio.Task[None] | None = None
         # models/current: each owner's choice for its next runs (the endpoint's client is shared)
         self._owner_models: dict[str, str] = {}
+        self._start_run_lock = asyncio.Lock()  # max_runs_per_user: check and start as one step
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> "AstroApp":

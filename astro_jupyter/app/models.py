@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from fnmatch import fnmatchcase
 from typing import Any
 
-from ..errors import AstroError, InvalidRequest
+from ..errors import AstroError, InvalidRequest, PermissionDenied
 from .common import AppBase, unique
 
 MODEL_NAME_MAX = 200
@@ -14,6 +15,12 @@ NO_ENDPOINT = (
     "OpenAI-compatible endpoint, then restart Jupyter; `astro-jupyter doctor` checks it"
 )
 MODELS_SHOWN = 40  # names listed when a model is refused (an endpoint may serve hundreds)
+
+
+class ModelNotAllowed(PermissionDenied):
+    """A model outside ``AstroConfig.allowed_models`` (HTTP 403; the sidebar shows the allowed ones)."""
+
+    reason = "model_not_allowed"
 
 
 class ModelsMixin(AppBase):
@@ -46,6 +53,7 @@ class ModelsMixin(AppBase):
             warning = f"could not list the endpoint's models: {exc}"
         current = self.current_model(owner)
         models = unique([current, *available]) if available else unique([current, *configured])
+        models = [m for m in models if m == current or self.model_allowed(m)]  # the picker offers what may be picked
         return {
             "current": current,
             "models": models,
@@ -60,7 +68,7 @@ class ModelsMixin(AppBase):
 
     async def switch_model(self, owner: str, model: Any) -> dict[str, Any]:
         """Switch ``owner``'s model only (another user's runs keep theirs); not persisted."""
-        name = await self.check_model(model)
+        name = self.check_allowed_model(await self.check_model(model))
         previous = self.current_model(owner)
         self._owner_models[owner] = name
         return {"current": name, "previous": previous}
@@ -80,4 +88,23 @@ class ModelsMixin(AppBase):
             shown = ", ".join(available[:MODELS_SHOWN]) + (f" and {len(available) - MODELS_SHOWN} more"
                                                           if len(available) > MODELS_SHOWN else "")
             raise InvalidRequest(f"the LLM endpoint has no model named {name!r}; it lists: {shown}", reason="unknown_model")
+        return name
+
+    def model_allowed(self, name: str) -> bool:
+        """May a user pick ``name``? Any model when ``allowed_models`` is empty; the configured ones
+        (the administrator's own choice) always."""
+        patterns = self.config.allowed_models
+        cfg = self.config
+        return (not patterns or name in (cfg.llm_model, cfg.llm_fallback_model, *cfg.llm_fallback_chain)
+                or any(fnmatchcase(name, p) for p in patterns))
+
+    def check_allowed_model(self, model: Any) -> str:
+        """``model`` (stripped) if a user may pick it, else ``ModelNotAllowed`` naming the ones they may."""
+        name = model.strip() if isinstance(model, str) else model
+        if not isinstance(name, str) or not name or len(name) > MODEL_NAME_MAX:
+            raise InvalidRequest("'model' must be a non-empty model name", reason="invalid_model")
+        if not self.model_allowed(name):
+            allowed = ", ".join(unique([self.config.llm_model, *self.config.allowed_models]))
+            raise ModelNotAllowed(f"the model {name!r} is not allowed on this server; you may pick: {allowed} "
+                                  "(set by the administrator: AstroConfig.allowed_models)")
         return name

@@ -4,10 +4,11 @@ stored, resumable), cancel, answers — with ownership."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from ..errors import InvalidRequest, PermissionDenied, RunConflict, RunNotFound
-from .common import AppBase, Owner, encode_wire, may_change, visible_to
+from ..errors import InvalidRequest, PermissionDenied, RateLimited, RunConflict, RunNotFound
+from .common import AppBase, Owner, can_see, encode_wire, may_change, visible_to
 from .event_batches import Batch, coalesce, live_batches
 
 if TYPE_CHECKING:
@@ -16,6 +17,13 @@ if TYPE_CHECKING:
 
 STORE_PAGE = 500
 STORE_POLL_SECS = 0.25
+RUN_CAP_RETRY_SECS = 15.0  # Retry-After of a refused run: a typical answer's length, not a promise
+
+
+class TooManyRuns(RateLimited):
+    """The user already has ``AstroConfig.max_runs_per_user`` runs going (HTTP 429; the sidebar shows why)."""
+
+    reason = "too_many_runs"
 
 
 class RunsMixin(AppBase):
@@ -69,6 +77,8 @@ class RunsMixin(AppBase):
         (``notebook_context.py``); ``client_files`` an ACP client's file system (``agent/run.py``);
         ``unattended`` (``agent.permissions.Unattended``): no one can answer this run's questions."""
         prompt = self.check_prompt(prompt)
+        if model:
+            model = self.check_allowed_model(model)  # type: ignore[attr-defined]
         from .notebook_context import parse_notebook_context
 
         client, context_note = parse_notebook_context(notebook, self.services)
@@ -89,23 +99,65 @@ class RunsMixin(AppBase):
                 await self.services.sessions.update(session_id, coordinator=coordinator)
         key = owner or ""
         try:
-            handle = await self.runtime.start_run(
-                prompt,
-                session_id=session_id,
-                owner=key,
-                model=model or self._owner_models.get(key) or None,
-                coordinator=bool(coordinator),
-                max_steps=max_steps,
-                source=self.source,
-                client=client,
-                prompt_context=context_note if client is not None else "",
-                unattended=unattended,
-            )
+            async with self._run_cap_lock(key):
+                handle = await self.runtime.start_run(
+                    prompt,
+                    session_id=session_id,
+                    owner=key,
+                    model=model or self._owner_models.get(key) or None,
+                    coordinator=bool(coordinator),
+                    max_steps=max_steps,
+                    source=self.source,
+                    client=client,
+                    prompt_context=context_note if client is not None else "",
+                    unattended=unattended,
+                )
         except BaseException:
             if previous is not None and session_id:
                 await self.services.sessions.update(session_id, coordinator=previous)
             raise
         return handle
+
+    @contextlib.asynccontextmanager
+    async def _run_cap_lock(self, key: str) -> AsyncIterator[None]:
+        """With ``max_runs_per_user`` set, check the cap and start the run under one lock, so starts
+        at once cannot all pass the check before any of them is counted."""
+        if self.config.max_runs_per_user <= 0:
+            yield
+            return
+        async with self._start_run_lock:
+            await self._check_run_cap(key)
+            yield
+
+    async def _check_run_cap(self, key: str) -> None:
+        """``TooManyRuns`` when ``key`` already has ``max_runs_per_user`` runs going besides the one it is
+        starting. Counted: this process's live runs and the runs other living processes (the user's
+        kernels, CLI) hold on the same library. Ownerless runs (kernel, CLI) count for everyone: on a hub they are
+        the same person's, whose library this is."""
+        cap = self.config.max_runs_per_user
+        if cap <= 0:
+            return
+        runtime = self.runtime
+
+        def counts(run_owner: str) -> bool:
+            return key == "" or can_see(run_owner, key)
+
+        going = 1 + sum(counts(h.state.owner) for h in runtime.active_runs())  # 1: the one starting
+        if going <= cap:
+            for run_id in await self.services.runs.list_running():
+                locks = runtime.run_locks  # this process's runs were counted above
+                if runtime.get_run(run_id) is None and not locks.held_here(run_id) and locks.is_alive(run_id):
+                    try:
+                        going += counts((await self.services.runs.get(run_id)).owner)
+                    except RunNotFound:
+                        continue
+        if going > cap:
+            going -= 1  # the one being refused
+            raise TooManyRuns(
+                f"you already have {going} run{'s' if going != 1 else ''} going and this hub allows {cap} at once "
+                "(AstroConfig.max_runs_per_user): wait for one to finish or cancel it, then ask again",
+                RUN_CAP_RETRY_SECS,
+            )
 
     def live_run(self, run_id: str) -> Any:
         if self._runtime is None:

@@ -5,18 +5,21 @@
     astro-jupyter library show PAPER_ID [--json]
     astro-jupyter library remove PAPER_ID [--yes] [--json]
     astro-jupyter library bib [PAPER_ID ...]   BibTeX of the library (or of these papers) on stdout
+    astro-jupyter library ingest DIR|LIST|PDF ... [--workers N | --dask-scheduler ADDRESS] [--fetch] [--json]
 
 A local PDF is copied into ``ASTRO_HOME/papers/`` with metadata read from the PDF itself
 (upgraded from arXiv/ADS when the PDF names its arXiv id or DOI), then parsed and indexed so
 rag_search finds it (progress on stderr; ``--no-parse`` skips that); a folder adds every PDF in
 it. An identifier brings in the metadata from arXiv/ADS, and ``--download`` fetches (and parses)
-the PDF too. Exit 1 with a clear message on a bad identifier, an unreadable file, a failing
+the PDF too. ``ingest`` parses and embeds many PDFs in parallel (processes, or a Dask cluster) and
+stores them here as they finish; run it again after an interrupt and it skips what is in. Exit 1 with a clear message on a bad identifier, an unreadable file, a failing
 service or a failed parse (the paper then stays in the library, not searchable yet).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -26,6 +29,7 @@ from .registry import EXIT_ERROR, EXIT_OK, command, err, json_flag, open_app
 
 if TYPE_CHECKING:
     from ..app import AstroApp
+    from ..app.ingest import IngestStep
     from ..app.papers import AddedPaper
     from ..store.papers import PaperRecord
 
@@ -49,6 +53,16 @@ def _library_args(p: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="show one paper's full record")
     show.add_argument("paper_id", help="library id or any identifier of a stored paper")
     json_flag(show)
+    ingest = sub.add_parser("ingest", help="parse and embed many PDFs in parallel into the library (resumable)")
+    ingest.add_argument("sources", nargs="+", metavar="DIR|LIST|PDF",
+                        help="a folder (its PDFs, recursively), a reading list (.txt: one PDF path per line) or PDFs")
+    where = ingest.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default 1)")
+    where.add_argument("--dask-scheduler", metavar="ADDRESS", default="",
+                       help="spread the work over this dask.distributed cluster, e.g. tcp://10.0.0.5:8786")
+    ingest.add_argument("--fetch", action="store_true",
+                        help="ask arXiv/ADS for the metadata of PDFs that print an arXiv id or DOI (one request per paper)")
+    json_flag(ingest)
     bib = sub.add_parser("bib", help="print the library's BibTeX (NASA ADS entries where it knows the paper)")
     bib.add_argument("paper_ids", nargs="*", help="only these papers (library ids or any identifier)")
 
@@ -78,6 +92,8 @@ async def cmd_library(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.library_command == "bib":
             return await _bib(app, args)
+        if args.library_command == "ingest":
+            return await _ingest(app, args)
         papers = await app.list_paper_records(state=args.state, limit=args.limit)
         if args.json:
             print(json.dumps([p.to_dict() for p in papers], ensure_ascii=False))
@@ -221,3 +237,38 @@ async def _remove(app: "AstroApp", args: argparse.Namespace) -> int:
     else:
         print(f"removed {removed.record.id} ({removed.record.title or 'untitled'}) and its {_count(removed.chunks, 'passage')}")
     return EXIT_OK
+
+
+async def _ingest(app: "AstroApp", args: argparse.Namespace) -> int:
+    """Progress on stderr, one line a paper; the failures listed at the end; exit 1 when any failed."""
+    stored = [0]
+
+    async def progress(step: "IngestStep") -> None:
+        stored[0] += step.kind == "ingested"
+        if args.json:
+            return
+        what = {"ingested": f"{step.paper_id}: {step.detail}", "skipped": step.detail, "failed": f"FAILED: {step.detail}"}
+        print(f"[{step.done}/{step.total}] {Path(step.path).name}: {what[step.kind]}", file=sys.stderr, flush=True)
+
+    try:
+        report = await app.ingest(args.sources, workers=args.workers, scheduler=args.dask_scheduler,
+                                  fetch=args.fetch, progress=progress)
+    except asyncio.CancelledError:  # Ctrl-C: the paper being stored was finished, nothing is half-written
+        err(f"interrupted after {_count(stored[0], 'paper')} ingested; run the same command again to go on "
+            "(papers already in are skipped)")
+        raise
+    if args.json:
+        print(json.dumps({
+            "total": report.total, "workers": report.workers, "seconds": round(report.seconds, 3),
+            "ingested": [{"path": s.path, "paper_id": s.paper_id, "chunks": s.chunks} for s in report.ingested],
+            "skipped": [s.path for s in report.skipped],
+            "failed": {s.path: s.detail for s in report.failed},
+        }, ensure_ascii=False))
+    else:
+        rate = len(report.ingested) / report.seconds if report.seconds > 0 else 0.0
+        print(f"{_count(len(report.ingested), 'paper')} ingested, {len(report.skipped)} already in the library, "
+              f"{len(report.failed)} failed, of {report.total} ({report.workers or 'nothing to do'}; "
+              f"{report.seconds:.1f} s, {rate:.2f} papers/s)")
+        for step in report.failed:
+            err(f"{step.path}: {step.detail}")
+    return EXIT_ERROR if report.failed else EXIT_OK

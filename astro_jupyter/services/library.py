@@ -313,12 +313,14 @@ class LibraryService:
             return await self.add_pdf(path, fetch=fetch)
         return await self.resolve(text, fetch=fetch)
 
-    async def add_pdf(self, path: Path, *, fetch: bool = True, paper_id: str | None = None) -> PaperRecord:
+    async def add_pdf(self, path: Path, *, fetch: bool = True, paper_id: str | None = None,
+                      info: dict[str, Any] | None = None, digest: str = "") -> PaperRecord:
         """Copy a local PDF in; metadata from the PDF, upgraded from arXiv/ADS if it names an id.
 
-        ``paper_id`` (a ``local:`` id) gives a known local paper a stable id (the demo's samples)."""
-        info = await asyncio.to_thread(read_pdf_info, path)
-        digest = await asyncio.to_thread(_sha256, path)
+        ``paper_id`` (a ``local:`` id) gives a known local paper a stable id (the demo's samples).
+        ``info`` / ``digest``: ``read_pdf_info`` and the content hash, when a bulk-ingest worker read them."""
+        info = info if info is not None else await asyncio.to_thread(read_pdf_info, path)
+        digest = digest or await asyncio.to_thread(_sha256, path)
         same = await self.papers.find_by_sha256(digest)
         if same is not None and same.pdf_path and Path(same.pdf_path).is_file():
             return same

@@ -257,6 +257,20 @@ class RagService:
                 await progress(done, len(chunks))
         return done
 
+    async def store_vectors(self, chunks: Sequence["ChunkRow"], matrix: np.ndarray) -> int:
+        """Store vectors made elsewhere (a bulk-ingest worker, with this backend) for these chunks'
+        non-reference passages, in order; returns how many."""
+        chunks = [c for c in chunks if c.part != "references"]
+        if len(chunks) != len(matrix):
+            raise ValueError(f"{len(matrix)} vectors for {len(chunks)} passages: the chunks do not match")
+        if not chunks:
+            return 0
+        space = await self.space(matrix)
+        ids = [c.id for c in chunks]
+        await self.repo.put_vectors(space, ids, matrix)
+        self.index.add(space, ids, matrix)
+        return len(ids)
+
     async def sync(self, paper_ids: Sequence[str] | None = None) -> int:
         """Embed chunks that have no vector in the active space (new backend, failed embedding).
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ...store.chunks import ChunkRepository
     from ..rag import RagService
 
-__all__ = ["ParseError", "ParseResult", "ParseService", "detect_format"]
+__all__ = ["ParseError", "ParsedPaper", "ParseResult", "ParseService", "detect_format", "digest_document", "parse_file"]
 
 Progress = Callable[..., Awaitable[None]]
 
@@ -42,6 +42,41 @@ class ParseResult:
     source: str
     title: str
     embed_error: str = ""
+
+
+@dataclass
+class ParsedPaper:
+    """A parsed document as the library stores it: Markdown, its sections and chunks (plain data, so a
+    bulk-ingest worker process can make it and hand it back)."""
+
+    markdown: str
+    sections: list[Section]
+    chunks: list[Any]  # chunking.Chunk
+    page_count: int
+    source: str
+    title: str
+
+
+def digest_document(doc: ParsedDocument) -> ParsedPaper:
+    """Markdown, sections and chunks of a parsed document: one function for every parse path, so a
+    paper parsed by ``parse_paper``, ``library add`` or ``library ingest`` gets the same chunks."""
+    markdown = doc.to_markdown()
+    sections = read_sections(markdown)
+    return ParsedPaper(markdown, sections, chunk_sections(sections), doc.page_count, doc.source, doc.title)
+
+
+def parse_file(path: Path) -> ParsedDocument:
+    """``ParseService.parse_document`` in one synchronous call (no progress), for worker processes."""
+    if detect_format(path) == "html":
+        from .html import parse_html
+
+        return parse_html(path.read_text("utf-8", "replace"))
+    pdf = locked(open_pdf, path)
+    try:
+        pages = locked(lambda: list(iter_pages(pdf)))
+    finally:
+        locked(pdf.close)
+    return finish(pages)
 
 
 def detect_format(path: Path) -> str:
@@ -104,14 +139,20 @@ class ParseService:
         record = await self.library.get(identifier)
         path = await self.source_path(record)
         doc = await self.parse_document(path, progress)
-        markdown = doc.to_markdown()
+        return await self.store_parsed(record, digest_document(doc), progress=progress)
+
+    async def store_parsed(self, record: Any, paper: "ParsedPaper", vectors: Any = None,
+                           progress: Progress | None = None) -> ParseResult:
+        """Write what parsing made: the Markdown (atomically), the chunks, their vectors (``vectors``:
+        the non-reference chunks' embeddings, in order, made elsewhere, e.g. by a bulk-ingest worker;
+        else embedded here), then the paper's 'parsed' state last, so a paper is 'parsed' only once
+        all of it is written."""
+        markdown, sections, chunks = paper.markdown, paper.sections, paper.chunks
         self.config.papers_dir.mkdir(parents=True, exist_ok=True)
         target = self.config.papers_dir / markdown_filename(record.id)
         tmp = target.with_name(f".{target.name}.tmp")
         await asyncio.to_thread(tmp.write_text, markdown, "utf-8")
         tmp.replace(target)
-        sections = read_sections(markdown)
-        chunks = chunk_sections(sections)
         old_ids = await self.chunks.removed_ids(record.id)
         self.rag.forget(old_ids)
         await self.chunks.replace(record.id, chunks)
@@ -123,27 +164,30 @@ class ParseService:
                 if progress is not None:
                     await progress(done=done, total=total, message=f"embedded {done}/{total} chunks")
 
-            embedded = await self.rag.embed_chunks(rows, progress=embed_progress)
+            if vectors is not None:
+                embedded = await self.rag.store_vectors(rows, vectors)
+            else:
+                embedded = await self.rag.embed_chunks(rows, progress=embed_progress)
         except Exception as exc:  # noqa: BLE001 - chunks are stored; rag_search embeds them later
             embed_error = str(exc)
             self.rag.mark_unsynced()
         fields: dict[str, Any] = {}
-        if doc.title and not record.title:
-            fields["title"] = doc.title
-        if doc.page_count:
+        if paper.title and not record.title:
+            fields["title"] = paper.title
+        if paper.page_count:
             # save_note checks page numbers against this; downloads may not have recorded it
-            fields["metadata"] = {**(record.metadata or {}), "pages": doc.page_count}
+            fields["metadata"] = {**(record.metadata or {}), "pages": paper.page_count}
         await self.library.set_parsed(record.id, target, **fields)
         return ParseResult(
             record.id,
             target,
-            doc.page_count,
+            paper.page_count,
             [s.name for s in sections if s.name and s.part != "front"],
             len([c for c in chunks if c.part != "references"]),
             len([c for c in chunks if c.part == "references"]),
             embedded,
-            doc.source,
-            doc.title or record.title,
+            paper.source,
+            paper.title or record.title,
             embed_error,
         )
 
