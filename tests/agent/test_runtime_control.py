@@ -10,7 +10,7 @@ import pytest
 
 from astro_jupyter.agent.hooks import HookRegistry
 from astro_jupyter.agent.tools.base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
-from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolResult
+from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolCall, ToolResult
 from tests.agent.runtime_helpers import collect, make_config, make_runtime, running, types, wires
 from tests.fakes.openai_server import Turn
 
@@ -124,6 +124,9 @@ async def test_cancel_mid_tool_cancel_tool_stops_block_tool_finishes(tmp_path, o
     async with running(make_config(tmp_path, openai_server.url, sesame_server.url), block, SleepTool()) as (services, runtime):
         handle = await runtime.start_run("do both")
         await asyncio.wait_for(block.started.wait(), 30)
+        async for _, event in handle.events():  # the model's answer holds both calls (the Block one starts as it streams)
+            if isinstance(event, ToolCall) and event.name == "sleep_cancel":
+                break
         handle.cancel()
         for _ in range(50):  # let the cancel take effect everywhere it can
             await asyncio.sleep(0)
