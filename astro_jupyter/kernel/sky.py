@@ -4,9 +4,15 @@
 call. A name is resolved through the ``query_target`` tool (CDS Sesame, its cache, the
 permission pipeline), so the sky view and the agent agree on where an object is.
 
-The user's selection comes back as rows of the *original* table (units and UCDs kept): every
-overlaid row carries its index in a hidden column, and ``SkyView.selection`` maps the objects
-Aladin reports back through it (indices from the front end are checked, never trusted).
+The rows go to the browser as ipyaladin markers (``add_markers``: a JSON list of positions that
+Aladin Lite turns into sources directly), not as a table (``add_table``: astropy writes a VOTable
+and Aladin Lite parses it in WebAssembly, which took most of the seconds a 10,000-row view needed;
+``benchmarks`` and ``tests/ui/test_sky.py`` have the figures). Only what the view draws travels:
+the position and the row number (the popup's title); the full table stays in Python.
+
+The user's selection comes back as rows of the *original* table (units and UCDs kept):
+``SkyView.selection`` maps the positions Aladin reports back to the rows sent at exactly those
+positions (JSON carries the floats exactly both ways); anything else is ignored, never trusted.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ if TYPE_CHECKING:
     from astropy.coordinates import SkyCoord
     from astropy.table import Table
 
-ROW_COLUMN = "astro_row"  # the hidden index column of the overlay
 OVERLAY_NAME = "astro-jupyter rows"
 DEFAULT_FOV_DEG = 0.5  # a target alone: about a galaxy group's field
 MIN_FOV_DEG, MAX_FOV_DEG = 1 / 60, 180.0
@@ -100,15 +105,43 @@ def field_for(ra: Any, dec: Any, centre: "SkyCoord | None") -> Field:
     return Field(float(centre.icrs.ra.deg), float(centre.icrs.dec.deg), fov)
 
 
+def _markers(ra: Any, dec: Any) -> list[Any]:
+    """One ipyaladin ``Marker`` per row with a position, titled with its row number. Built from plain floats:
+    ipyaladin's constructor makes two astropy angles per marker (10,000 rows: ~0.5 s idle), and
+    ``add_markers`` sends only these four fields."""
+    from ipyaladin import Marker
+
+    class _Row(Marker):
+        __slots__ = ("row",)  # the row number stays in Python: add_markers sends the __dict__ only
+
+        def __init__(self, lon: float, lat: float, row: int) -> None:  # noqa: D107 - no angle objects
+            self.lon, self.lat, self.title, self.description = lon, lat, f"row {row}", ""
+            self.row = row
+
+    # a row without a finite position cannot be drawn (and NaN is not JSON)
+    return [_Row(lon, lat, i) for i, (lon, lat) in enumerate(zip(ra.tolist(), dec.tolist()))
+            if math.isfinite(lon) and math.isfinite(lat)]
+
+
 class SkyView:
     """An Aladin Lite view (``.widget``) with the rows of ``.table`` overlaid; ``.selection`` is what
     the user selected in it, as rows of ``.table``. Displaying the object shows the widget."""
 
-    def __init__(self, widget: Any, table: "Table | None", target: str, field: Field) -> None:
+    def __init__(self, widget: Any, table: "Table | None", target: str, field: Field,
+                 markers: "list[Any] | None" = None) -> None:
         self.widget = widget
         self.table = table
         self.target = target
         self.field = field
+        self._markers = markers or []  # what was sent: each row's position (degrees) and number
+        self._rows_at: dict[tuple[float, float], list[int]] | None = None
+
+    def _rows_at_position(self) -> dict[tuple[float, float], list[int]]:
+        if self._rows_at is None:
+            self._rows_at = {}
+            for m in self._markers:
+                self._rows_at.setdefault((m.lon, m.lat), []).append(m.row)
+        return self._rows_at
 
     @property
     def selection(self) -> "Table":
@@ -119,16 +152,14 @@ class SkyView:
         if self.table is None:
             raise SkyError("this sky view has no table overlaid, so nothing can be selected from it")
         picked: set[int] = set()
+        rows_at = self._rows_at_position()
         for layer in self.widget._selected_objects or []:
             for obj in layer if isinstance(layer, list) else []:
-                data = obj.get("data") if isinstance(obj, dict) else None
-                raw = data.get(ROW_COLUMN) if isinstance(data, dict) else None
-                try:
-                    number = float(str(raw).strip())  # Aladin hands values over as text or numbers
-                except ValueError:
+                if not isinstance(obj, dict):
                     continue
-                if number.is_integer() and 0 <= number < len(self.table):
-                    picked.add(int(number))
+                ra, dec = obj.get("ra"), obj.get("dec")
+                if isinstance(ra, (int, float)) and isinstance(dec, (int, float)) and not isinstance(ra, bool):
+                    picked.update(rows_at.get((float(ra), float(dec)), ()))
         return self.table[sorted(picked)]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -167,17 +198,12 @@ def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = Non
         if not name:
             raise SkyError("an empty target name cannot be resolved")
         centre = (resolve or resolve_name)(name)
-    overlay = None
+    markers: list[Any] | None = None
     if table is not None:
         ra_col, dec_col = position_columns(table)
         ra, dec = _degrees(table[ra_col]), _degrees(table[dec_col])
         where = field_for(ra, dec, centre)
-        overlay = Table({ROW_COLUMN: list(range(len(table))), "ra": ra, "dec": dec})
-        overlay["ra"].unit = overlay["dec"].unit = "deg"
-        overlay["ra"].meta["ucd"], overlay["dec"].meta["ucd"] = "pos.eq.ra;meta.main", "pos.eq.dec;meta.main"
-        for col in table.colnames:
-            if col not in (ra_col, dec_col) and col not in overlay.colnames and table[col].dtype.kind in "biufUS":
-                overlay[col] = table[col]  # shown in Aladin's popup; plain types only (VOTable writes them)
+        markers = _markers(ra, dec)
     else:
         assert centre is not None
         where = Field(float(centre.ra.deg), float(centre.dec.deg), DEFAULT_FOV_DEG)
@@ -186,9 +212,9 @@ def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = Non
             raise SkyError(f"fov is in degrees, between 0 and {MAX_FOV_DEG:g}")
         where = Field(where.ra, where.dec, float(fov))
     widget = Aladin(target=f"{where.ra} {where.dec}", fov=where.fov, height=height)
-    if overlay is not None:
-        widget.add_table(overlay, name=OVERLAY_NAME, ra_field="ra", dec_field="dec", shape="circle", color="#ff9f1c")
-    return SkyView(widget, table, name or f"{where.ra:.5f} {where.dec:+.5f}", where)
+    if markers is not None:
+        widget.add_markers(markers, name=OVERLAY_NAME, shape="circle", color="#ff9f1c")
+    return SkyView(widget, table, name or f"{where.ra:.5f} {where.dec:+.5f}", where, markers)
 
 
 def resolve_name(name: str) -> "SkyCoord":

@@ -264,6 +264,47 @@ class _GuardedSession:
         return session
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """What a worker thread hands back from a stored answer: counts, columns, the preview (not the table)."""
+
+    row_count: int
+    truncated: bool
+    columns: list[dict[str, Any]]
+    preview: list[dict[str, Any]]
+
+
+class _Tee:
+    """A read function for the VOTable parser that copies every chunk it returns to ``out``, checks
+    ``stop`` between chunks and caps the size; its own failure is kept in ``failure`` (the parser may wrap it)."""
+
+    def __init__(self, stream: Any, out: Any, stop: threading.Event) -> None:
+        self.stream, self.out, self.stop = stream, out, stop
+        self.size = 0
+        self.failure: BaseException | None = None
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            if self.stop.is_set():
+                raise QueryCancelled("the query was cancelled")
+            try:
+                chunk = self.stream.read(size if size and size > 0 else _CHUNK)
+            except Exception as exc:  # noqa: BLE001 - a dropped connection, a decoding error: one message
+                raise TapError(f"reading the service's answer failed: {exc}") from exc
+            self.size += len(chunk)
+            if self.size > MAX_RESULT_BYTES:
+                raise TapError(f"the result is larger than {MAX_RESULT_BYTES // 1024**2} MB; ask for fewer rows or columns")
+            self.out.write(chunk)
+            return chunk
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def drain(self) -> None:
+        while self.read(_CHUNK):
+            pass
+
+
 class TapService:
     """TAP queries, table descriptions and result storage for every surface (``ctx.services.tap``)."""
 
@@ -328,21 +369,17 @@ class TapService:
                 message = str(exc) or type(exc).__name__
                 await self._record(result_id, ref, adql, maxrec, mode, owner, session_id, started, error=message)
             raise
-        table, truncated = parsed
         final = dest_dir / f"{result_id}.vot"
         os.replace(tmp, final)
         try:
-            columns = field_meta(table)
             record = await self._record(
                 result_id, ref, adql, maxrec, mode, owner, session_id, started,
-                row_count=len(table), truncated=truncated, path=final, size=final.stat().st_size,
+                row_count=parsed.row_count, truncated=parsed.truncated, path=final, size=final.stat().st_size,
             )
         except BaseException:
             final.unlink(missing_ok=True)
             raise
-        rows = max(1, min(PREVIEW_ROWS, PREVIEW_CELLS // max(1, len(table.colnames))))  # wide tables: fewer rows
-        preview = preview_rows(table, rows)
-        return CatalogResult(record, columns, preview, position_columns(columns))
+        return CatalogResult(record, parsed.columns, parsed.preview, position_columns(parsed.columns))
 
     async def _record(self, result_id: str, ref: TapServiceRef, adql: str, maxrec: int, mode: str, owner: str,
                       session_id: str | None, started: float, *, error: str = "", row_count: int | None = None,
@@ -379,39 +416,36 @@ class TapService:
             if watcher is not None:
                 watcher.cancel()
 
-    def _stream_to(self, stream: Any, tmp: Path, stop: threading.Event) -> int:
-        """Copy the answer to ``tmp`` in chunks; on any failure (a cancel included) ``tmp`` is removed."""
-        size = 0
-        if stop.is_set():
-            raise QueryCancelled("the query was cancelled")
-        try:
-            with open(tmp, "wb") as out:
-                while True:
-                    if stop.is_set():
-                        raise QueryCancelled("the query was cancelled")
-                    chunk = stream.read(_CHUNK)
-                    if not chunk:
-                        break
-                    size += len(chunk)
-                    if size > MAX_RESULT_BYTES:
-                        raise TapError(f"the result is larger than {MAX_RESULT_BYTES // 1024**2} MB; ask for fewer rows or columns")
-                    out.write(chunk)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return size
-
-    def _parse(self, tmp: Path, url: str, maxrec: int, http_error: BaseException | None) -> tuple[Any, bool]:
-        """Parse the stored answer once; the VOTable's status decides (pyvo's rules)."""
-        pyvo = _pyvo()
+    def _receive(self, stream: Any, tmp: Path, url: str, maxrec: int, stop: threading.Event,
+                 http_error: Callable[[], BaseException | None]) -> "_Parsed":
+        """Parse the answer while it arrives, writing each chunk the parser reads to ``tmp`` (so parsing
+        overlaps the download, as in pyvo, and the bytes are read once and never held whole). The
+        VOTable's status then decides (pyvo's rules). On any failure, a cancel included, ``tmp`` is removed."""
         from astropy.io.votable import parse as parse_votable
 
         try:
-            votable = parse_votable(str(tmp), verify="ignore")
-        except Exception as exc:  # noqa: BLE001 - not a VOTable: the HTTP error, if any, says more
-            if http_error is not None:
-                raise _service_error(http_error) from exc
-            raise TapError(f"the service's answer is not a VOTable ({type(exc).__name__}: {exc})") from exc
+            with open(tmp, "wb") as out:
+                tee = _Tee(stream, out, stop)
+                try:
+                    votable = parse_votable(tee.read, verify="ignore")
+                    tee.drain()  # anything after </VOTABLE> still belongs in the stored file
+                except Exception as exc:  # noqa: BLE001 - our own stop/size/read failure first, else the HTTP error
+                    if tee.failure is not None:
+                        raise tee.failure from None
+                    error = http_error()
+                    if error is not None:
+                        raise _service_error(error) from exc
+                    raise TapError(f"the service's answer is not a VOTable ({type(exc).__name__}: {exc})") from exc
+            return self._judge(votable, url, maxrec)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    @staticmethod
+    def _judge(votable: Any, url: str, maxrec: int) -> "_Parsed":
+        """The parsed answer as a result (pyvo's ``TAPResults`` reads ``QUERY_STATUS``) and, in this worker
+        thread rather than on the event loop, everything the caller needs from the table."""
+        pyvo = _pyvo()
         try:
             results = pyvo.dal.TAPResults(votable, url=url)
         except pyvo.dal.DALQueryError as exc:
@@ -421,10 +455,11 @@ class TapService:
         table = results.to_table()
         if len(table) > maxrec:
             raise TapError(f"the service returned {len(table):,} rows although MAXREC was {maxrec:,}; not stored")
-        truncated = str(results.query_status).upper() == "OVERFLOW"
-        return table, truncated
+        rows = max(1, min(PREVIEW_ROWS, PREVIEW_CELLS // max(1, len(table.colnames))))  # wide tables: fewer rows
+        return _Parsed(len(table), str(results.query_status).upper() == "OVERFLOW", field_meta(table),
+                       preview_rows(table, rows))
 
-    def _run_sync(self, ref: TapServiceRef, adql: str, maxrec: int, tmp: Path, stop: threading.Event) -> tuple[Any, bool]:
+    def _run_sync(self, ref: TapServiceRef, adql: str, maxrec: int, tmp: Path, stop: threading.Event) -> "_Parsed":
         pyvo = _pyvo()
         session = self._session(ref)
         try:
@@ -433,21 +468,19 @@ class TapService:
                 stream = query.execute_stream(post=True)
             except Exception as exc:  # noqa: BLE001 - requests/pyvo errors: one message
                 raise _service_error(exc) from exc
-            try:
-                self._stream_to(stream, tmp, stop)
-            except (OSError, ValueError) as exc:
-                raise TapError(f"reading the answer of {ref.name} failed: {exc}") from exc
-            http_error: BaseException | None = None
-            try:
-                query.raise_if_error()
-            except Exception as exc:  # noqa: BLE001
-                http_error = exc
-            return self._parse(tmp, query.queryurl, maxrec, http_error)
+            def http_error() -> BaseException | None:
+                try:
+                    query.raise_if_error()
+                except Exception as exc:  # noqa: BLE001
+                    return exc
+                return None
+
+            return self._receive(stream, tmp, query.queryurl, maxrec, stop, http_error)
         finally:
             session.close()
 
     async def _run_async(self, ref: TapServiceRef, adql: str, maxrec: int, tmp: Path, progress: ProgressFn | None,
-                         cancelled: asyncio.Event | None, deadline_secs: float) -> tuple[Any, bool]:
+                         cancelled: asyncio.Event | None, deadline_secs: float) -> "_Parsed":
         pyvo = _pyvo()
         session = self._session(ref)
         job: Any = None
@@ -497,15 +530,14 @@ class TapService:
             if not url:
                 raise TapError("the completed job lists no result")
 
-            def fetch(stop: threading.Event) -> tuple[Any, bool]:
+            def fetch(stop: threading.Event) -> _Parsed:
                 try:
                     response = session.get(url, stream=True)
                     response.raise_for_status()
                 except Exception as exc:  # noqa: BLE001
                     raise _service_error(exc) from exc
                 response.raw.decode_content = True
-                self._stream_to(response.raw, tmp, stop)
-                return self._parse(tmp, url, maxrec, None)
+                return self._receive(response.raw, tmp, url, maxrec, stop, lambda: None)
 
             return await self._in_thread(fetch, cancelled=cancelled)
         finally:

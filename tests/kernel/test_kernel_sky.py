@@ -2,13 +2,13 @@
 
 The test plays the JupyterLab front end: it reads the widget's ``comm_open`` from IOPub, tells
 the kernel the view has loaded (``_is_loaded``, as ipyaladin's JS does), receives the overlaid
-table as the VOTable buffer of the ``add_table`` message, then sends a selection the way Aladin
-Lite's ``select`` handler does (``_selected_objects`` set and saved) and reads it back as a Table.
+rows as the ``add_marker`` message (positions and row numbers only), then sends a selection the way
+Aladin Lite's ``select`` handler does for markers (``_selected_objects`` set and saved: positions,
+no data) and reads it back as rows of the original table.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from pathlib import Path
@@ -74,8 +74,6 @@ def _run(kc: Any, code: str) -> str:
 
 
 def test_sky_view_state_overlay_and_selection(kernel: Any) -> None:
-    from astropy.table import Table
-
     kernel.execute("v = %astro sky M 87 --table t\nv")
     opened = _collect(kernel, lambda ms: any(m["msg_type"] == "comm_open" and m["content"]["data"]["state"].get("_model_name") == "AnyModel" for m in ms)
                       and any(m["msg_type"] == "display_data" or m["msg_type"] == "execute_result" for m in ms))
@@ -88,20 +86,20 @@ def test_sky_view_state_overlay_and_selection(kernel: Any) -> None:
     assert json.loads(json.dumps(shown["application/vnd.jupyter.widget-view+json"]))["model_id"] == aladin["comm_id"]
 
     _update(kernel, aladin["comm_id"], {"_is_loaded": True})  # the JS view is ready: queued calls run
-    sent = _collect(kernel, lambda ms: any(m["msg_type"] == "comm_msg" and m["content"]["data"].get("content", {}).get("event_name") == "add_table" for m in ms))
-    add = next(m for m in sent if m["msg_type"] == "comm_msg" and m["content"]["data"].get("content", {}).get("event_name") == "add_table")
-    overlay = Table.read(io.BytesIO(bytes(add["buffers"][0])), format="votable")
-    assert len(overlay) == 25 and list(overlay["astro_row"]) == list(range(25))
+    sent = _collect(kernel, lambda ms: any(m["msg_type"] == "comm_msg" and m["content"]["data"].get("content", {}).get("event_name") == "add_marker" for m in ms))
+    add = next(m for m in sent if m["msg_type"] == "comm_msg" and m["content"]["data"].get("content", {}).get("event_name") == "add_marker")
+    markers = add["content"]["data"]["content"]["markers"]
     positions = json.loads(_run(kernel, "import json; print(json.dumps([list(map(float, t['alpha'])), list(map(float, t['delta']))]))"))
-    assert list(overlay["ra"]) == pytest.approx(positions[0]) and list(overlay["dec"]) == pytest.approx(positions[1])
-    assert list(overlay["name"]) == [f"src{i}" for i in range(25)]
-    assert add["content"]["data"]["content"]["options"]["ra_field"] == "ra"
+    assert [m["title"] for m in markers] == [f"row {i}" for i in range(25)]
+    assert [m["lon"] for m in markers] == positions[0] and [m["lat"] for m in markers] == positions[1]  # exact floats
+    assert set(markers[0]) == {"lon", "lat", "title", "description"}  # only what the view draws travels
     assert add["content"]["data"]["content"]["options"]["name"] == "astro-jupyter rows"
+    assert not any(m["content"]["data"].get("content", {}).get("event_name") == "add_table" for m in sent if m["msg_type"] == "comm_msg")
 
     assert _run(kernel, "print(len(v.selection))").strip() == "0"
-    picked = [{"ra": positions[0][i], "dec": positions[1][i], "x": 10, "y": 20,
-               "data": {"astro_row": i, "ra": positions[0][i], "dec": positions[1][i], "name": f"src{i}"}} for i in (4, 1)]
-    forged = [{"data": {"astro_row": 999}}, {"data": {"astro_row": "2; import os"}}, {"data": {"main_id": "M 87"}}]
+    # what Aladin Lite reports for selected markers: their positions (no data)
+    picked = [{"ra": positions[0][i], "dec": positions[1][i], "x": 10, "y": 20} for i in (4, 1)]
+    forged = [{"ra": 187.0, "dec": 12.0}, {"ra": "2; import os", "dec": 1}, {"data": {"main_id": "M 87"}}, "junk"]
     _update(kernel, aladin["comm_id"], {"_selected_objects": [picked + forged]})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

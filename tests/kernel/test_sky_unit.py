@@ -48,3 +48,16 @@ def test_bad_input() -> None:
         show_sky(None, "   ")
     with pytest.raises(SkyError, match="empty table"):
         show_sky(Table({"ra": np.array([], float), "dec": np.array([], float)}))
+
+
+def test_markers_carry_positions_only_and_the_selection_maps_them_back_to_rows() -> None:
+    t = Table({"ra": [10.0, float("nan"), 10.1, 10.1], "dec": [20.0, 20.0, 20.1, 20.1], "name": ["a", "b", "c", "d"]})
+    view = show_sky(t, SkyCoord(10.05, 20.05, unit="deg"))
+    assert [m.__dict__ for m in view._markers] == [  # what add_markers sends: no NaN (not JSON), no table columns
+        {"lon": 10.0, "lat": 20.0, "title": "row 0", "description": ""},
+        {"lon": 10.1, "lat": 20.1, "title": "row 2", "description": ""},
+        {"lon": 10.1, "lat": 20.1, "title": "row 3", "description": ""},
+    ]
+    view.widget._selected_objects = [[{"ra": 10.1, "dec": 20.1, "x": 1, "y": 2}, {"ra": 10.0, "dec": 20.000001},
+                                      {"ra": float("nan"), "dec": 20.0}, {"ra": "10.0", "dec": 20.0}, "junk"]]
+    assert list(view.selection["name"]) == ["c", "d"]  # both rows at that position; near misses and junk ignored

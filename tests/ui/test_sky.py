@@ -21,6 +21,7 @@ from typing import Any
 import nbformat
 import nbformat.v4 as nbf
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.fakes.openai_server import Turn
 
@@ -79,6 +80,11 @@ def route_hips(page: Any) -> None:
             route.fulfill(status=200, content_type="application/json", body=json.dumps(record), headers=cors)
         elif url.rstrip("/").endswith("/properties") or "/properties?" in url:
             route.fulfill(status=200, content_type="text/plain", body=HIPS_PROPERTIES, headers=cors)
+        elif "/Allsky." in url:
+            # No all-sky mosaic offline: a single tile served as Norder3/Allsky.png made Aladin Lite's
+            # WebAssembly panic (index out of bounds in handle_allsky_file: the "unreachable" trap, with
+            # anywidget's "Failed to initialize model"); without one it loads the tiles themselves.
+            route.fulfill(status=404, body="", headers=cors)
         elif url.split("?")[0].endswith(".png"):
             route.fulfill(status=200, content_type="image/png", body=tile, headers=cors)
         else:
@@ -119,15 +125,46 @@ def run_cell(page: Any, notebook: Any, index: int) -> None:
     page.keyboard.press("Shift+Enter")
 
 
-def render_ms(page: Any, notebook: Any, index: int, views: int) -> float:
-    """Run the sky cell; milliseconds until the ``views``-th Aladin view holds all rows and has drawn a frame."""
+# Two page errors that are not ours, seen in CI:
+# - anywidget gives a model's front-end module 2 s to load (``AbortSignal.timeout(2000)`` in its
+#   runtime), then rejects with INIT_TIMEOUT and the view never draws. The first view imports Aladin
+#   Lite (2.6 MB of JS and WebAssembly); on a loaded 2-core machine that can take longer. The module
+#   is in the page's cache afterwards, so the cell is run once more (recorded in the figure).
+# - Aladin Lite's WebAssembly panics ("unreachable") when a HiPS answer has the wrong shape: it was our
+#   offline Allsky.png (see route_hips), so it now fails the test at once, named.
+INIT_TIMEOUT = "[anywidget] Failed to initialize model."
+WASM_TRAP = "unreachable"
+
+
+class WidgetInitTimeout(Exception):
+    """anywidget gave up loading the view's module after 2 s (INIT_TIMEOUT alone)."""
+
+
+def render_ms(page: Any, notebook: Any, index: int, deadline_s: float = 60.0) -> float:
+    """Run the sky cell; milliseconds until a new Aladin view holds all rows and has drawn a frame."""
+    views = int(page.evaluate("() => (window.__astroAladins || []).length"))
+    seen = len(page.astro_errors)
     started = page.evaluate("() => performance.now()")
     run_cell(page, notebook, index)
-    page.wait_for_function(
-        f"""() => {{ const all = window.__astroAladins || []; const al = all[{views} - 1];
-              return al && (al.view.catalogs || []).some(c => c.name === 'astro-jupyter rows' && c.getSources().length === {ROWS}); }}""",
-        timeout=60_000,
-    )
+    end = time.monotonic() + deadline_s
+    while True:
+        try:  # short waits, so a page error is noticed at once rather than after the deadline
+            page.wait_for_function(
+                f"""() => (window.__astroAladins || []).slice({views}).some(al =>
+                      (al.view.catalogs || []).some(c => c.name === 'astro-jupyter rows' && c.getSources().length === {ROWS}))""",
+                timeout=1_000,
+            )
+            break
+        except PlaywrightTimeout:
+            errors = page.astro_errors[seen:]
+            if WASM_TRAP in errors:
+                raise AssertionError(f"Aladin Lite's WebAssembly trapped: {errors}") from None
+            if errors and set(errors) == {INIT_TIMEOUT}:
+                raise WidgetInitTimeout(float(page.evaluate("() => performance.now()")) - started) from None
+            if errors:
+                raise AssertionError(f"the sky view failed in the page: {errors}") from None
+            if time.monotonic() > end:
+                raise
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")  # drawn
     return float(page.evaluate("() => performance.now()")) - started
 
@@ -135,19 +172,30 @@ def render_ms(page: Any, notebook: Any, index: int, views: int) -> float:
 def test_sky_view_renders_10k_rows_and_the_selection_returns(page: Any, lab: Any) -> None:
     route_aladin(page)
     name = "sky.ipynb"
-    notebook = open_notebook(page, lab, name, [SETUP, "v = %astro sky M 87 --table t\nv", "v.widget.selection('rectangle')",
-                                               "print('selected', len(v.selection), sorted(set(v.selection.colnames)))"])
+    cells = [SETUP, "v = %astro sky M 87 --table t\nv", "v.widget.selection('rectangle')",
+             "print('selected', len(v.selection), sorted(set(v.selection.colnames)))"]
+    notebook = open_notebook(page, lab, name, cells)
     run_cell(page, notebook, 0)
     page.wait_for_function("() => document.querySelector('.jp-Cell:nth-child(1) .jp-InputPrompt')?.textContent.includes('[1]')",
                            timeout=120_000)
-    timings = [render_ms(page, notebook, 1, views=1), render_ms(page, notebook, 1, views=2)]  # first view, then again
+    init_timeouts: list[float] = []
+    try:
+        first = render_ms(page, notebook, 1)  # the first view loads Aladin Lite
+    except WidgetInitTimeout as exc:  # once: see INIT_TIMEOUT
+        init_timeouts.append(exc.args[0])
+        page.astro_errors.remove(INIT_TIMEOUT)  # type: ignore[attr-defined]
+        first = render_ms(page, notebook, 1)
+    timings = [first, render_ms(page, notebook, 1)]  # then the same cell again
+    assert page.astro_errors == []  # type: ignore[attr-defined]
     view = notebook.locator(".jp-Cell").nth(1).locator(".aladin-widget")
     assert view.is_visible() and view.locator("canvas").count() >= 1
-    figure = {"rows": ROWS, "first_view_ms": round(timings[0]), "next_view_ms": round(timings[1]), "target_ms": 2000}
+    figure = {"rows": ROWS, "first_view_ms": round(timings[0]), "next_view_ms": round(timings[1]), "target_ms": 2000,
+              "anywidget_init_timeouts_ms": [round(t) for t in init_timeouts], "load_avg": [round(x, 2) for x in os.getloadavg()]}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "sky_render.json").write_text(json.dumps(figure))
     print(f"\n%astro sky with {ROWS} rows, cell run to rendered view: first view in the page {timings[0]:.0f} ms "
-          f"(loads Aladin Lite), next {timings[1]:.0f} ms (target 2000 ms)")
+          f"(loads Aladin Lite), next {timings[1]:.0f} ms (target 2000 ms); load {figure['load_avg']}"
+          + (f"; anywidget's 2 s module-load limit hit first, after {init_timeouts[0]:.0f} ms: the cell ran again" if init_timeouts else ""))
     shot(page, "sky-10k")
 
     # the user draws a rectangle over the middle of the field: those rows come back as a Table

@@ -356,3 +356,41 @@ async def test_cancelling_a_stalled_sync_query_returns_at_once_and_leaves_no_fil
     while any(folder.iterdir()) and asyncio.get_running_loop().time() < deadline:  # the worker lets go of its part file
         await asyncio.sleep(0.05)
     assert not any(folder.iterdir())
+
+
+class _Chunked(FakeHandler):
+    """A TAP endpoint that sends its VOTable in small chunked pieces, with a comment after ``</VOTABLE>``."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        import io
+
+        from astropy.table import Table
+
+        self.record()
+        out = io.BytesIO()
+        Table({"n": list(range(3000)), "name": [f"star {i}" for i in range(3000)]}).write(out, format="votable")
+        body = out.getvalue().replace(b"<TABLE", b'<INFO name="QUERY_STATUS" value="OK"/><TABLE', 1)
+        body += b"<!-- served in pieces -->\n"
+        self.fake.state["body"] = body
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-votable+xml")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(0, len(body), 7000):
+            piece = body[i:i + 7000]
+            self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+
+@pytest.mark.asyncio
+async def test_the_answer_parsed_as_it_arrives_is_stored_byte_for_byte(tmp_path: Path) -> None:
+    with FakeServer(_Chunked) as fake:
+        astro = AstroApp(tap_config(tmp_path, f"{fake.url}/tap"), source="cli")
+        await astro.start()
+        try:
+            run = await astro.run_tool("query_catalog", {"service": "local", "adql": "SELECT n, name FROM t"})
+        finally:
+            await astro.close()
+    assert not run.is_error, run.content
+    assert run.metadata["catalog"]["row_count"] == 3000 and run.metadata["catalog"]["preview"][1] == {"n": 1, "name": "star 1"}
+    assert Path(run.metadata["path"]).read_bytes() == fake.state["body"]  # trailing bytes included
