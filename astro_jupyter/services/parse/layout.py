@@ -445,8 +445,9 @@ def reading_order(page: PageData) -> list[TextBlock]:
         return "F"
 
     cols = [column(b) for b in page.blocks]
-    left = sum(len(b.text) for b, c in zip(page.blocks, cols) if c == "L")
-    right = sum(len(b.text) for b, c in zip(page.blocks, cols) if c == "R")
+    # the length of each block's text (its lines joined by spaces) without joining them
+    left = sum(sum(len(ln.text) for ln in b.lines) + len(b.lines) - 1 for b, c in zip(page.blocks, cols) if c == "L")
+    right = sum(sum(len(ln.text) for ln in b.lines) + len(b.lines) - 1 for b, c in zip(page.blocks, cols) if c == "R")
     blocks = sorted(page.blocks, key=lambda b: (round(b.y0, 1), b.x0))
     if min(left, right) < 200:
         return blocks
