@@ -136,8 +136,10 @@ def _make_line(group: list[RawPiece]) -> Line | None:
 # pattern that starts with a literal about twice as fast as for one that starts with optional groups.
 _HTML_TOKEN = re.compile(
     r'<(?:p style="top:([-\d.]+)pt;left:([-\d.]+)pt;line-height:([\d.]+)pt">'
-    r'|((?:[a-z]+><)*)span style="font-family:([^;"]*);font-size:([\d.]+)pt[^"]*">([^<]*)</span>)'
+    r'|((?:[a-z]+><)*span style="font-family:[^;"]*);font-size:([\d.]+)pt[^"]*">([^<]*)</span>)'
 )
+_FAMILY = 'span style="font-family:'
+
 # a line that starts like a table caption: such a page takes the ``dict`` path at once
 _HTML_TABLE_CAPTION = re.compile(
     r'<p style="[^"]*">(?:<[a-z]+>)*<span style="[^"]*">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE
@@ -154,14 +156,16 @@ def _unescape(text: str) -> str:
     return _ENTITY.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _NAMED[m.group(2)], text)
 
 
-_tags_style_cache: dict[tuple[str, str], int] = {}
+_tags_style_cache: dict[str, int] = {}
 
 
-def _html_style(tags: str, font: str) -> int:
-    """A span's style from the tags that open it ("sup><b><i><") and its font, cached per pair."""
+def _html_style(key: str) -> int:
+    """A span's style from its opening tags and font ('b><i><span style="font-family:CMBX12,serif'),
+    cached per such string."""
+    tags, _, font = key.partition(_FAMILY)
     names = tags.replace("<", "").split(">")
     flags = (8 if "tt" in names else 0) | (16 if "b" in names else 0) | (2 if "i" in names else 0)
-    style = _tags_style_cache[(tags, font)] = _font_style(flags, font)
+    style = _tags_style_cache[key] = _font_style(flags, font)
     return style
 
 
@@ -170,15 +174,50 @@ _STYLE_FLAGS = tuple((bool(s & 1), bool(s & 2), bool(s & 4)) for s in range(8))
 
 
 def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span]) -> Line | None:
-    """``_make_line`` of one HTML line alone on its baseline, the common case, without the group."""
-    if len(spans) != 1:
-        return _make_line([(x0, y0, x1, y1, spans, None)])
-    text, size, style = spans[0]
-    if not text or text.isspace():
+    """``_make_line`` of one HTML line alone on its baseline, the common case, without the group
+    (the same counts over the same spans in the same order, so the same ``Line``)."""
+    if len(spans) == 1:
+        text, size, style = spans[0]
+        if not text or text.isspace():
+            return None
+        bold, italic, mono = _STYLE_FLAGS[style]
+        return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), round(size * 2) / 2, bold, "",
+                    len(text) - text.count(" "), (), italic, mono)
+    whole = "".join([span[0] for span in spans])
+    if not whole or whole.isspace():
         return None
-    bold, italic, mono = _STYLE_FLAGS[style]
-    return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), round(size * 2) / 2, bold, "",
-                len(text) - text.count(" "), [], italic, mono)
+    sizes: dict[float, int] = {}
+    bold_chars = italic_chars = mono_chars = chars = 0
+    prefix_open = True
+    prefix: list[str] = []
+    for text, span_size, style in spans:
+        n = len(text) - text.count(" ")
+        if not n:
+            if prefix:  # a space between two bold words keeps the run-in prefix going
+                prefix.append(text)
+            continue
+        chars += n
+        size = round(span_size * 2) / 2
+        sizes[size] = sizes.get(size, 0) + n
+        if style & 2:
+            italic_chars += n
+        if style & 4:
+            mono_chars += n
+        if style & 1:
+            bold_chars += n
+            if prefix_open:
+                prefix.append(text)
+        else:
+            prefix_open = False
+    size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
+    all_bold = chars > 0 and bold_chars == chars
+    bold_prefix = ""
+    if prefix and not all_bold:
+        bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
+        if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
+            bold_prefix = ""
+    return Line(x0, y0, x1, y1, clean_line(" ".join(whole.split())), size, all_bold, bold_prefix, chars, (),
+                chars > 0 and italic_chars == chars, chars > 0 and mono_chars == chars)
 
 
 def extract_page(page: Any, number: int) -> PageData:
@@ -200,13 +239,14 @@ def extract_page(page: Any, number: int) -> PageData:
     html = textpage.extractHTML()
     blocks = None if _HTML_TABLE_CAPTION.search(html) else _blocks_from_html(textpage, html, number)
     if blocks is not None and not _has_table_caption(blocks):
-        return _finish_page(page, number, blocks, False)
+        return _finish_page(page, number, blocks, False, False)
     blocks = _blocks_from_dict(textpage, number)
-    return _finish_page(page, number, blocks, _has_table_caption(blocks))
+    return _finish_page(page, number, blocks, _has_table_caption(blocks), True)
 
 
 def _has_table_caption(blocks: list[TextBlock]) -> bool:
-    return any(_TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2])
+    # a caption starts with T: the first letter spares the pattern on other lines
+    return any(ln.text[:1] in "Tt" and _TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2])
 
 
 def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] | None:
@@ -217,16 +257,16 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
     cache = _tags_style_cache
     left = baseline = first = 0.0
     started = False
-    for top, x, height, tags, font, size, text in _HTML_TOKEN.findall(html):
+    for top, x, height, key, size, text in _HTML_TOKEN.findall(html):
         if top:
             if started:
                 html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
             started, first = True, float(height)
             left, baseline, spans = float(x), float(top) + 0.8 * first, []
             continue
-        style = cache.get((tags, font))
+        style = cache.get(key)
         if style is None:
-            style = _html_style(tags, font)
+            style = _html_style(key)
         spans.append((_unescape(text) if "&" in text else text, float(size), style))
     if started:
         html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
@@ -321,7 +361,7 @@ def _blocks_from_dict(textpage: Any, number: int) -> list[TextBlock]:
     return blocks
 
 
-def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool) -> PageData:
+def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool, from_dict: bool) -> PageData:
     image_area = 0.0
     if not blocks:
         # only needed to tell an image-only (scanned) PDF from an empty one
@@ -337,9 +377,10 @@ def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool)
         apply_tables(page, data)
     # PyMuPDF's dicts were needed for table cells only; dropping them here keeps the parse's
     # live objects (what every full garbage-collector pass walks) to our own small records
-    for block in data.blocks:
-        for line in block.lines:
-            line.raw = []
+    if from_dict:
+        for block in data.blocks:
+            for line in block.lines:
+                line.raw = ()
     return data
 
 
