@@ -60,19 +60,11 @@ def _make_line(group: list[RawPiece]) -> Line | None:
     """Merge one baseline's MuPDF lines: text, dominant size, boldness, bold run-in prefix.
 
     This runs for every line of every page (the largest Python cost of a parse), so it keeps
-    per-span work to tuple unpacking and counts, and takes a short path for the common
-    one-line-one-span case.
+    per-span work to tuple unpacking and counts; a line alone on its baseline (nearly all)
+    takes ``_piece_line``.
     """
     if len(group) == 1:
-        x0, y0, x1, y1, spans, raw = group[0]
-        if len(spans) == 1:
-            text, size, style = spans[0]
-            if not text or text.isspace():
-                return None
-            return Line(
-                x0, y0, x1, y1, clean_line(" ".join(text.split())), round(size * 2) / 2,
-                bool(style & 1), "", len(text) - text.count(" "), [raw] if raw else [], bool(style & 2), bool(style & 4),
-            )
+        return _piece_line(*group[0])
     texts: list[str] = []
     sizes: dict[float, int] = {}
     bold_chars = 0
@@ -144,6 +136,8 @@ _FAMILY = 'span style="font-family:'
 _HTML_TABLE_CAPTION = re.compile(
     r'<p style="[^"]*">(?:<[a-z]+>)*<span style="[^"]*">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE
 )
+# what any such match holds, found four times as fast: most pages have none, and skip the above
+_HTML_CAPTION_TEXT = re.compile(r'">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE)
 _ENTITY = re.compile(r"&(?:#x([0-9a-fA-F]+)|(lt|gt|amp|quot|apos));")
 _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
@@ -173,8 +167,8 @@ def _html_style(key: str) -> int:
 _STYLE_FLAGS = tuple((bool(s & 1), bool(s & 2), bool(s & 4)) for s in range(8))
 
 
-def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span]) -> Line | None:
-    """``_make_line`` of one HTML line alone on its baseline, the common case, without the group
+def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span], raw: Any = None) -> Line | None:
+    """``_make_line`` of one MuPDF line alone on its baseline, the common case, without the group
     (the same counts over the same spans in the same order, so the same ``Line``)."""
     if len(spans) == 1:
         text, size, style = spans[0]
@@ -182,7 +176,7 @@ def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span]) -
             return None
         bold, italic, mono = _STYLE_FLAGS[style]
         return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), round(size * 2) / 2, bold, "",
-                    len(text) - text.count(" "), (), italic, mono)
+                    len(text) - text.count(" "), [raw] if raw else (), italic, mono)
     whole = "".join([span[0] for span in spans])
     if not whole or whole.isspace():
         return None
@@ -216,8 +210,8 @@ def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span]) -
         bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
         if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
             bold_prefix = ""
-    return Line(x0, y0, x1, y1, clean_line(" ".join(whole.split())), size, all_bold, bold_prefix, chars, (),
-                chars > 0 and italic_chars == chars, chars > 0 and mono_chars == chars)
+    return Line(x0, y0, x1, y1, clean_line(" ".join(whole.split())), size, all_bold, bold_prefix, chars,
+                [raw] if raw else (), chars > 0 and italic_chars == chars, chars > 0 and mono_chars == chars)
 
 
 def extract_page(page: Any, number: int) -> PageData:
@@ -237,7 +231,8 @@ def extract_page(page: Any, number: int) -> PageData:
     flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
     textpage = page.get_textpage(flags=flags)
     html = textpage.extractHTML()
-    blocks = None if _HTML_TABLE_CAPTION.search(html) else _blocks_from_html(textpage, html, number)
+    caption = _HTML_CAPTION_TEXT.search(html) is not None and _HTML_TABLE_CAPTION.search(html) is not None
+    blocks = None if caption else _blocks_from_html(textpage, html, number)
     if blocks is not None and not _has_table_caption(blocks):
         return _finish_page(page, number, blocks, False, False)
     blocks = _blocks_from_dict(textpage, number)
@@ -340,12 +335,20 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
 
 def _blocks_from_dict(textpage: Any, number: int) -> list[TextBlock]:
     blocks: list[TextBlock] = []
+    cache = _style_cache
     for raw_block in textpage.extractDICT()["blocks"]:
         if raw_block.get("type") != 0:
             continue
         raw_lines = raw_block["lines"]
         pieces: list[RawPiece] = [
-            (*ln["bbox"], [(s["text"], s["size"], _font_style(s["flags"] & 26, s["font"])) for s in ln["spans"]], ln)
+            (
+                *ln["bbox"],
+                [
+                    (s["text"], s["size"], cache[key] if (key := (s["flags"] & 26, s["font"])) in cache else _font_style(*key))
+                    for s in ln["spans"]
+                ],
+                ln,
+            )
             for ln in raw_lines
             if abs(ln["dir"][1]) < 0.05 and ln["dir"][0] > 0  # horizontal text only
         ]
@@ -449,21 +452,29 @@ def remove_running_lines(pages: list[PageData]) -> None:
     whose text changes with the section but whose page number keeps step with the page."""
     counts: Counter[str] = Counter()
     offsets: Counter[int] = Counter()
-    keys: dict[int, str | None] = {}  # id(block) → its margin key, computed once
+    keys: dict[int, str] = {}  # id(block) → its margin key, for the blocks in the margins only
+    page_edges: list[list[TextBlock]] = []
     for page in pages:
+        top, bottom = page.height * 0.09, page.height * 0.91  # the bands ``_margin_key`` reads
+        page_keys: set[str] = set()
         for block in page.blocks:
-            keys[id(block)] = _margin_key(block, page.height)
-        for key in {keys[id(b)] for b in page.blocks} - {None}:
+            if block.y1 < top or block.y0 > bottom:
+                key = keys[id(block)] = _margin_key(block, page.height)  # type: ignore[assignment]
+                page_keys.add(key)
+        for key in page_keys:
             counts[key] += 1
-        for offset in {o for o in (_folio_offset(b, page) for b in _edge_blocks(page)) if o is not None}:
+        edges = _edge_blocks(page)
+        page_edges.append(edges)
+        for offset in {o for o in (_folio_offset(b, page) for b in edges) if o is not None}:
             offsets[offset] += 1
     threshold = max(2, int(len(pages) * 0.3))
     folio = {o for o, n in offsets.items() if n >= max(3, int(len(pages) * 0.2))}
-    for page in pages:
+    for page, edges in zip(pages, page_edges):
         kept = []
-        edges = _edge_blocks(page) if folio else []
+        if not folio:
+            edges = []
         for block in page.blocks:
-            key = keys[id(block)]
+            key = keys.get(id(block))
             if key is not None and (counts[key] >= threshold or _PAGE_NUMBER.match(block.text.strip())):
                 continue
             if edges and (block is edges[0] or block is edges[-1]) and _folio_offset(block, page) in folio:
