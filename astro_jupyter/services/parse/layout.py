@@ -240,8 +240,13 @@ def extract_page(page: Any, number: int) -> PageData:
 
 
 def _has_table_caption(blocks: list[TextBlock]) -> bool:
-    # a caption starts with T: the first letter spares the pattern on other lines
-    return any(ln.text[:1] in "Tt" and _TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2])
+    """A block's first or second line reads like a table caption."""
+    for block in blocks:
+        for line in block.lines[:2]:
+            # a caption starts with T: the first letter spares the pattern on other lines
+            if line.text[:1] in "Tt" and _TABLE_CAPTION.match(line.text):
+                return True
+    return False
 
 
 def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] | None:
@@ -255,7 +260,7 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
     for top, x, height, key, size, text in _HTML_TOKEN.findall(html):
         if top:
             if started:
-                html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
+                html_lines.append((left, baseline, max([s[1] for s in spans]) if len(spans) > 1 else first, spans))
             started, first = True, float(height)
             left, baseline, spans = float(x), float(top) + 0.8 * first, []
             continue
@@ -264,7 +269,7 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
             style = _html_style(key)
         spans.append((_unescape(text) if "&" in text else text, float(size), style))
     if started:
-        html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
+        html_lines.append((left, baseline, max([s[1] for s in spans]) if len(spans) > 1 else first, spans))
     at = 0
     blocks: list[TextBlock] = []
     total = len(html_lines)
