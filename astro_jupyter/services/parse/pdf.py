@@ -43,7 +43,15 @@ _CAPS_SECTION = re.compile(
 _APPENDIX = re.compile(r"^appendix\b", re.IGNORECASE)
 _CAPTION = re.compile(r"^(?:figure|fig\.|table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
 _CAPTION_INITIALS = "FfTt"
-_SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
+_SENTENCE_END_CHARS = frozenset('.!?:;)]"”')
+
+
+def _ends_sentence(text: str) -> bool:
+    """The text ends in sentence punctuation (before one final newline, as a regex ``$`` reads it).
+    Looks at the end only: a search for ``[.!?]$`` tries every position of a growing paragraph."""
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text[-1:] in _SENTENCE_END_CHARS
 # code and page furniture that is bold or large but never a heading
 _CODE_MARKS = re.compile(r"[;{}]|#\s*(?:include|define|if|endif)\b|==|!=|->|::|&&|\|\||\+\+|\w\[\w*\]|^\s*(?:def|class|import|return)\s")
 _SIGNATURE = re.compile(r"\b[A-Za-z_]\w*\s*\((?:[^()]*[,*&][^()]*|\s*)\)")
@@ -192,7 +200,7 @@ def _paragraphs(lines: list[Line], body: float) -> list[str]:
         if prev is not None:
             gap = line.y0 - prev.y1
             indent = line.x0 - left > indent_at and prev.x0 - left < flush_at
-            new_para = gap > max(prev.y1 - prev.y0, 6) * 0.9 or (indent and _SENTENCE_END.search(current or "") is not None)
+            new_para = gap > max(prev.y1 - prev.y0, 6) * 0.9 or (indent and _ends_sentence(current))
             # a caption starts with F or T: the first letter spares the pattern on other lines
             if line.text[:1] in _CAPTION_INITIALS and _CAPTION.match(line.text):
                 new_para = True
@@ -306,7 +314,7 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
                     kind == "para"
                     and prev is not None
                     and prev.kind == "para"
-                    and not _SENTENCE_END.search(prev.text)
+                    and not _ends_sentence(prev.text)
                     and para[:1].islower()
                 ):
                     # a paragraph continued across a column or page break
