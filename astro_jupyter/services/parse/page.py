@@ -54,7 +54,7 @@ class Line:
         return out
 
 
-@dataclass
+@dataclass(slots=True)
 class TextBlock:
     page: int
     x0: float
