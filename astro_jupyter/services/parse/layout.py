@@ -59,21 +59,13 @@ def _merge_same_baseline(pieces: list[RawPiece]) -> list[list[RawPiece]]:
 def _make_line(group: list[RawPiece]) -> Line | None:
     """Merge one baseline's MuPDF lines: text, dominant size, boldness, bold run-in prefix.
 
-    This runs for every line of every page (the largest Python cost of a parse), so it keeps
-    per-span work to tuple unpacking and counts; a line alone on its baseline (nearly all)
-    takes ``_piece_line``.
+    This runs for every line of every page (the largest Python cost of a parse); a line alone
+    on its baseline (nearly all) takes ``_piece_line``.
     """
     if len(group) == 1:
         return _piece_line(*group[0])
-    texts: list[str] = []
-    sizes: dict[float, int] = {}
-    bold_chars = 0
-    italic_chars = 0
-    mono_chars = 0
-    chars = 0
-    prefix_open = True
-    prefix: list[str] = []
     kept: list[RawPiece] = []
+    texts: list[str] = []
     for piece in group:
         spans = piece[4]
         piece_text = spans[0][0] if len(spans) == 1 else "".join([span[0] for span in spans])
@@ -81,36 +73,8 @@ def _make_line(group: list[RawPiece]) -> Line | None:
             continue
         kept.append(piece)
         texts.append(piece_text)
-        for text, span_size, style in spans:
-            n = len(text) - text.count(" ")
-            if not n:
-                if prefix:  # a space between two bold words keeps the run-in prefix going
-                    prefix.append(text)
-                continue
-            chars += n
-            size = round(span_size * 2) / 2
-            sizes[size] = sizes.get(size, 0) + n
-            if style & 2:
-                italic_chars += n
-            if style & 4:
-                mono_chars += n
-            if style & 1:
-                bold_chars += n
-                if prefix_open:
-                    prefix.append(text)
-            else:
-                prefix_open = False
     if not kept:
         return None
-    text = clean_line(" ".join((texts[0] if len(texts) == 1 else " ".join(texts)).split()))
-    size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
-    all_bold = chars > 0 and bold_chars == chars
-    bold_prefix = ""
-    if prefix and not all_bold:
-        bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
-        if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
-            bold_prefix = ""
-    italic = chars > 0 and italic_chars == chars
     if len(kept) == 1:
         x0, y0, x1, y1, _, raw = kept[0]
         raws = [raw] if raw else []
@@ -118,7 +82,49 @@ def _make_line(group: list[RawPiece]) -> Line | None:
         x0, y0 = min(p[0] for p in kept), min(p[1] for p in kept)
         x1, y1 = max(p[2] for p in kept), max(p[3] for p in kept)
         raws = [p[5] for p in kept if p[5]]
-    return Line(x0, y0, x1, y1, text, size, all_bold, bold_prefix, chars, raws, italic, chars > 0 and mono_chars == chars)
+    spans = kept[0][4] if len(kept) == 1 else [span for piece in kept for span in piece[4]]
+    return _line_from_spans(x0, y0, x1, y1, " ".join(texts), spans, raws)
+
+
+def _line_from_spans(x0: float, y0: float, x1: float, y1: float, text: str, spans: list[Span], raws: Any) -> Line:
+    """A baseline's ``Line`` from its text (not blank) and its spans in reading order: the size most
+    characters have, bold/italic/monospaced when every character is, and a bold run-in prefix
+    ("**Method.** We ..."). Per span only tuple unpacking and counts."""
+    sizes: dict[float, int] = {}
+    bold_chars = 0
+    italic_chars = 0
+    mono_chars = 0
+    chars = 0
+    prefix_open = True
+    prefix: list[str] = []
+    for span_text, span_size, style in spans:
+        n = len(span_text) - span_text.count(" ")
+        if not n:
+            if prefix:  # a space between two bold words keeps the run-in prefix going
+                prefix.append(span_text)
+            continue
+        chars += n
+        size = round(span_size * 2) / 2
+        sizes[size] = sizes.get(size, 0) + n
+        if style & 2:
+            italic_chars += n
+        if style & 4:
+            mono_chars += n
+        if style & 1:
+            bold_chars += n
+            if prefix_open:
+                prefix.append(span_text)
+        else:
+            prefix_open = False
+    size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
+    all_bold = chars > 0 and bold_chars == chars
+    bold_prefix = ""
+    if prefix and not all_bold:
+        bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
+        if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
+            bold_prefix = ""
+    return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), size, all_bold, bold_prefix, chars, raws,
+                chars > 0 and italic_chars == chars, chars > 0 and mono_chars == chars)
 
 
 # MuPDF's HTML output of a text page: one <p> per line (its left edge, the first character's
@@ -168,8 +174,8 @@ _STYLE_FLAGS = tuple((bool(s & 1), bool(s & 2), bool(s & 4)) for s in range(8))
 
 
 def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span], raw: Any = None) -> Line | None:
-    """``_make_line`` of one MuPDF line alone on its baseline, the common case, without the group
-    (the same counts over the same spans in the same order, so the same ``Line``)."""
+    """``_make_line`` of one MuPDF line alone on its baseline, the common case, without the group;
+    one span (most lines) without the counting loop."""
     if len(spans) == 1:
         text, size, style = spans[0]
         if not text or text.isspace():
@@ -180,38 +186,7 @@ def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span], r
     whole = "".join([span[0] for span in spans])
     if not whole or whole.isspace():
         return None
-    sizes: dict[float, int] = {}
-    bold_chars = italic_chars = mono_chars = chars = 0
-    prefix_open = True
-    prefix: list[str] = []
-    for text, span_size, style in spans:
-        n = len(text) - text.count(" ")
-        if not n:
-            if prefix:  # a space between two bold words keeps the run-in prefix going
-                prefix.append(text)
-            continue
-        chars += n
-        size = round(span_size * 2) / 2
-        sizes[size] = sizes.get(size, 0) + n
-        if style & 2:
-            italic_chars += n
-        if style & 4:
-            mono_chars += n
-        if style & 1:
-            bold_chars += n
-            if prefix_open:
-                prefix.append(text)
-        else:
-            prefix_open = False
-    size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
-    all_bold = chars > 0 and bold_chars == chars
-    bold_prefix = ""
-    if prefix and not all_bold:
-        bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
-        if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
-            bold_prefix = ""
-    return Line(x0, y0, x1, y1, clean_line(" ".join(whole.split())), size, all_bold, bold_prefix, chars,
-                [raw] if raw else (), chars > 0 and italic_chars == chars, chars > 0 and mono_chars == chars)
+    return _line_from_spans(x0, y0, x1, y1, whole, spans, [raw] if raw else ())
 
 
 def extract_page(page: Any, number: int) -> PageData:
