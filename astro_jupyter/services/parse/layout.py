@@ -59,29 +59,13 @@ def _merge_same_baseline(pieces: list[RawPiece]) -> list[list[RawPiece]]:
 def _make_line(group: list[RawPiece]) -> Line | None:
     """Merge one baseline's MuPDF lines: text, dominant size, boldness, bold run-in prefix.
 
-    This runs for every line of every page (the largest Python cost of a parse), so it keeps
-    per-span work to tuple unpacking and counts, and takes a short path for the common
-    one-line-one-span case.
+    This runs for every line of every page (the largest Python cost of a parse); a line alone
+    on its baseline (nearly all) takes ``_piece_line``.
     """
     if len(group) == 1:
-        x0, y0, x1, y1, spans, raw = group[0]
-        if len(spans) == 1:
-            text, size, style = spans[0]
-            if not text or text.isspace():
-                return None
-            return Line(
-                x0, y0, x1, y1, clean_line(" ".join(text.split())), round(size * 2) / 2,
-                bool(style & 1), "", len(text) - text.count(" "), [raw] if raw else [], bool(style & 2), bool(style & 4),
-            )
-    texts: list[str] = []
-    sizes: dict[float, int] = {}
-    bold_chars = 0
-    italic_chars = 0
-    mono_chars = 0
-    chars = 0
-    prefix_open = True
-    prefix: list[str] = []
+        return _piece_line(*group[0])
     kept: list[RawPiece] = []
+    texts: list[str] = []
     for piece in group:
         spans = piece[4]
         piece_text = spans[0][0] if len(spans) == 1 else "".join([span[0] for span in spans])
@@ -89,36 +73,8 @@ def _make_line(group: list[RawPiece]) -> Line | None:
             continue
         kept.append(piece)
         texts.append(piece_text)
-        for text, span_size, style in spans:
-            n = len(text) - text.count(" ")
-            if not n:
-                if prefix:  # a space between two bold words keeps the run-in prefix going
-                    prefix.append(text)
-                continue
-            chars += n
-            size = round(span_size * 2) / 2
-            sizes[size] = sizes.get(size, 0) + n
-            if style & 2:
-                italic_chars += n
-            if style & 4:
-                mono_chars += n
-            if style & 1:
-                bold_chars += n
-                if prefix_open:
-                    prefix.append(text)
-            else:
-                prefix_open = False
     if not kept:
         return None
-    text = clean_line(" ".join((texts[0] if len(texts) == 1 else " ".join(texts)).split()))
-    size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
-    all_bold = chars > 0 and bold_chars == chars
-    bold_prefix = ""
-    if prefix and not all_bold:
-        bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
-        if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
-            bold_prefix = ""
-    italic = chars > 0 and italic_chars == chars
     if len(kept) == 1:
         x0, y0, x1, y1, _, raw = kept[0]
         raws = [raw] if raw else []
@@ -126,20 +82,68 @@ def _make_line(group: list[RawPiece]) -> Line | None:
         x0, y0 = min(p[0] for p in kept), min(p[1] for p in kept)
         x1, y1 = max(p[2] for p in kept), max(p[3] for p in kept)
         raws = [p[5] for p in kept if p[5]]
-    return Line(x0, y0, x1, y1, text, size, all_bold, bold_prefix, chars, raws, italic, chars > 0 and mono_chars == chars)
+    spans = kept[0][4] if len(kept) == 1 else [span for piece in kept for span in piece[4]]
+    return _line_from_spans(x0, y0, x1, y1, " ".join(texts), spans, raws)
+
+
+def _line_from_spans(x0: float, y0: float, x1: float, y1: float, text: str, spans: list[Span], raws: Any) -> Line:
+    """A baseline's ``Line`` from its text (not blank) and its spans in reading order: the size most
+    characters have, bold/italic/monospaced when every character is, and a bold run-in prefix
+    ("**Method.** We ..."). Per span only tuple unpacking and counts."""
+    sizes: dict[float, int] = {}
+    bold_chars = 0
+    italic_chars = 0
+    mono_chars = 0
+    chars = 0
+    prefix_open = True
+    prefix: list[str] = []
+    for span_text, span_size, style in spans:
+        n = len(span_text) - span_text.count(" ")
+        if not n:
+            if prefix:  # a space between two bold words keeps the run-in prefix going
+                prefix.append(span_text)
+            continue
+        chars += n
+        size = round(span_size * 2) / 2
+        sizes[size] = sizes.get(size, 0) + n
+        if style & 2:
+            italic_chars += n
+        if style & 4:
+            mono_chars += n
+        if style & 1:
+            bold_chars += n
+            if prefix_open:
+                prefix.append(span_text)
+        else:
+            prefix_open = False
+    size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
+    all_bold = chars > 0 and bold_chars == chars
+    bold_prefix = ""
+    if prefix and not all_bold:
+        bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
+        if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
+            bold_prefix = ""
+    return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), size, all_bold, bold_prefix, chars, raws,
+                chars > 0 and italic_chars == chars, chars > 0 and mono_chars == chars)
 
 
 # MuPDF's HTML output of a text page: one <p> per line (its left edge, the first character's
 # baseline minus 0.8 of its size, that size), one <span> per style run inside it, opened by
-# <sup>/<tt>/<b>/<i> when the font is superscript/monospaced/bold/italic
+# <sup>/<tt>/<b>/<i> when the font is superscript/monospaced/bold/italic. Both kinds of token
+# start with the literal "<" and the opening tags are one group ("b><i><"): ``re`` scans for a
+# pattern that starts with a literal about twice as fast as for one that starts with optional groups.
 _HTML_TOKEN = re.compile(
-    r'<p style="top:([-\d.]+)pt;left:([-\d.]+)pt;line-height:([\d.]+)pt">'
-    r'|(?:<sup>)?(<tt>)?(<b>)?(<i>)?<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^"]*">([^<]*)</span>'
+    r'<(?:p style="top:([-\d.]+)pt;left:([-\d.]+)pt;line-height:([\d.]+)pt">'
+    r'|((?:[a-z]+><)*span style="font-family:[^;"]*);font-size:([\d.]+)pt[^"]*">([^<]*)</span>)'
 )
+_FAMILY = 'span style="font-family:'
+
 # a line that starts like a table caption: such a page takes the ``dict`` path at once
 _HTML_TABLE_CAPTION = re.compile(
     r'<p style="[^"]*">(?:<[a-z]+>)*<span style="[^"]*">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE
 )
+# what any such match holds, found four times as fast: most pages have none, and skip the above
+_HTML_CAPTION_TEXT = re.compile(r'">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE)
 _ENTITY = re.compile(r"&(?:#x([0-9a-fA-F]+)|(lt|gt|amp|quot|apos));")
 _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
@@ -152,8 +156,37 @@ def _unescape(text: str) -> str:
     return _ENTITY.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _NAMED[m.group(2)], text)
 
 
-def _html_style(tt: str, bold: str, italic: str, font: str) -> int:
-    return _font_style((8 if tt else 0) | (16 if bold else 0) | (2 if italic else 0), font)
+_tags_style_cache: dict[str, int] = {}
+
+
+def _html_style(key: str) -> int:
+    """A span's style from its opening tags and font ('b><i><span style="font-family:CMBX12,serif'),
+    cached per such string."""
+    tags, _, font = key.partition(_FAMILY)
+    names = tags.replace("<", "").split(">")
+    flags = (8 if "tt" in names else 0) | (16 if "b" in names else 0) | (2 if "i" in names else 0)
+    style = _tags_style_cache[key] = _font_style(flags, font)
+    return style
+
+
+# style bits → (bold, italic, monospaced)
+_STYLE_FLAGS = tuple((bool(s & 1), bool(s & 2), bool(s & 4)) for s in range(8))
+
+
+def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span], raw: Any = None) -> Line | None:
+    """``_make_line`` of one MuPDF line alone on its baseline, the common case, without the group;
+    one span (most lines) without the counting loop."""
+    if len(spans) == 1:
+        text, size, style = spans[0]
+        if not text or text.isspace():
+            return None
+        bold, italic, mono = _STYLE_FLAGS[style]
+        return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), round(size * 2) / 2, bold, "",
+                    len(text) - text.count(" "), [raw] if raw else (), italic, mono)
+    whole = "".join([span[0] for span in spans])
+    if not whole or whole.isspace():
+        return None
+    return _line_from_spans(x0, y0, x1, y1, whole, spans, [raw] if raw else ())
 
 
 def extract_page(page: Any, number: int) -> PageData:
@@ -173,15 +206,22 @@ def extract_page(page: Any, number: int) -> PageData:
     flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
     textpage = page.get_textpage(flags=flags)
     html = textpage.extractHTML()
-    blocks = None if _HTML_TABLE_CAPTION.search(html) else _blocks_from_html(textpage, html, number)
+    caption = _HTML_CAPTION_TEXT.search(html) is not None and _HTML_TABLE_CAPTION.search(html) is not None
+    blocks = None if caption else _blocks_from_html(textpage, html, number)
     if blocks is not None and not _has_table_caption(blocks):
-        return _finish_page(page, number, blocks, False)
+        return _finish_page(page, number, blocks, False, False)
     blocks = _blocks_from_dict(textpage, number)
-    return _finish_page(page, number, blocks, _has_table_caption(blocks))
+    return _finish_page(page, number, blocks, _has_table_caption(blocks), True)
 
 
 def _has_table_caption(blocks: list[TextBlock]) -> bool:
-    return any(_TABLE_CAPTION.match(ln.text) for b in blocks for ln in b.lines[:2])
+    """A block's first or second line reads like a table caption."""
+    for block in blocks:
+        for line in block.lines[:2]:
+            # a caption starts with T: the first letter spares the pattern on other lines
+            if line.text[:1] in "Tt" and _TABLE_CAPTION.match(line.text):
+                return True
+    return False
 
 
 def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] | None:
@@ -189,22 +229,22 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
     # the page's lines in order, each (left, baseline, largest size, spans)
     html_lines: list[tuple[float, float, float, list[Span]]] = []
     spans: list[Span] = []
-    cache = _style_cache
+    cache = _tags_style_cache
     left = baseline = first = 0.0
     started = False
-    for top, x, height, tt, b, i, font, size, text in _HTML_TOKEN.findall(html):
+    for top, x, height, key, size, text in _HTML_TOKEN.findall(html):
         if top:
             if started:
-                html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
+                html_lines.append((left, baseline, max([s[1] for s in spans]) if len(spans) > 1 else first, spans))
             started, first = True, float(height)
             left, baseline, spans = float(x), float(top) + 0.8 * first, []
             continue
-        style = cache.get(((8 if tt else 0) | (16 if b else 0) | (2 if i else 0), font))
+        style = cache.get(key)
         if style is None:
-            style = _html_style(tt, b, i, font)
+            style = _html_style(key)
         spans.append((_unescape(text) if "&" in text else text, float(size), style))
     if started:
-        html_lines.append((left, baseline, max(s[1] for s in spans) if len(spans) > 1 else first, spans))
+        html_lines.append((left, baseline, max([s[1] for s in spans]) if len(spans) > 1 else first, spans))
     at = 0
     blocks: list[TextBlock] = []
     total = len(html_lines)
@@ -218,33 +258,50 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
         raw = raw.next
         start = at
         # the block's lines are the next ones in the HTML that lie inside its box
-        while at < total and bx0 - 0.5 <= html_lines[at][0] <= bx1 and by0 - 0.5 <= html_lines[at][1] <= by1 + 0.5:
+        x_lo, y_lo, y_hi = bx0 - 0.5, by0 - 0.5, by1 + 0.5
+        while at < total:
+            row = html_lines[at]
+            if not (x_lo <= row[0] <= bx1 and y_lo <= row[1] <= y_hi):
+                break
             at += 1
         if at == start:
             return None  # a line outside its block's box: the two do not fit together
-        rows = html_lines[start:at]
-        count = len(rows)
-        if count == 1 and by1 - by0 > 2.5 * max(rows[0][2], 1.0) and len("".join(s[0] for s in rows[0][3]).strip()) > 1:
-            continue  # one line in a box far taller than its font: rotated (an arXiv margin stamp)
-        # the block box is the union of its lines' boxes: its top is the first line's top, its
-        # bottom the last line's bottom; the font's ascent and descent per point follow from them
-        first_row, last_row = rows[0], rows[-1]
-        if count == 1:  # the common one-line block: the line's box is the block's
-            line = _make_line([(first_row[0], by0, bx1, by1, first_row[3], None)])
+        if at - start == 1:  # the common one-line block: the line's box is the block's
+            first_row = html_lines[start]
+            if by1 - by0 > 2.5 * max(first_row[2], 1.0) and len("".join(s[0] for s in first_row[3]).strip()) > 1:
+                continue  # one line in a box far taller than its font: rotated (an arXiv margin stamp)
+            line = _piece_line(first_row[0], by0, bx1, by1, first_row[3])
             if line is not None:
                 blocks.append(TextBlock(number, bx0, by0, bx1, by1, [line]))
             continue
+        rows = html_lines[start:at]
+        count = len(rows)
+        # the block box is the union of its lines' boxes: its top is the first line's top, its
+        # bottom the last line's bottom; the font's ascent and descent per point follow from them
+        first_row, last_row = rows[0], rows[-1]
         ascent = (first_row[1] - by0) / first_row[2] if first_row[2] else 0.0
         descent = (by1 - last_row[1]) / last_row[2] if last_row[2] else 0.0
         if not (0.3 < ascent < 1.3) or not (-0.1 < descent < 0.6):
             return None
         if by0 < min(b - 1.3 * s for _, b, s, _ in rows) - 1.0 or by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0:
             return None
-        pieces: list[RawPiece] = [
-            (left, baseline - ascent * size, bx1, baseline + descent * size, spans, None)
-            for left, baseline, size, spans in rows
-        ]
-        lines = [ln for ln in map(_make_line, _merge_same_baseline(pieces)) if ln is not None]
+        # lines on one baseline ("1" + "Introduction") are merged, as ``_merge_same_baseline`` does
+        lines: list[Line] = []
+        group: list[RawPiece] = []
+        for left, baseline, size, spans in rows:
+            y1 = baseline + descent * size
+            if group:
+                last = group[-1]
+                if abs(last[3] - y1) < 2.0 and left >= last[0]:
+                    group.append((left, baseline - ascent * size, bx1, y1, spans, None))
+                    continue
+                line = _piece_line(*last[:5]) if len(group) == 1 else _make_line(group)
+                if line is not None:
+                    lines.append(line)
+            group = [(left, baseline - ascent * size, bx1, y1, spans, None)]
+        line = _piece_line(*group[0][:5]) if len(group) == 1 else _make_line(group)
+        if line is not None:
+            lines.append(line)
         if not lines:
             continue
         if len(lines) == count:
@@ -258,12 +315,20 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
 
 def _blocks_from_dict(textpage: Any, number: int) -> list[TextBlock]:
     blocks: list[TextBlock] = []
+    cache = _style_cache
     for raw_block in textpage.extractDICT()["blocks"]:
         if raw_block.get("type") != 0:
             continue
         raw_lines = raw_block["lines"]
         pieces: list[RawPiece] = [
-            (*ln["bbox"], [(s["text"], s["size"], _font_style(s["flags"] & 26, s["font"])) for s in ln["spans"]], ln)
+            (
+                *ln["bbox"],
+                [
+                    (s["text"], s["size"], cache[key] if (key := (s["flags"] & 26, s["font"])) in cache else _font_style(*key))
+                    for s in ln["spans"]
+                ],
+                ln,
+            )
             for ln in raw_lines
             if abs(ln["dir"][1]) < 0.05 and ln["dir"][0] > 0  # horizontal text only
         ]
@@ -279,7 +344,7 @@ def _blocks_from_dict(textpage: Any, number: int) -> list[TextBlock]:
     return blocks
 
 
-def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool) -> PageData:
+def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool, from_dict: bool) -> PageData:
     image_area = 0.0
     if not blocks:
         # only needed to tell an image-only (scanned) PDF from an empty one
@@ -295,9 +360,10 @@ def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool)
         apply_tables(page, data)
     # PyMuPDF's dicts were needed for table cells only; dropping them here keeps the parse's
     # live objects (what every full garbage-collector pass walks) to our own small records
-    for block in data.blocks:
-        for line in block.lines:
-            line.raw = []
+    if from_dict:
+        for block in data.blocks:
+            for line in block.lines:
+                line.raw = ()
     return data
 
 
@@ -366,21 +432,29 @@ def remove_running_lines(pages: list[PageData]) -> None:
     whose text changes with the section but whose page number keeps step with the page."""
     counts: Counter[str] = Counter()
     offsets: Counter[int] = Counter()
-    keys: dict[int, str | None] = {}  # id(block) → its margin key, computed once
+    keys: dict[int, str] = {}  # id(block) → its margin key, for the blocks in the margins only
+    page_edges: list[list[TextBlock]] = []
     for page in pages:
+        top, bottom = page.height * 0.09, page.height * 0.91  # the bands ``_margin_key`` reads
+        page_keys: set[str] = set()
         for block in page.blocks:
-            keys[id(block)] = _margin_key(block, page.height)
-        for key in {keys[id(b)] for b in page.blocks} - {None}:
+            if block.y1 < top or block.y0 > bottom:
+                key = keys[id(block)] = _margin_key(block, page.height)  # type: ignore[assignment]
+                page_keys.add(key)
+        for key in page_keys:
             counts[key] += 1
-        for offset in {o for o in (_folio_offset(b, page) for b in _edge_blocks(page)) if o is not None}:
+        edges = _edge_blocks(page)
+        page_edges.append(edges)
+        for offset in {o for o in (_folio_offset(b, page) for b in edges) if o is not None}:
             offsets[offset] += 1
     threshold = max(2, int(len(pages) * 0.3))
     folio = {o for o, n in offsets.items() if n >= max(3, int(len(pages) * 0.2))}
-    for page in pages:
+    for page, edges in zip(pages, page_edges):
         kept = []
-        edges = _edge_blocks(page) if folio else []
+        if not folio:
+            edges = []
         for block in page.blocks:
-            key = keys[id(block)]
+            key = keys.get(id(block))
             if key is not None and (counts[key] >= threshold or _PAGE_NUMBER.match(block.text.strip())):
                 continue
             if edges and (block is edges[0] or block is edges[-1]) and _folio_offset(block, page) in folio:
@@ -403,8 +477,9 @@ def reading_order(page: PageData) -> list[TextBlock]:
         return "F"
 
     cols = [column(b) for b in page.blocks]
-    left = sum(len(b.text) for b, c in zip(page.blocks, cols) if c == "L")
-    right = sum(len(b.text) for b, c in zip(page.blocks, cols) if c == "R")
+    # the length of each block's text (its lines joined by spaces) without joining them
+    left = sum(sum(len(ln.text) for ln in b.lines) + len(b.lines) - 1 for b, c in zip(page.blocks, cols) if c == "L")
+    right = sum(sum(len(ln.text) for ln in b.lines) + len(b.lines) - 1 for b, c in zip(page.blocks, cols) if c == "R")
     blocks = sorted(page.blocks, key=lambda b: (round(b.y0, 1), b.x0))
     if min(left, right) < 200:
         return blocks

@@ -7,7 +7,7 @@ blocks) so that each of those imports the records and neither imports the other 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from .text import SOFT_HYPHEN, clean_line
 
@@ -36,7 +36,9 @@ class Line:
     bold: bool  # every character bold
     bold_prefix: str = ""  # a bold run-in heading at the start of an otherwise plain line
     chars: int = 0
-    raw: list[dict[str, Any]] = field(default_factory=list)  # PyMuPDF's lines, for table cells
+    # PyMuPDF's line dicts, for table cells (``dict`` path only; an empty tuple, untracked by the
+    # garbage collector, everywhere else)
+    raw: Sequence[dict[str, Any]] = ()
     italic: bool = False  # every character italic (AASTeX sets subsection titles so)
     mono: bool = False  # every character in a monospaced font: code, never a heading
 
@@ -52,7 +54,7 @@ class Line:
         return out
 
 
-@dataclass
+@dataclass(slots=True)
 class TextBlock:
     page: int
     x0: float

@@ -13,7 +13,7 @@ page's text; the references section is moved to its own part.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -42,7 +42,16 @@ _CAPS_SECTION = re.compile(
 )
 _APPENDIX = re.compile(r"^appendix\b", re.IGNORECASE)
 _CAPTION = re.compile(r"^(?:figure|fig\.|table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
+_CAPTION_INITIALS = "FfTt"
+_SENTENCE_END_CHARS = frozenset('.!?:;)]"”')
+
+
+def _ends_sentence(text: str) -> bool:
+    """The text ends in sentence punctuation (before one final newline, as a regex ``$`` reads it).
+    Looks at the end only: a search for ``[.!?]$`` tries every position of a growing paragraph."""
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text[-1:] in _SENTENCE_END_CHARS
 # code and page furniture that is bold or large but never a heading
 _CODE_MARKS = re.compile(r"[;{}]|#\s*(?:include|define|if|endif)\b|==|!=|->|::|&&|\|\||\+\+|\w\[\w*\]|^\s*(?:def|class|import|return)\s")
 _SIGNATURE = re.compile(r"\b[A-Za-z_]\w*\s*\((?:[^()]*[,*&][^()]*|\s*)\)")
@@ -55,6 +64,8 @@ _TOC_LINE = re.compile(r"^(?:(?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,3}\.?\s+)?\S.*?(?:
 _LETTER = re.compile(r"[A-Za-z]")
 _CONTENTS = re.compile(r"(?:table of )?contents", re.IGNORECASE)
 _CHAPTER = re.compile(r"^(?:chapter|part|appendix)\s+(\d{1,2}|[IVX]{1,4}|[A-Z])$", re.IGNORECASE)
+_ASCII_LOWER = re.compile(r"[a-z]")
+_NOT_ASCII_LETTER = re.compile(r"[^A-Za-z]")
 
 
 def looks_like_code(line: Line, text: str) -> bool:
@@ -97,12 +108,14 @@ def iter_pages(doc: Any) -> Iterator[PageData]:
 
 # -- heading classification ------------------------------------------------------------------
 def body_size(pages: list[PageData]) -> float:
-    sizes: Counter[float] = Counter()
+    sizes: dict[float, int] = {}
+    get = sizes.get
     for page in pages:
         for block in page.blocks:
             for line in block.lines:
-                sizes[line.size] += line.chars
-    return sizes.most_common(1)[0][0] if sizes else 10.0
+                sizes[line.size] = get(line.size, 0) + line.chars
+    # the first of equal counts wins, as with ``Counter.most_common``
+    return max(sizes.items(), key=itemgetter(1))[0] if sizes else 10.0
 
 
 def _plain_heading(line: Line, text: str) -> bool:
@@ -110,8 +123,14 @@ def _plain_heading(line: Line, text: str) -> bool:
     "2.1. Imaging"), or a well-known section name in capitals ("REFERENCES")."""
     if len(text) > 90 or text.endswith("."):
         return False
-    letters = re.sub(r"[^A-Za-z]", "", text)
-    caps = len(letters) >= 4 and letters.isupper()
+    # every case needs capitals or italics, and a lower-case letter rules capitals out: the
+    # common body line is settled by one search
+    if _ASCII_LOWER.search(text):
+        if not line.italic:
+            return False
+        caps = False
+    else:
+        caps = len(_NOT_ASCII_LETTER.sub("", text)) >= 4
     match = _NUMBERED.match(text)
     if match:
         return caps or (line.italic and match.group("title")[:1].isupper())
@@ -160,22 +179,30 @@ def _numbered_ok(text: str) -> bool:
 _join = join_lines  # line-end hyphens are marked here and resolved once the document is known
 
 
-def _paragraphs(block: TextBlock, body: float) -> list[str]:
+def _paragraphs(lines: list[Line], body: float) -> list[str]:
     """Split a block's lines into paragraphs at indents and vertical gaps."""
+    if len(lines) == 1:  # most blocks: one line, one paragraph
+        line = lines[0]
+        text = line.text
+        if line.bold_prefix and text.startswith(line.bold_prefix):
+            text = f"**{line.bold_prefix}**" + text[len(line.bold_prefix):]
+        return [text] if text else []
     paras: list[str] = []
     current = ""
     prev: Line | None = None
-    left = min(ln.x0 for ln in block.lines)
-    for line in block.lines:
+    left = min(ln.x0 for ln in lines)
+    indent_at, flush_at = body * 0.8, body * 0.5
+    for line in lines:
         text = line.text
         if line.bold_prefix and text.startswith(line.bold_prefix):
             text = f"**{line.bold_prefix}**" + text[len(line.bold_prefix):]
         new_para = False
         if prev is not None:
             gap = line.y0 - prev.y1
-            indent = line.x0 - left > body * 0.8 and prev.x0 - left < body * 0.5
-            new_para = gap > max(prev.y1 - prev.y0, 6) * 0.9 or (indent and _SENTENCE_END.search(current or "") is not None)
-            if _CAPTION.match(line.text):
+            indent = line.x0 - left > indent_at and prev.x0 - left < flush_at
+            new_para = gap > max(prev.y1 - prev.y0, 6) * 0.9 or (indent and _ends_sentence(current))
+            # a caption starts with F or T: the first letter spares the pattern on other lines
+            if line.text[:1] in _CAPTION_INITIALS and _CAPTION.match(line.text):
                 new_para = True
         if new_para and current:
             paras.append(current)
@@ -241,6 +268,11 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
     toc_pages = _contents_pages(pages)
     for page in pages:
         in_toc = page.number in toc_pages
+
+        def heading_line(line: Line) -> bool:
+            # a table of contents lists headings with their page numbers; they are not headings there
+            return _looks_like_heading(line, body) and not (in_toc and _TOC_LINE.match(line.text.strip()))
+
         for block in _footnotes_last(reading_order(page), page, body):
             if block.table is not None:
                 blocks.append(Block("table", block.table, page.number))
@@ -251,15 +283,11 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
                 title_lines = [ln for ln in lines if ln.size >= size - 0.5]
                 blocks.append(Block("heading", " ".join(ln.text for ln in title_lines), page.number, 1))
                 lines = [ln for ln in lines if ln.size < size - 0.5]
-            elif any(block is more for more in title_more):
+            elif title_more and any(block is more for more in title_more):
                 blocks[-1].text += " " + " ".join(ln.text for ln in lines)
                 continue
             # leading heading lines of the block (a heading may wrap over two lines)
             head: list[Line] = []
-            def heading_line(line: Line) -> bool:
-                # a table of contents lists headings with their page numbers; they are not headings there
-                return _looks_like_heading(line, body) and not (in_toc and _TOC_LINE.match(line.text.strip()))
-
             while lines and heading_line(lines[0]) and (not head or abs(lines[0].size - head[0].size) < 0.6):
                 head.append(lines.pop(0))
                 if len(head) == 2 or (lines and not heading_line(lines[0])):
@@ -279,15 +307,14 @@ def assemble(pages: list[PageData]) -> ParsedDocument:
                     lines = head + lines
             if not lines:
                 continue
-            sub = TextBlock(page.number, block.x0, block.y0, block.x1, block.y1, lines)
-            for para in _paragraphs(sub, body):
-                kind = "caption" if _CAPTION.match(para) else "para"
+            for para in _paragraphs(lines, body):
+                kind = "caption" if para[:1] in _CAPTION_INITIALS and _CAPTION.match(para) else "para"
                 prev = blocks[-1] if blocks else None
                 if (
                     kind == "para"
                     and prev is not None
                     and prev.kind == "para"
-                    and not _SENTENCE_END.search(prev.text)
+                    and not _ends_sentence(prev.text)
                     and para[:1].islower()
                 ):
                     # a paragraph continued across a column or page break
@@ -309,10 +336,12 @@ def _contents_pages(pages: list[PageData]) -> set[int]:
     found: set[int] = set()
     for page in pages:
         lines = [ln.text.strip() for b in page.blocks for ln in b.lines]
-        # only a line that ends in a digit can be an entry: the cheap test first (this runs on every line)
-        entries = sum(1 for t in lines if t[-1:].isdigit() and _TOC_LINE.match(t) and len(_LETTER.findall(t)) >= 3)
         titled = any(len(t) <= 17 and _CONTENTS.fullmatch(t) for t in lines)
-        if entries >= 3 and (titled or page.number - 1 in found) and entries >= 0.3 * max(1, len(lines)):
+        if not titled and page.number - 1 not in found:
+            continue  # neither says "Contents" nor continues a contents page: no entries to count
+        # only a line that ends in a digit can be an entry: the cheap test first
+        entries = sum(1 for t in lines if t[-1:].isdigit() and _TOC_LINE.match(t) and len(_LETTER.findall(t)) >= 3)
+        if entries >= 3 and entries >= 0.3 * max(1, len(lines)):
             found.add(page.number)
     return found
 

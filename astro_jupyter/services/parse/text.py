@@ -7,6 +7,8 @@ search for "profile" misses "proﬁle". So the presentation forms are mapped bac
 
 from __future__ import annotations
 
+import re
+
 
 SOFT_HYPHEN = "\u00ad"
 
@@ -28,10 +30,15 @@ def expand_ligatures(text: str) -> str:
     return text.translate(_LIGATURES)
 
 
+# the characters ``clean_line`` changes: most non-ASCII lines have none, and ``str.translate``
+# looks every character of a non-ASCII string up in its table one by one
+_TO_CLEAN = re.compile("[\ufb00-\ufb06\u00ad]")
+
+
 def clean_line(text: str) -> str:
     """Ligatures expanded; soft hyphens inside the line dropped, one at the line end kept
     (it marks a word broken across lines, which ``join_lines`` closes up)."""
-    if text.isascii():
+    if text.isascii() or not _TO_CLEAN.search(text):
         return text
     text = text.translate(_LIGATURES)
     if SOFT_HYPHEN in text:
