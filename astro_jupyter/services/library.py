@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, NotFoundError, ServiceError, StoreError, ToolInputError
+from ..errors import ConfigError, NotFoundError, PermissionDenied, ServiceError, StoreError, ToolInputError
 from ..store.papers import STATES, PaperRecord, PaperRepository
+from ..store.repository import PaperStore
 from .identifiers import (
     IdentifierError,
     PaperIdentifier,
@@ -111,9 +112,10 @@ class LibraryService:
         *,
         ads: "AdsClient | None" = None,
         arxiv: "ArxivClient | None" = None,
+        papers: "PaperStore | None" = None,
     ) -> None:
         self.config = config
-        self.papers = PaperRepository(db)
+        self.papers: PaperStore = papers if papers is not None else PaperRepository(db)
         self.ads = ads
         self.arxiv = arxiv
 
@@ -359,7 +361,7 @@ class LibraryService:
         self.config.papers_dir.mkdir(parents=True, exist_ok=True)
         target = self.config.papers_dir / pdf_filename(paper_id)
         # Copy beside papers/ (same filesystem) and move in atomically: papers/ never holds half a file.
-        staging = self.config.home_path / ".partial-downloads"
+        staging = self.config.staging_dir
         staging.mkdir(parents=True, exist_ok=True)
         tmp = staging / f"{os.getpid()}-{uuid.uuid4().hex}.part"
         try:
@@ -411,6 +413,7 @@ class LibraryService:
         Only files inside ``papers/`` are deleted: a local PDF was copied in, and the user's
         original stays where it was. Chunks go first, through the parse side (``app.remove_paper``)."""
         record = await self.get(paper_id)
+        await self.check_removable(record)
         await self.papers.delete(record.id)
         papers_dir = self.config.papers_dir.resolve()
         for name in (record.pdf_path, record.markdown_path):
@@ -420,6 +423,13 @@ class LibraryService:
             if path.resolve().parent == papers_dir:
                 path.unlink(missing_ok=True)
         return record
+
+    async def check_removable(self, record: PaperRecord) -> None:
+        """``PermissionDenied`` when this user may not remove the paper (a shared library's paper
+        someone else added; only they or a library administrator may)."""
+        refused = await self.papers.removal_refused(record)
+        if refused:
+            raise PermissionDenied(refused)
 
     async def not_searchable(self, limit: int = 20) -> "Unsearchable":
         """What retrieval cannot find yet: papers with a PDF that were never parsed (listed), and how
