@@ -376,7 +376,17 @@ class LibraryService:
         record.id = paper_id
         record.pdf_path = str(target)
         record.state = "downloaded"
-        return await self.papers.insert(record)
+        try:
+            return await self.papers.insert(record)
+        except StoreError:
+            # someone added the same paper at the same moment (a shared library): theirs is the copy
+            same = (await self.papers.find_by_sha256(digest) or await self.papers.find(record.id)
+                    or await self.papers.find_by(arxiv_id=record.arxiv_id, doi=record.doi, bibcode=record.bibcode))
+            if same is None:
+                raise
+            if same.pdf_path != str(target):
+                target.unlink(missing_ok=True)  # the copy made under the id that lost
+            return same
 
     async def _free_local_id(self, slug: str) -> str:
         candidate, n = f"local:{slug}", 2

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -165,9 +166,7 @@ class PgDatabase:
 
     @staticmethod
     async def _ensure_vector(conn: Any) -> VectorSupport:
-        try:
-            import pgvector.asyncpg  # noqa: F401 - the codec the pool registers
-        except ImportError:
+        if importlib.util.find_spec("pgvector") is None:  # the codec the pool registers
             return VectorSupport(None, "the pgvector Python package is not installed")
         try:
             async with conn.transaction():

@@ -9,7 +9,7 @@ sharing adds:
   (a second user's parse waits, then finds it parsed) and marks the row ``parsing_by`` meanwhile, so
   everyone's listing shows it as being parsed;
 - **who may remove**: ``added_by`` is set on insert; only that user or one named in
-  ``library_admins`` (or a database superuser) removes a paper;
+  ``library_admins`` removes a paper;
 - **full text** from a stored ``tsvector`` (GIN index) ranked by ``ts_rank`` against
   ``websearch_to_tsquery``; **vectors** in one table per embedding space — ``vector(dim)`` with an
   HNSW index when pgvector is there, ``real[]`` otherwise. Each user's in-memory index (exact, as
@@ -146,9 +146,9 @@ class PgPaperRepository:
         return {str(r["state"]): int(r["n"]) for r in rows}
 
     async def is_admin(self) -> bool:
-        return bool(await self.db.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM library_admins WHERE username = $1)"
-            " OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)", self.user))
+        """Named in ``library_admins`` (by the hub's administrator: ``INSERT INTO library_admins VALUES ('name')``).
+        Not "a superuser role": on a hub every user's server usually connects with the same role."""
+        return bool(await self.db.fetchval("SELECT EXISTS (SELECT 1 FROM library_admins WHERE username = $1)", self.user))
 
     async def removal_refused(self, record: PaperRecord) -> str:
         if not record.added_by or record.added_by == self.user or await self.is_admin():

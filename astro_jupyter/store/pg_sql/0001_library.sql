@@ -33,7 +33,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS papers_arxiv ON papers (arxiv_id) WHERE arxiv_
 CREATE UNIQUE INDEX IF NOT EXISTS papers_doi ON papers (lower(doi)) WHERE doi IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS papers_bibcode ON papers (bibcode) WHERE bibcode IS NOT NULL;
 CREATE INDEX IF NOT EXISTS papers_state ON papers (state, created_at);
-CREATE INDEX IF NOT EXISTS papers_sha256 ON papers (((metadata::jsonb) ->> 'sha256'));
+-- one copy of a PDF added from disk, however many users add it at the same moment
+CREATE UNIQUE INDEX IF NOT EXISTS papers_sha256 ON papers (((metadata::jsonb) ->> 'sha256'));
 
 CREATE TABLE IF NOT EXISTS paper_chunks (
     id bigserial PRIMARY KEY,
