@@ -36,6 +36,21 @@ CREATE INDEX IF NOT EXISTS papers_state ON papers (state, created_at);
 -- one copy of a PDF added from disk, however many users add it at the same moment
 CREATE UNIQUE INDEX IF NOT EXISTS papers_sha256 ON papers (((metadata::jsonb) ->> 'sha256'));
 
+-- The original Porter stemmer, stopwords kept: what FTS5's porter tokenizer does, and BM25 over the same words
+-- is what makes the shared library rank like the SQLite one.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_ts_dict WHERE dictname = 'astro_english_stem') THEN
+        CREATE TEXT SEARCH DICTIONARY astro_english_stem (TEMPLATE = snowball, Language = porter);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = 'astro_english') THEN
+        CREATE TEXT SEARCH CONFIGURATION astro_english (COPY = english);
+        ALTER TEXT SEARCH CONFIGURATION astro_english
+            ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part WITH astro_english_stem;
+    END IF;
+END
+$$;
+
 CREATE TABLE IF NOT EXISTS paper_chunks (
     id bigserial PRIMARY KEY,
     paper_id text NOT NULL REFERENCES papers (id) ON DELETE CASCADE,
@@ -45,7 +60,10 @@ CREATE TABLE IF NOT EXISTS paper_chunks (
     page_start integer,
     page_end integer,
     text text NOT NULL,
-    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text || ' ' || section)) STORED,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('astro_english', text || ' ' || section)) STORED,
+    -- words in the chunk, stopwords included (BM25's document length, as FTS5 counts it)
+    ntokens integer GENERATED ALWAYS AS (
+        cardinality(regexp_split_to_array(btrim(text || ' ' || section, E' \t\n.,;:()[]{}-'), '[^[:alnum:]]+'))) STORED,
     UNIQUE (paper_id, seq)
 );
 CREATE INDEX IF NOT EXISTS paper_chunks_tsv ON paper_chunks USING gin (tsv);
