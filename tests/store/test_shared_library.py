@@ -206,3 +206,14 @@ def test_vector_matrix_roundtrip_is_float32() -> None:
 
     ids, m = repo._matrix(Space("t", "x", 3, "array"), [(7, [0.5, 0.25, 1.0])])
     assert ids.tolist() == [7] and m.dtype == np.float32 and m.tolist() == [[0.5, 0.25, 1.0]]
+
+
+@pytest.mark.asyncio
+async def test_notes_on_shared_papers_stay_in_each_users_own_store(make_database, make_container) -> None:
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    paper = await alice.library.add(str(PDFS / "aas_style.pdf"), fetch=False)
+    note = await alice.notes.save(paper.id, comment="the tidal tails are the point", owner="alice")
+    assert note.paper_id == paper.id and [n.comment for n in await alice.notes.list(paper.id)] == [note.comment]
+    assert await bob.notes.list(paper.id) == []  # the library is shared, notes are not
+    assert (await bob.library.get(paper.id)).added_by == "alice"
