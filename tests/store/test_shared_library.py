@@ -217,3 +217,16 @@ async def test_notes_on_shared_papers_stay_in_each_users_own_store(make_database
     assert note.paper_id == paper.id and [n.comment for n in await alice.notes.list(paper.id)] == [note.comment]
     assert await bob.notes.list(paper.id) == []  # the library is shared, notes are not
     assert (await bob.library.get(paper.id)).added_by == "alice"
+
+
+def test_binary_real_arrays_decode_to_float32() -> None:
+    import struct
+
+    from astro_jupyter.errors import StoreError
+    from astro_jupyter.store.pg_library import _float4_array
+
+    values = np.array([0.5, -0.25, 3.0], np.float32)
+    wire = struct.pack(">iiiii", 1, 0, 700, 3, 1) + b"".join(struct.pack(">if", 4, v) for v in values)
+    assert _float4_array(wire, 3).tolist() == values.tolist()
+    with pytest.raises(StoreError):
+        _float4_array(wire, 4)
