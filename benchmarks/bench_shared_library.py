@@ -201,6 +201,7 @@ async def main() -> None:
     ap.add_argument("--common", type=int, default=5, help="papers every user adds")
     ap.add_argument("--own", type=int, default=3, help="papers each user adds alone")
     ap.add_argument("--pgvector", action="store_true", help="PostgreSQL with pgvector (the pgserver wheel)")
+    ap.add_argument("--users-only", action="store_true", help="fill the shared library, skip the SQLite comparison")
     args = ap.parse_args()
     bindir = postgres.pgserver_bindir() if args.pgvector else postgres.debian_bindir()
     if bindir is None:
@@ -211,7 +212,14 @@ async def main() -> None:
         with tempfile.TemporaryDirectory() as name:
             tmp = Path(name)
             url = server.create_database("bench")
-            await side_by_side(url, tmp, args.papers, args.chunks, args.queries)
+            if args.users_only:
+                shared = ServiceContainer(AstroConfig(home=str(tmp / "fill"), embed_model="lexical",
+                                                      shared_library_url=url, shared_library_dir=str(tmp / "shared")))
+                await shared.start()
+                await fill(shared, Corpus(), args.papers, args.chunks, "PostgreSQL")
+                await shared.close()
+            else:
+                await side_by_side(url, tmp, args.papers, args.chunks, args.queries)
             await users_at_once(url, tmp, args.users, args.common, args.own, args.chunks, first=args.papers)
     finally:
         server.stop()
