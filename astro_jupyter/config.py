@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 from pathlib import Path
 from typing import Any, Callable
 
@@ -91,6 +92,26 @@ class AstroConfig(Configurable):
     @validate("home")
     def _validate_home(self, proposal: Any) -> str:
         return str(Path(proposal["value"]).expanduser())
+
+    shared_library_url = Unicode(
+        help="A PostgreSQL URL (postgresql://user@host/db) for one paper library shared by every user of a hub: "
+        "papers, chunks, full-text index and embeddings live there; sessions, notes and memories stay in each "
+        "user's own astro.db. Empty: the library is in astro.db (env ASTRO_SHARED_LIBRARY_URL)."
+    ).tag(config=True)
+    _shared_library_url_default = _env_default("shared_library_url", "ASTRO_SHARED_LIBRARY_URL", "")
+
+    @validate("shared_library_url")
+    def _validate_shared_library_url(self, proposal: Any) -> str:
+        url = str(proposal["value"] or "").strip()
+        if url and not re.match(r"^postgres(?:ql)?://", url, re.I):
+            raise TraitError(f"shared_library_url must be a postgresql:// URL, not {url.split('://')[0]!r}://…")
+        return url
+
+    shared_library_dir = Unicode(
+        help="Directory every hub user can read and write holding the shared library's PDFs and Markdown "
+        "(with shared_library_url; default: papers/ under ASTRO_HOME) (env ASTRO_SHARED_LIBRARY_DIR)."
+    ).tag(config=True)
+    _shared_library_dir_default = _env_default("shared_library_dir", "ASTRO_SHARED_LIBRARY_DIR", "")
 
     project_root = Unicode(
         help="Root the filesystem tools may read and write besides the library (env ASTRO_PROJECT_ROOT; default: cwd)."
@@ -638,7 +659,18 @@ class AstroConfig(Configurable):
 
     @property
     def papers_dir(self) -> Path:
+        """Where PDFs and parsed Markdown live: the shared directory when the library is shared."""
+        if self.shared_library_url and self.shared_library_dir:
+            return Path(self.shared_library_dir).expanduser()
         return self.home_path / "papers"
+
+    @property
+    def staging_dir(self) -> Path:
+        """Partial downloads and copies, beside ``papers_dir`` (same filesystem: moved in atomically)."""
+        if self.shared_library_url and self.shared_library_dir:
+            # per host: a partial file is swept when its writer's pid is gone, and pids are per host
+            return self.papers_dir / ".partial-downloads" / socket.gethostname()
+        return self.home_path / ".partial-downloads"
 
     @property
     def tool_results_dir(self) -> Path:

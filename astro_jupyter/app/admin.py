@@ -92,6 +92,8 @@ class AdminMixin(AppBase):
                     endpoint_embedding_model(models, openai_api=_is_openai_api(config)))
                 llm["capabilities"] = await capabilities(client, config.llm_model, embed_model)
         report["llm"] = llm
+        if self.services.shared_library is not None:
+            report["shared_library"] = await self._shared_library()
         report["embeddings"] = await self._embeddings(opened, model_progress)
         report["mcp"] = await self._mcp_servers()
         return report
@@ -106,6 +108,17 @@ class AdminMixin(AppBase):
             return manager.report()
         except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
             return {"problems": [f"{type(exc).__name__}: {exc}"], "servers": []}
+
+    async def _shared_library(self) -> dict[str, Any]:
+        """The shared PostgreSQL library: reachable, its versions, and how vectors are stored and searched
+        (pgvector, or float arrays when ``CREATE EXTENSION vector`` failed)."""
+        shared = self.services.shared_library
+        try:
+            return {"reachable": True, **await shared.describe()}
+        except AstroError as exc:
+            from ..store.pg import redact
+
+            return {"reachable": False, "url": redact(shared.url), "error": str(exc)}
 
     async def _embeddings(self, opened: bool, model_progress: Any = None) -> dict[str, Any]:
         """The backend ``auto`` picks (asking the endpoint), why, how to get a better one, and how much

@@ -94,6 +94,13 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
             print(line)
     else:
         print(f"LLM reachable  NO: {llm.get('error', '')}")
+    shared = report.get("shared_library")
+    if shared is not None:
+        if shared["reachable"]:
+            print(f"Shared library {shared['url']} (PostgreSQL {shared['server']}, schema {shared['schema_version']})")
+            print(f"               vectors: {shared['vectors']}")
+        else:
+            print(f"Shared library UNREACHABLE: {shared['error']}")
     emb = report["embeddings"]
     print(f"Embeddings     {emb['active']} ({emb['reason']})")
     if "chunks" in emb and emb["chunks"]:

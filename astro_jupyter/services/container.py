@@ -207,7 +207,27 @@ class ServiceContainer:
         """The paper library (``services/library.py``): ids, metadata, download/parse state."""
         from .library import LibraryService
 
-        return LibraryService(self.config, self.db, ads=self.ads, arxiv=self.arxiv)
+        return LibraryService(self.config, self.db, ads=self.ads, arxiv=self.arxiv, papers=self.paper_store)
+
+    @cached_property
+    def shared_library(self) -> Any:
+        """The shared PostgreSQL library's connection (``store/pg.py``), or None without ``shared_library_url``."""
+        if not self.config.shared_library_url:
+            return None
+        from ..store.pg import PgDatabase
+
+        return PgDatabase(self.config.shared_library_url)
+
+    @cached_property
+    def paper_store(self) -> Any:
+        """Papers (``store/repository.py``'s ``PaperStore``): the user's SQLite, or the shared PostgreSQL library."""
+        if self.shared_library is not None:
+            from ..store.pg_library import PgPaperRepository
+
+            return PgPaperRepository(self.shared_library)
+        from ..store.papers import PaperRepository
+
+        return PaperRepository(self.db)
 
     @cached_property
     def downloads(self) -> Any:
@@ -225,7 +245,12 @@ class ServiceContainer:
 
     @cached_property
     def chunks(self) -> Any:
-        """Paper chunks, FTS and the per-backend vector tables (``store/chunks.py``)."""
+        """Paper chunks, full text and the per-backend vector tables (``ChunkStore``: ``store/chunks.py``,
+        or ``store/pg_library.py`` for the shared library)."""
+        if self.shared_library is not None:
+            from ..store.pg_library import PgChunkRepository
+
+            return PgChunkRepository(self.shared_library)
         from ..store.chunks import ChunkRepository
 
         return ChunkRepository(self.db)

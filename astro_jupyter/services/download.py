@@ -121,7 +121,7 @@ class DownloadService:
 
     @property
     def partial_dir(self) -> Path:
-        return self.config.home_path / ".partial-downloads"
+        return self.config.staging_dir
 
     def sweep_partials(self) -> int:
         """Remove temp files whose writing process is gone (a killed download). Returns how many."""

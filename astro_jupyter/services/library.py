@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, NotFoundError, ServiceError, StoreError, ToolInputError
+from ..errors import ConfigError, NotFoundError, PermissionDenied, ServiceError, StoreError, ToolInputError
 from ..store.papers import STATES, PaperRecord, PaperRepository
+from ..store.repository import PaperStore
 from .identifiers import (
     IdentifierError,
     PaperIdentifier,
@@ -111,9 +112,10 @@ class LibraryService:
         *,
         ads: "AdsClient | None" = None,
         arxiv: "ArxivClient | None" = None,
+        papers: "PaperStore | None" = None,
     ) -> None:
         self.config = config
-        self.papers = PaperRepository(db)
+        self.papers: PaperStore = papers if papers is not None else PaperRepository(db)
         self.ads = ads
         self.arxiv = arxiv
 
@@ -361,7 +363,7 @@ class LibraryService:
         self.config.papers_dir.mkdir(parents=True, exist_ok=True)
         target = self.config.papers_dir / pdf_filename(paper_id)
         # Copy beside papers/ (same filesystem) and move in atomically: papers/ never holds half a file.
-        staging = self.config.home_path / ".partial-downloads"
+        staging = self.config.staging_dir
         staging.mkdir(parents=True, exist_ok=True)
         tmp = staging / f"{os.getpid()}-{uuid.uuid4().hex}.part"
         try:
@@ -376,7 +378,17 @@ class LibraryService:
         record.id = paper_id
         record.pdf_path = str(target)
         record.state = "downloaded"
-        return await self.papers.insert(record)
+        try:
+            return await self.papers.insert(record)
+        except StoreError:
+            # someone added the same paper at the same moment (a shared library): theirs is the copy
+            same = (await self.papers.find_by_sha256(digest) or await self.papers.find(record.id)
+                    or await self.papers.find_by(arxiv_id=record.arxiv_id, doi=record.doi, bibcode=record.bibcode))
+            if same is None:
+                raise
+            if same.pdf_path != str(target):
+                target.unlink(missing_ok=True)  # the copy made under the id that lost
+            return same
 
     async def _free_local_id(self, slug: str) -> str:
         candidate, n = f"local:{slug}", 2
@@ -413,6 +425,7 @@ class LibraryService:
         Only files inside ``papers/`` are deleted: a local PDF was copied in, and the user's
         original stays where it was. Chunks go first, through the parse side (``app.remove_paper``)."""
         record = await self.get(paper_id)
+        await self.check_removable(record)
         await self.papers.delete(record.id)
         papers_dir = self.config.papers_dir.resolve()
         for name in (record.pdf_path, record.markdown_path):
@@ -422,6 +435,13 @@ class LibraryService:
             if path.resolve().parent == papers_dir:
                 path.unlink(missing_ok=True)
         return record
+
+    async def check_removable(self, record: PaperRecord) -> None:
+        """``PermissionDenied`` when this user may not remove the paper (a shared library's paper
+        someone else added; only they or a library administrator may)."""
+        refused = await self.papers.removal_refused(record)
+        if refused:
+            raise PermissionDenied(refused)
 
     async def not_searchable(self, limit: int = 20) -> "Unsearchable":
         """What retrieval cannot find yet: papers with a PDF that were never parsed (listed), and how

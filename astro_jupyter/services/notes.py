@@ -45,7 +45,8 @@ class NotesService:
         if page is not None and isinstance(pages, int) and pages and page > pages:
             raise ToolInputError(f"page {page} is beyond the paper's {pages} pages")
         return await self.repo.add(
-            paper_id=record.id, quote=quote, comment=comment, page=page, section=section, session_id=session_id, owner=owner
+            paper_id=record.id, quote=quote, comment=comment, page=page, section=section, session_id=session_id, owner=owner,
+            paper_title=record.title,
         )
 
     async def list(self, paper_id: str | None = None, *, limit: int = 100) -> list["NoteRecord"]:

@@ -281,7 +281,7 @@ class RagService:
         or an embedding failed: this process's own parses embed their chunks as they store them.
         """
         async with self._sync_lock:
-            version = await self.repo.db.fetchval("PRAGMA data_version")
+            version = await self.repo.data_version()
             if self._synced_at is not None and version == self._synced_at:
                 return 0
             if self.reembed_running:

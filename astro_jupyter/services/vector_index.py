@@ -134,6 +134,7 @@ class VectorIndex:
         self._spaces: dict[str, _Matrix] = {}
         self._stamp: dict[str, tuple[int, int]] = {}
         self._data_version: int | None = None
+        self._marks: dict[str, str] = {}  # shared stores: the snapshot xmin each space was followed to
         self._lock = asyncio.Lock()
         self.loads = 0  # how many times a space was (re)loaded from the store
 
@@ -141,7 +142,7 @@ class VectorIndex:
         return space.name in self._spaces
 
     async def _data_changed_elsewhere(self) -> bool:
-        version = await self.repo.db.fetchval("PRAGMA data_version")
+        version = await self.repo.data_version()
         changed = self._data_version is not None and version != self._data_version
         self._data_version = version
         return changed
@@ -151,6 +152,8 @@ class VectorIndex:
 
     async def ensure(self, space: "Space") -> bool:
         """Load (or reload after an outside write) the space; False when it is too large to cache."""
+        if hasattr(self.repo, "changes_since"):
+            return await self._follow(space)
         async with self._lock:
             changed = await self._data_changed_elsewhere()
             if space.name in self._spaces and not changed:
@@ -165,6 +168,28 @@ class VectorIndex:
             self._spaces[space.name] = _Matrix.build(space.dim, ids, rows)
             self._stamp[space.name] = stamp
             self.loads += 1
+            return True
+
+    async def _follow(self, space: "Space") -> bool:
+        """A shared store (PostgreSQL) that many users write: load once, then apply only what other
+        transactions wrote or removed since the last look (``changes_since``), never a full reload."""
+        async with self._lock:
+            matrix = self._spaces.get(space.name)
+            if matrix is None:
+                mark = await self.repo.vector_mark()  # type: ignore[attr-defined]
+                if (await self.repo.vector_stamp(space))[0] > self.max_rows:
+                    return False
+                ids, rows = await self.repo.load_vectors(space)
+                self._spaces[space.name] = _Matrix.build(space.dim, ids, rows)
+                self._marks[space.name] = mark
+                self.loads += 1
+                return True
+            ids, rows, removed, mark = await self.repo.changes_since(space, self._marks[space.name])  # type: ignore[attr-defined]
+            if removed:
+                matrix.remove(removed)
+            if len(ids):
+                matrix.add(ids.tolist(), rows)
+            self._marks[space.name] = mark
             return True
 
     def add(self, space: "Space", ids: Sequence[int], rows: np.ndarray) -> None:

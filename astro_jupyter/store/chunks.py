@@ -73,6 +73,9 @@ class ChunkRepository:
         self.db = db
         self._spaces: dict[str, Space] = {}
 
+    async def data_version(self) -> int:
+        return int(await self.db.fetchval("PRAGMA data_version"))
+
     # -- chunks --------------------------------------------------------------------------
     async def replace(self, paper_id: str, chunks: Sequence[Any]) -> list[int]:
         """Drop a paper's chunks (and their vectors in every space), insert the new ones."""

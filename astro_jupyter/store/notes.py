@@ -52,8 +52,15 @@ class NoteRepository:
         section: str = "",
         session_id: str | None = None,
         owner: str = "",
+        paper_title: str = "",
     ) -> NoteRecord:
         async with self.db.transaction():
+            if paper_id:
+                # a paper of the shared library (PostgreSQL) has no row here: a reference row keeps the
+                # note's link (notes.paper_id references papers); a paper of this library is left alone
+                await self.db.execute(
+                    "INSERT OR IGNORE INTO papers (id, title, source) VALUES (?, ?, 'shared-library')",
+                    (paper_id, paper_title))
             note_id = await self.db.execute(
                 "INSERT INTO notes (paper_id, session_id, page, section, quote, comment, owner) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (paper_id, session_id, page, section, quote, comment, owner),

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import NotFoundError
 from .db import Database, Row
+from .repository import LocalParseClaims
 
 STATES = ("metadata", "downloaded", "parsed")
 
@@ -32,6 +33,7 @@ METADATA_FIELDS = (
     "citation_count",
     "url",
 )
+_SHARED_ONLY = {"added_by", "parsing"}
 _COLUMNS = ("id", *METADATA_FIELDS, "pdf_path", "markdown_path", "state", "source", "metadata")
 
 
@@ -57,11 +59,17 @@ class PaperRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
+    # the shared library's (store/pg_library.py): who added it, who is parsing it now ("" = no one)
+    added_by: str = ""
+    parsing: str = ""
 
     @classmethod
     def from_row(cls, row: Row) -> "PaperRecord":
         values: dict[str, Any] = {}
         for f in fields(cls):
+            if f.name in _SHARED_ONLY:
+                values[f.name] = row.get(f.name) or ""
+                continue
             raw = row[f.name]
             if f.name in _JSON_LIST:
                 raw = json.loads(raw or "[]")
@@ -103,6 +111,13 @@ class PaperRepository:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._claims = LocalParseClaims()
+
+    def parse_claim(self, paper_id: str) -> Any:
+        return self._claims.claim(paper_id)
+
+    async def removal_refused(self, record: PaperRecord) -> str:
+        return ""  # the user's own library: theirs to change
 
     async def find(self, paper_id: str) -> PaperRecord | None:
         row = await self.db.fetchone("SELECT * FROM papers WHERE id = ?", (paper_id,))

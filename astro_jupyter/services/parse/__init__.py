@@ -136,7 +136,30 @@ class ParseService:
         return await asyncio.to_thread(finish, pages)
 
     async def parse(self, identifier: str, progress: Progress | None = None) -> ParseResult:
+        """Parse under the paper's parse claim: in a shared library, a second user's parse of the same
+        paper waits for the first and then returns its result instead of parsing again."""
         record = await self.library.get(identifier)
+        async with self.library.papers.parse_claim(record.id):
+            current = await self.library.get(record.id)
+            if record.state != "parsed" and current.state == "parsed" and current.markdown_path \
+                    and Path(current.markdown_path).is_file():
+                return await self._parsed_already(current)
+            return await self._parse(current, progress)
+
+    async def _parsed_already(self, record: Any) -> ParseResult:
+        """What the parse that finished while this one waited produced."""
+        text = await asyncio.to_thread(Path(record.markdown_path).read_text, "utf-8")
+        sections = read_sections(text)
+        rows = await self.chunks.for_paper(record.id)
+        source = record.pdf_path or (record.metadata or {}).get("html_path")
+        return ParseResult(
+            record.id, Path(record.markdown_path), int((record.metadata or {}).get("pages") or 0),
+            [s.name for s in sections if s.name and s.part != "front"],
+            len([c for c in rows if c.part != "references"]), len([c for c in rows if c.part == "references"]),
+            0, detect_format(Path(source)) if source and Path(source).is_file() else "", record.title,
+        )
+
+    async def _parse(self, record: Any, progress: Progress | None) -> ParseResult:
         path = await self.source_path(record)
         doc = await self.parse_document(path, progress)
         return await self.store_parsed(record, digest_document(doc), progress=progress)
@@ -195,6 +218,7 @@ class ParseService:
         """Undo what adding and parsing made: the paper's passages and their vectors (so no search
         returns them), its row, and the PDF copy and Markdown in ``papers/``. Returns (record, passages)."""
         record = await self.library.get(identifier)
+        await self.library.check_removable(record)  # before anything goes: a refused removal removes nothing
         chunk_ids = await self.chunks.removed_ids(record.id)
         self.rag.forget(chunk_ids)
         await self.chunks.replace(record.id, [])

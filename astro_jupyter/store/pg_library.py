@@ -1,0 +1,435 @@
+"""The shared library on PostgreSQL: ``PaperStore`` and ``ChunkStore`` (store/repository.py) over asyncpg.
+
+The same shapes as the SQLite repositories (``PaperRecord``, ``ChunkRow``, ``Space``), with what
+sharing adds:
+
+- **one copy per paper**: the identifier columns carry unique indexes, so two users adding the same
+  paper at once collide on insert and the library service merges into the row that won;
+- **parsed once**: ``parse_claim`` takes a PostgreSQL advisory lock on the paper for the whole parse
+  (a second user's parse waits, then finds it parsed) and marks the row ``parsing_by`` meanwhile, so
+  everyone's listing shows it as being parsed;
+- **who may remove**: ``added_by`` is set on insert; only that user or one named in
+  ``library_admins`` removes a paper;
+- **full text** from a stored ``tsvector`` (GIN index) matched by ``websearch_to_tsquery`` and
+  ranked by BM25 as FTS5 ranks (so both libraries answer alike); **vectors** in one table per embedding space — ``vector(dim)`` with an
+  HNSW index when pgvector is there, ``real[]`` otherwise. Each user's in-memory index (exact, as
+  with SQLite) follows other users' writes incrementally: every vector row carries the id of the
+  transaction that wrote it and removals leave a tombstone, so ``changes_since`` returns just what
+  changed after a snapshot's ``xmin``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import hashlib
+import json
+import math
+import os
+from typing import Any, AsyncIterator, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import NotFoundError, PermissionDenied, StoreError
+from .chunks import ChunkRow, Space, space_name
+from .papers import METADATA_FIELDS, PaperRecord
+from .pg import PgDatabase
+
+PARSE_STALE_SECS = 3600  # a "being parsed" mark older than this is from a process that died mid-parse
+BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() constants
+HNSW_EF_SEARCH = 100  # pgvector's HNSW candidate list (recall vs speed) for knn(exact=False)
+_JSON = {"authors", "keywords", "metadata"}
+_COLUMNS = ("id", *METADATA_FIELDS, "pdf_path", "markdown_path", "state", "source", "metadata", "added_by")
+_NOW = "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+_SELECT = (
+    "SELECT p.*, CASE WHEN p.parsing_since > now() - make_interval(secs => {stale}) THEN p.parsing_by END AS parsing"
+    " FROM papers p"
+).format(stale=PARSE_STALE_SECS)
+
+
+def library_user() -> str:
+    """Who this process acts for: the hub's user name in a single-user server, else the login name."""
+    return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+
+
+def _lock_key(paper_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(paper_id.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+def _value(name: str, value: Any) -> Any:
+    return json.dumps(value, ensure_ascii=False) if name in _JSON else value
+
+
+def _record(row: Any) -> PaperRecord:
+    return PaperRecord.from_row(dict(row))
+
+
+class PgPaperRepository:
+    """``PaperStore`` on the shared database, acting for ``user``."""
+
+    def __init__(self, db: PgDatabase, *, user: str | None = None) -> None:
+        self.db = db
+        self.user = user or library_user()
+
+    async def find(self, paper_id: str) -> PaperRecord | None:
+        row = await self.db.fetchrow(f"{_SELECT} WHERE p.id = $1", paper_id)
+        return None if row is None else _record(row)
+
+    async def get(self, paper_id: str) -> PaperRecord:
+        record = await self.find(paper_id)
+        if record is None:
+            raise NotFoundError(f"no paper {paper_id!r} in the library")
+        return record
+
+    async def find_by(self, *, arxiv_id: str | None = None, doi: str | None = None,
+                      bibcode: str | None = None) -> PaperRecord | None:
+        for clause, value in (("p.arxiv_id = $1", arxiv_id), ("lower(p.doi) = lower($1)", doi),
+                              ("p.bibcode = $1", bibcode)):
+            if value:
+                row = await self.db.fetchrow(f"{_SELECT} WHERE {clause}", value)
+                if row is not None:
+                    return _record(row)
+        return None
+
+    async def find_by_sha256(self, digest: str) -> PaperRecord | None:
+        row = await self.db.fetchrow(f"{_SELECT} WHERE (p.metadata::jsonb) ->> 'sha256' = $1 LIMIT 1", digest)
+        return None if row is None else _record(row)
+
+    async def find_many(self, *, arxiv_ids: list[str], dois: list[str], bibcodes: list[str]) -> list[PaperRecord]:
+        if not (arxiv_ids or dois or bibcodes):
+            return []
+        rows = await self.db.fetch(
+            f"{_SELECT} WHERE p.arxiv_id = ANY($1::text[]) OR lower(p.doi) = ANY($2::text[]) OR p.bibcode = ANY($3::text[])",
+            list(arxiv_ids), [d.lower() for d in dois], list(bibcodes),
+        )
+        return [_record(r) for r in rows]
+
+    async def insert(self, record: PaperRecord) -> PaperRecord:
+        if not record.id:
+            raise ValueError("a paper needs an id before it is stored")
+        record.state = record.state or "metadata"
+        record.added_by = self.user
+        marks = ", ".join(f"${n}" for n in range(1, len(_COLUMNS) + 1))
+        await self.db.execute(
+            f"INSERT INTO papers ({', '.join(_COLUMNS)}) VALUES ({marks})",
+            *[_value(c, getattr(record, c)) for c in _COLUMNS],
+        )
+        return await self.get(record.id)
+
+    async def update(self, paper_id: str, **changes: Any) -> PaperRecord:
+        unknown = set(changes) - set(_COLUMNS) - {"id"}
+        if unknown:
+            raise ValueError(f"unknown paper fields: {sorted(unknown)}")
+        changes.pop("id", None)
+        changes.pop("added_by", None)  # who added a paper never changes
+        if changes:
+            sets = ", ".join(f"{name} = ${n}" for n, name in enumerate(changes, start=2))
+            status = await self.db.execute(
+                f"UPDATE papers SET {sets}, updated_at = {_NOW} WHERE id = $1",
+                paper_id, *[_value(k, v) for k, v in changes.items()],
+            )
+            if status.endswith(" 0"):
+                raise NotFoundError(f"no paper {paper_id!r} in the library")
+        return await self.get(paper_id)
+
+    async def list(self, *, state: str | None = None, limit: int = 1000, offset: int = 0) -> list[PaperRecord]:
+        if state:
+            rows = await self.db.fetch(f"{_SELECT} WHERE p.state = $1 ORDER BY p.created_at DESC, p.id LIMIT $2 OFFSET $3",
+                                       state, limit, offset)
+        else:
+            rows = await self.db.fetch(f"{_SELECT} ORDER BY p.created_at DESC, p.id LIMIT $1 OFFSET $2", limit, offset)
+        return [_record(r) for r in rows]
+
+    async def count(self) -> int:
+        return int(await self.db.fetchval("SELECT count(*) FROM papers"))
+
+    async def count_by_state(self) -> dict[str, int]:
+        rows = await self.db.fetch("SELECT state, count(*) AS n FROM papers GROUP BY state")
+        return {str(r["state"]): int(r["n"]) for r in rows}
+
+    async def is_admin(self) -> bool:
+        """Named in ``library_admins`` (by the hub's administrator: ``INSERT INTO library_admins VALUES ('name')``).
+        Not "a superuser role": on a hub every user's server usually connects with the same role."""
+        return bool(await self.db.fetchval("SELECT EXISTS (SELECT 1 FROM library_admins WHERE username = $1)", self.user))
+
+    async def removal_refused(self, record: PaperRecord) -> str:
+        if not record.added_by or record.added_by == self.user or await self.is_admin():
+            return ""
+        return (f"{record.id} was added to the shared library by {record.added_by}; only they or a library "
+                "administrator can remove it")
+
+    async def delete(self, paper_id: str) -> bool:
+        record = await self.find(paper_id)
+        if record is None:
+            return False
+        refused = await self.removal_refused(record)
+        if refused:
+            raise PermissionDenied(refused)
+        return (await self.db.execute("DELETE FROM papers WHERE id = $1", paper_id)).endswith(" 1")
+
+    @contextlib.asynccontextmanager
+    async def parse_claim(self, paper_id: str) -> AsyncIterator[None]:
+        """An advisory lock on the paper for the parse (held by one pooled connection), and the row
+        marked as being parsed by this user meanwhile (committed at once: everyone sees it)."""
+        async with self.db.acquire() as conn:
+            await conn.execute("SELECT pg_advisory_lock($1)", _lock_key(paper_id))
+            try:
+                await conn.execute("UPDATE papers SET parsing_by = $2, parsing_since = now() WHERE id = $1",
+                                   paper_id, self.user)
+                yield
+            finally:
+                try:
+                    await conn.execute("UPDATE papers SET parsing_by = NULL, parsing_since = NULL WHERE id = $1",
+                                       paper_id)
+                finally:
+                    await conn.execute("SELECT pg_advisory_unlock($1)", _lock_key(paper_id))
+
+
+def _float4_array(data: bytes, dim: int) -> np.ndarray:
+    """A one-dimensional ``real[]`` in PostgreSQL's binary array format (a 20-byte header, then a length
+    and a big-endian float per element) as float32."""
+    if len(data) != 20 + 8 * dim:
+        raise StoreError(f"a stored vector is not {dim} floats")
+    pairs = np.frombuffer(data, dtype=">i4", offset=20, count=2 * dim).reshape(dim, 2)
+    if (pairs[:, 0] != 4).any():
+        raise StoreError("a stored vector has a null element")
+    return pairs[:, 1].copy().view(">f4").astype(np.float32)
+
+
+_CHUNK_COLUMNS = "c.id, c.paper_id, c.seq, c.section, c.part, c.page_start, c.page_end, c.text"
+
+
+def _chunk(row: Any) -> ChunkRow:
+    return ChunkRow.from_row(dict(row))
+
+
+class PgChunkRepository:
+    """``ChunkStore`` on the shared database."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        self.db = db
+        self._spaces: dict[str, Space] = {}
+        self._stats_version: int | None = None  # data_version the BM25 statistics below are from
+        self._stats: tuple[int, float] = (0, 1.0)  # (chunks, average length)
+        self._df: dict[str, int] = {}  # lexeme → chunks holding it
+
+    async def data_version(self) -> int:
+        return int(await self.db.fetchval("SELECT last_value FROM library_changes"))
+
+    # -- chunks --------------------------------------------------------------------------
+    async def replace(self, paper_id: str, chunks: Sequence[Any]) -> list[int]:
+        """Drop a paper's chunks (their vectors go by cascade, leaving tombstones), insert the new ones."""
+        async with self.db.transaction() as conn:
+            await conn.execute("SELECT nextval('library_changes')")
+            await conn.execute("DELETE FROM paper_chunks WHERE paper_id = $1", paper_id)
+            if not chunks:
+                return []
+            rows = await conn.fetch(
+                "INSERT INTO paper_chunks (paper_id, seq, section, part, page_start, page_end, text)"
+                " SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::int[], $6::int[], $7::text[])"
+                " RETURNING id, seq",
+                paper_id, [c.seq for c in chunks], [c.section for c in chunks], [c.part for c in chunks],
+                [c.page_start for c in chunks], [c.page_end for c in chunks], [c.text for c in chunks],
+            )
+        by_seq = {r["seq"]: int(r["id"]) for r in rows}
+        return [by_seq[c.seq] for c in chunks]
+
+    async def removed_ids(self, paper_id: str) -> list[int]:
+        return [int(r["id"]) for r in await self.db.fetch("SELECT id FROM paper_chunks WHERE paper_id = $1", paper_id)]
+
+    async def for_paper(self, paper_id: str, *, part: str | None = None) -> list[ChunkRow]:
+        if part:
+            rows = await self.db.fetch(f"SELECT {_CHUNK_COLUMNS} FROM paper_chunks c WHERE c.paper_id = $1 AND c.part = $2"
+                                       " ORDER BY c.seq", paper_id, part)
+        else:
+            rows = await self.db.fetch(f"SELECT {_CHUNK_COLUMNS} FROM paper_chunks c WHERE c.paper_id = $1 ORDER BY c.seq",
+                                       paper_id)
+        return [_chunk(r) for r in rows]
+
+    async def get_many(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = await self.db.fetch(
+            f"SELECT {_CHUNK_COLUMNS}, p.title AS title FROM paper_chunks c LEFT JOIN papers p ON p.id = c.paper_id"
+            " WHERE c.id = ANY($1::bigint[])", ids)
+        return {int(r["id"]): _chunk(r) for r in rows}
+
+    async def count(self, paper_id: str | None = None) -> int:
+        if paper_id is None:
+            return int(await self.db.fetchval("SELECT count(*) FROM paper_chunks"))
+        return int(await self.db.fetchval("SELECT count(*) FROM paper_chunks WHERE paper_id = $1", paper_id))
+
+    async def searchable_count(self) -> int:
+        return int(await self.db.fetchval("SELECT count(*) FROM paper_chunks WHERE part <> 'references'"))
+
+    async def ids_for_papers(self, paper_ids: Sequence[str]) -> list[int]:
+        rows = await self.db.fetch("SELECT id FROM paper_chunks WHERE paper_id = ANY($1::text[]) AND part <> 'references'",
+                                   list(paper_ids))
+        return [int(r["id"]) for r in rows]
+
+    async def _bm25_stats(self, lexemes: list[str]) -> tuple[float, list[float]]:
+        """(average chunk length, IDF per lexeme) as FTS5 computes them, cached until the next write."""
+        version = await self.data_version()
+        if self._stats_version != version:
+            row = await self.db.fetchrow("SELECT count(*) AS n, coalesce(avg(ntokens), 1) AS avgdl FROM paper_chunks")
+            self._stats = (int(row["n"]), float(row["avgdl"]) or 1.0)
+            self._df.clear()
+            self._stats_version = version
+        unknown = [lx for lx in lexemes if lx not in self._df]
+        if unknown:
+            rows = await self.db.fetch(
+                "SELECT lx, (SELECT count(*) FROM paper_chunks WHERE tsv @@ to_tsquery('simple', quote_literal(lx)))"
+                " AS n FROM unnest($1::text[]) lx", unknown)
+            self._df.update({r["lx"]: int(r["n"]) for r in rows})
+        total, avgdl = self._stats
+        idf = [max(math.log((total - self._df[lx] + 0.5) / (self._df[lx] + 0.5)), 1e-6) for lx in lexemes]
+        return avgdl, idf
+
+    async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """Chunks matching ``websearch_to_tsquery`` (the sanitised FTS5 expression, ``"a" OR "b"``, reads the
+        same in websearch syntax) over their stored ``tsvector``, ranked by BM25 as FTS5 ranks (k1 1.2, b 0.75;
+        term counts from the tsvector's positions, lengths from ``ntokens``), negated like FTS5's bm25.
+        PostgreSQL's ``ts_rank`` has no IDF: on the labelled set its top 3 differed from SQLite's in most
+        questions, so the SQLite and shared libraries would answer the same question differently."""
+        lexemes = [str(r[0]) for r in await self.db.fetch(
+            "SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('astro_english', $1))) ORDER BY 1", match)]
+        if not lexemes:
+            return []
+        avgdl, idf = await self._bm25_stats(lexemes)
+        sql = (f"SELECT c.id, sum(q.idf * cardinality(u.positions) * {BM25_K1 + 1}"
+               f" / (cardinality(u.positions) + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * c.ntokens / $4::float8))) AS score"
+               " FROM paper_chunks c CROSS JOIN websearch_to_tsquery('astro_english', $1) wq"
+               " CROSS JOIN LATERAL unnest(c.tsv) u JOIN unnest($2::text[], $3::float8[]) q(lexeme, idf) ON q.lexeme = u.lexeme"
+               " WHERE c.tsv @@ wq AND c.part <> 'references'")
+        args: list[Any] = [match, lexemes, idf, avgdl, int(limit)]
+        if paper_ids:
+            sql += " AND c.paper_id = ANY($6::text[])"
+            args.append(list(paper_ids))
+        rows = await self.db.fetch(sql + " GROUP BY c.id ORDER BY score DESC, c.id LIMIT $5", *args)
+        return [(int(r["id"]), -float(r["score"])) for r in rows]
+
+    # -- embedding spaces ---------------------------------------------------------------------
+    async def spaces(self) -> list[Space]:
+        rows = await self.db.fetch("SELECT name, backend, dim, kind FROM embedding_spaces ORDER BY name")
+        return [Space(r["name"], r["backend"], int(r["dim"]), r["kind"]) for r in rows]
+
+    async def ensure_space(self, backend: str, dim: int) -> Space:
+        name = space_name(backend, dim)
+        if name in self._spaces:
+            return self._spaces[name]
+        row = await self.db.fetchrow("SELECT name, backend, dim, kind FROM embedding_spaces WHERE name = $1", name)
+        if row is None:
+            await self.db.pool()  # vector support is known once connected
+            kind = "pgvector" if self.db.vector.available else "array"
+            column = f"vector({int(dim)})" if kind == "pgvector" else "real[]"
+            async with self.db.transaction() as conn:
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key("space:" + name))
+                await conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {name} (chunk_id bigint PRIMARY KEY REFERENCES paper_chunks (id)"
+                    f" ON DELETE CASCADE, embedding {column} NOT NULL, xid xid8 NOT NULL DEFAULT pg_current_xact_id())")
+                await conn.execute(f"CREATE INDEX IF NOT EXISTS {name}_xid ON {name} (xid)")
+                if kind == "pgvector":
+                    await conn.execute(
+                        f"CREATE INDEX IF NOT EXISTS {name}_hnsw ON {name} USING hnsw (embedding vector_cosine_ops)")
+                await conn.execute(
+                    f"CREATE OR REPLACE TRIGGER {name}_removed AFTER DELETE ON {name}"
+                    " FOR EACH ROW EXECUTE FUNCTION astro_vector_removed()")
+                await conn.execute(
+                    "INSERT INTO embedding_spaces (name, backend, dim, kind) VALUES ($1, $2, $3, $4)"
+                    " ON CONFLICT (name) DO NOTHING", name, backend, int(dim), kind)
+                row = await conn.fetchrow("SELECT name, backend, dim, kind FROM embedding_spaces WHERE name = $1", name)
+        space = Space(row["name"], row["backend"], int(row["dim"]), row["kind"])
+        self._spaces[name] = space
+        return space
+
+    @staticmethod
+    def _encode(space: Space, row: np.ndarray) -> Any:
+        return row if space.kind == "pgvector" else row.tolist()
+
+    async def put_vectors(self, space: Space, ids: Sequence[int], matrix: np.ndarray) -> None:
+        """Upsert; a chunk removed meanwhile (another user re-parsed its paper) is skipped, not an error."""
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        rows = [(int(i), self._encode(space, matrix[n])) for n, i in enumerate(ids)]
+        async with self.db.transaction() as conn:
+            await conn.execute("SELECT nextval('library_changes')")
+            await conn.executemany(
+                f"INSERT INTO {space.name} (chunk_id, embedding) SELECT $1, $2"
+                " WHERE EXISTS (SELECT 1 FROM paper_chunks WHERE id = $1)"
+                " ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding, xid = pg_current_xact_id()",
+                rows,
+            )
+
+    async def missing_vectors(self, space: Space, *, paper_ids: Sequence[str] | None = None) -> list[ChunkRow]:
+        sql = (f"SELECT {_CHUNK_COLUMNS}, p.title AS title FROM paper_chunks c LEFT JOIN papers p ON p.id = c.paper_id"
+               f" WHERE c.part <> 'references' AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = c.id)")
+        args: list[Any] = []
+        if paper_ids:
+            sql += " AND c.paper_id = ANY($1::text[])"
+            args.append(list(paper_ids))
+        return [_chunk(r) for r in await self.db.fetch(sql + " ORDER BY c.id", *args)]
+
+    def _matrix(self, space: Space, rows: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        if not rows:
+            return ids, np.zeros((0, space.dim), np.float32)
+        if space.kind == "pgvector":
+            matrix = np.stack([r[1].to_numpy() for r in rows]).astype(np.float32, copy=False)
+        elif isinstance(rows[0][1], bytes):
+            matrix = np.stack([_float4_array(r[1], space.dim) for r in rows])
+        else:
+            matrix = np.array([r[1] for r in rows], dtype=np.float32)
+        return ids, matrix.reshape(len(rows), space.dim)
+
+    @staticmethod
+    def _embedding_column(space: Space) -> str:
+        """A ``real[]`` is read in its binary form (``array_send``): as Python floats, 100k × 384 took 40 s."""
+        return "embedding" if space.kind == "pgvector" else "array_send(embedding)"
+
+    async def load_vectors(self, space: Space) -> tuple[np.ndarray, np.ndarray]:
+        return self._matrix(space, await self.db.fetch(
+            f"SELECT chunk_id, {self._embedding_column(space)} FROM {space.name}"))
+
+    async def vector_mark(self) -> str:
+        """The current snapshot's xmin: every change not visible now comes from a transaction ≥ it."""
+        return str(await self.db.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text"))
+
+    async def changes_since(self, space: Space, mark: str) -> tuple[np.ndarray, np.ndarray, list[int], str]:
+        """(ids, vectors) written and ids removed by transactions from ``mark`` on, and the next mark.
+        Some rows may come again (written just before ``mark`` was taken): re-adding them is harmless."""
+        async with self.db.acquire() as conn:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                nxt = str(await conn.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text"))
+                rows = await conn.fetch(f"SELECT chunk_id, {self._embedding_column(space)} FROM {space.name}"
+                                        " WHERE xid >= $1::text::xid8", mark)
+                gone = await conn.fetch(
+                    "SELECT chunk_id FROM vector_tombstones t WHERE t.space = $1 AND t.xid >= $2::text::xid8"
+                    f" AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = t.chunk_id)", space.name, mark)
+        ids, matrix = self._matrix(space, list(rows))
+        return ids, matrix, [int(r[0]) for r in gone], nxt
+
+    async def vector_stamp(self, space: Space) -> tuple[int, int]:
+        row = await self.db.fetchrow(f"SELECT count(*) AS n, coalesce(max(chunk_id), 0) AS m FROM {space.name}")
+        return (int(row["n"]), int(row["m"])) if row else (0, 0)
+
+    async def vector_count(self, space: Space) -> int:
+        return (await self.vector_stamp(space))[0]
+
+    async def knn(self, space: Space, query: np.ndarray, k: int, *, restrict: Sequence[int] | None = None,
+                  exact: bool = False) -> list[tuple[int, float]]:
+        """pgvector kNN by cosine distance, best first: through the HNSW index, or ``exact`` (a scan)."""
+        if space.kind != "pgvector":
+            raise StoreError("kNN in SQL needs pgvector; use the in-memory index")
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        sql = f"SELECT chunk_id, embedding <=> $1 AS d FROM {space.name}"
+        args: list[Any] = [q, int(k)]
+        if restrict is not None:
+            sql += " WHERE chunk_id = ANY($3::bigint[])"
+            args.append([int(i) for i in restrict])
+        async with self.db.transaction() as conn:
+            if exact:
+                await conn.execute("SET LOCAL enable_indexscan = off")
+            else:
+                await conn.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, int(k))}")
+            rows = await conn.fetch(sql + " ORDER BY d LIMIT $2", *args)
+        return [(int(r["chunk_id"]), float(r["d"])) for r in rows]

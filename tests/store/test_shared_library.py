@@ -1,0 +1,232 @@
+"""What sharing adds, on real PostgreSQL servers: several users (each a container with its own home and
+SQLite store) on one library — one copy and one parse per paper, "being parsed" seen by all, who may
+remove, each user's search index following the others' writes, migrations that do not block readers,
+and a clear message (personal work going on) when the database is down."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from astro_jupyter.errors import PermissionDenied
+from astro_jupyter.store.pg import PgDatabase, PgMigration, SharedLibraryUnavailable, load_pg_migrations
+from astro_jupyter.store.pg_library import PgChunkRepository
+
+PDFS = Path(__file__).resolve().parents[1] / "data" / "pdfs"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["postgres", "pgvector"])
+def shared_url(request: pytest.FixtureRequest, make_database) -> str:
+    return make_database(request.param)
+
+
+@pytest.mark.asyncio
+async def test_two_users_adding_the_same_paper_at_once_store_one_copy(shared_url: str, make_container) -> None:
+    alice, bob = await make_container(shared_url, user="alice"), await make_container(shared_url, user="bob")
+    pdf = str(PDFS / "aas_style.pdf")
+    a, b = await asyncio.gather(alice.library.add(pdf, fetch=False), bob.library.add(pdf, fetch=False))
+    assert a.id == b.id and await alice.library.papers.count() == 1
+    stored = await bob.library.get(a.id)
+    assert stored.added_by in ("alice", "bob") and Path(stored.pdf_path).parent == Path(alice.config.papers_dir)
+    assert Path(stored.pdf_path).read_bytes() == (PDFS / "aas_style.pdf").read_bytes()
+    # the same identifier from both at once: one row
+    from astro_jupyter.store.papers import PaperRecord
+
+    recs = await asyncio.gather(*(c.library.store(PaperRecord(arxiv_id="2101.00001", title=f"by {c.paper_store.user}"))
+                                  for c in (alice, bob, alice, bob)))
+    assert len({r.id for r in recs}) == 1 and await alice.library.papers.count() == 2
+
+
+@pytest.mark.asyncio
+async def test_a_paper_is_parsed_once_and_shows_as_being_parsed_meanwhile(shared_url: str, make_container) -> None:
+    alice, bob = await make_container(shared_url, user="alice"), await make_container(shared_url, user="bob")
+    record = await alice.library.add(str(PDFS / "many_pages.pdf"), fetch=False)
+    seen_by_bob: list[str] = []
+
+    async def progress(**info: object) -> None:
+        seen_by_bob.append((await bob.library.get(record.id)).parsing)
+
+    first, second = await asyncio.gather(alice.parser.parse(record.id, progress), bob.parser.parse(record.id))
+    assert seen_by_bob and set(seen_by_bob) == {"alice"}
+    assert first.embedded > 0 and second.embedded == 0  # bob waited, then took alice's parse
+    assert second.chunks == first.chunks and second.markdown_path == first.markdown_path
+    assert await bob.chunks.count(record.id) == first.chunks + first.references_chunks
+    assert (await bob.library.get(record.id)).parsing == "" and (await bob.library.get(record.id)).state == "parsed"
+
+
+@pytest.mark.asyncio
+async def test_only_the_adder_or_an_admin_removes_a_paper(shared_url: str, make_container) -> None:
+    alice = await make_container(shared_url, user="alice")
+    bob = await make_container(shared_url, user="bob")
+    carol = await make_container(shared_url, user="carol")
+    mine = await alice.library.add(str(PDFS / "aas_style.pdf"), fetch=False)
+    await alice.parser.parse(mine.id)
+    chunks = await alice.chunks.count(mine.id)
+    assert (await bob.library.get(mine.id)).added_by == "alice"
+    with pytest.raises(PermissionDenied, match="added to the shared library by alice"):
+        await bob.parser.remove(mine.id)
+    assert await bob.chunks.count(mine.id) == chunks and Path(mine.pdf_path).is_file()  # nothing went
+    with pytest.raises(PermissionDenied):
+        await bob.library.papers.delete(mine.id)
+    await alice.shared_library.execute("INSERT INTO library_admins (username) VALUES ('carol')")
+    record, removed = await carol.parser.remove(mine.id)
+    assert removed == chunks and await carol.chunks.count(mine.id) == 0 and await alice.library.find(mine.id) is None
+    assert not Path(mine.pdf_path).exists()
+    again = await bob.library.add(str(PDFS / "aas_style.pdf"), fetch=False)
+    assert again.added_by == "bob"
+    await bob.parser.remove(again.id)  # the adder may
+
+
+@pytest.mark.asyncio
+async def test_each_users_index_follows_the_others_writes(shared_url: str, make_container) -> None:
+    from tests.store.test_library_repository import _paper_with_chunks, _two_papers
+
+    alice, bob = await make_container(shared_url, user="alice"), await make_container(shared_url, user="bob")
+    await _two_papers(alice)
+    assert (await bob.rag.search("millisecond pulsars", 1))[0].chunk.paper_id == "local:pulsar"
+    loads = bob.rag.index.loads
+    new = await _paper_with_chunks(alice, "local:frb", [("1 Intro", "Fast radio bursts from magnetars.")])
+    hit = (await bob.rag.search("fast radio bursts magnetars", 1, mode="vector"))[0]
+    assert hit.chunk.id == new[0]
+    await alice.parser.remove("local:frb")
+    hits = await bob.rag.search("fast radio bursts magnetars", 5, mode="vector")
+    assert new[0] not in [h.chunk.id for h in hits]
+    assert bob.rag.index.loads == loads  # followed, never reloaded
+
+
+@pytest.mark.asyncio
+async def test_pgvector_knn_exact_and_hnsw(make_database, make_container) -> None:
+    c = await make_container(make_database("pgvector"))
+    from tests.store.test_library_repository import _two_papers
+
+    await _two_papers(c)
+    space = await c.rag.space()
+    assert space.kind == "pgvector" and c.shared_library.vector.available
+    q = (await c.rag.embedder.embed(["pulsar timing gravitational waves"]))[0]
+    memory = await c.rag.index.search(space, q, 5)
+    for exact in (True, False):
+        got = await c.chunks.knn(space, q, 5, exact=exact)
+        assert [i for i, _ in got] == [i for i, _ in memory]
+        assert [1 - d for _, d in got] == pytest.approx([s for _, s in memory], abs=1e-5)
+    only = await c.chunks.knn(space, q, 5, restrict=[memory[-1][0]], exact=True)
+    assert [i for i, _ in only] == [memory[-1][0]]
+
+
+@pytest.mark.asyncio
+async def test_without_pgvector_vectors_are_float_arrays(make_database, make_container) -> None:
+    c = await make_container(make_database("postgres"))
+    from tests.store.test_library_repository import _two_papers
+
+    await _two_papers(c)
+    space = await c.rag.space()
+    assert space.kind == "array" and not c.shared_library.vector.available
+    assert "no pgvector" in c.shared_library.vector.describe()
+    assert await c.shared_library.fetchval(f"SELECT pg_typeof(embedding)::text FROM {space.name} LIMIT 1") == "real[]"
+
+
+@pytest.mark.asyncio
+async def test_a_migration_on_a_live_database_does_not_block_readers(make_database) -> None:
+    url = make_database("postgres")
+    first = PgDatabase(url)
+    await first.pool()  # migrated to the current version, in use
+    async with first.acquire() as reader:
+        tx = reader.transaction()
+        await tx.start()
+        await reader.fetch("SELECT * FROM papers")  # a long read: holds its table lock until it ends
+        later = PgDatabase(url, migrations=[*load_pg_migrations(), PgMigration(
+            9001, "add_a_column", "ALTER TABLE papers ADD COLUMN reading_list text NOT NULL DEFAULT ''")])
+        migrating = asyncio.ensure_future(later.pool())
+        try:
+            for _ in range(20):  # readers keep reading while the migration waits for its lock
+                assert await asyncio.wait_for(first.fetchval("SELECT count(*) FROM papers"), 5) == 0
+            assert not migrating.done()
+        finally:
+            await tx.commit()
+        await asyncio.wait_for(migrating, 30)
+    assert await later.fetchval("SELECT max(version) FROM schema_version") == 9001
+    assert await first.fetchval("SELECT count(*) FROM information_schema.columns WHERE column_name = 'reading_list'") == 1
+    await first.close()
+    await later.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.asyncio
+async def test_an_unreachable_shared_library_leaves_personal_work_going(make_container) -> None:
+    url = f"postgresql://nobody:secret@127.0.0.1:{_closed_port()}/library"
+    c = await make_container(url)
+    session = await c.sessions.create(title="still mine")  # the user's own store works
+    assert (await c.sessions.find(session.id)).title == "still mine"
+    with pytest.raises(SharedLibraryUnavailable) as caught:
+        await c.library.list()
+    message = str(caught.value)
+    assert "unreachable" in message and "Your own sessions, notes and memories" in message
+    assert "secret" not in message  # the password is not repeated
+    with pytest.raises(SharedLibraryUnavailable):
+        await c.rag.search("anything", 3, mode="fts")
+
+
+def test_doctor_says_how_vectors_are_stored_and_when_the_library_is_down(make_database, tmp_path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "ASTRO_HOME": str(tmp_path / "home"),
+           "ASTRO_EMBED_MODEL": "lexical", "HF_HUB_OFFLINE": "1"}
+    for kind, want in (("postgres", "float arrays"), ("pgvector", "pgvector")):
+        env["ASTRO_SHARED_LIBRARY_URL"] = make_database(kind)
+        out = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "doctor"], env=env, capture_output=True,
+                             text=True, timeout=120, cwd=ROOT)
+        line = next(x for x in out.stdout.splitlines() if x.strip().startswith("vectors:"))
+        assert want in line, out.stdout
+        report = json.loads(subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "doctor", "--json"], env=env,
+                                           capture_output=True, text=True, timeout=120, cwd=ROOT).stdout)
+        assert report["shared_library"]["pgvector"] == (kind == "pgvector")
+    env["ASTRO_SHARED_LIBRARY_URL"] = f"postgresql://127.0.0.1:{_closed_port()}/x"
+    out = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "doctor"], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)
+    assert "Shared library UNREACHABLE" in out.stdout and "SQLite" in out.stdout
+    listing = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "library", "list"], env=env,
+                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert listing.returncode != 0 and "unreachable" in listing.stderr and "Traceback" not in listing.stderr
+
+
+def test_vector_matrix_roundtrip_is_float32() -> None:
+    """The array path builds the same float32 matrix the SQLite blob path does."""
+    repo = PgChunkRepository.__new__(PgChunkRepository)
+    from astro_jupyter.store.chunks import Space
+
+    ids, m = repo._matrix(Space("t", "x", 3, "array"), [(7, [0.5, 0.25, 1.0])])
+    assert ids.tolist() == [7] and m.dtype == np.float32 and m.tolist() == [[0.5, 0.25, 1.0]]
+
+
+@pytest.mark.asyncio
+async def test_notes_on_shared_papers_stay_in_each_users_own_store(make_database, make_container) -> None:
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    paper = await alice.library.add(str(PDFS / "aas_style.pdf"), fetch=False)
+    note = await alice.notes.save(paper.id, comment="the tidal tails are the point", owner="alice")
+    assert note.paper_id == paper.id and [n.comment for n in await alice.notes.list(paper.id)] == [note.comment]
+    assert await bob.notes.list(paper.id) == []  # the library is shared, notes are not
+    assert (await bob.library.get(paper.id)).added_by == "alice"
+
+
+def test_binary_real_arrays_decode_to_float32() -> None:
+    import struct
+
+    from astro_jupyter.errors import StoreError
+    from astro_jupyter.store.pg_library import _float4_array
+
+    values = np.array([0.5, -0.25, 3.0], np.float32)
+    wire = struct.pack(">iiiii", 1, 0, 700, 3, 1) + b"".join(struct.pack(">if", 4, v) for v in values)
+    assert _float4_array(wire, 3).tolist() == values.tolist()
+    with pytest.raises(StoreError):
+        _float4_array(wire, 4)
