@@ -1,0 +1,185 @@
+"""The agent host (``AstroConfig.agent_host``): sidebar runs in a process of their own, managed like a kernel.
+
+Everything is observed the way the sidebar sees it: the REST routes and a real SSE client on a
+live in-process Jupyter server; the host is a real ``python -m astro_jupyter.host`` child, the
+LLM the scripted OpenAI-compatible fake (real ``openai`` client in the host), and the host is
+killed for real with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx2
+import nbformat
+import nbformat.v4 as nbf
+import pytest
+
+from tests.fakes.openai_server import Turn
+from tests.server.conftest import Api
+
+Event = tuple[int, dict[str, Any]]
+
+
+@pytest.fixture
+def astro_overrides(openai_server: Any, sesame_server: Any) -> dict[str, Any]:
+    return {"agent_host": True, "openai_base_url": openai_server.url, "openai_api_key": "k",
+            "sesame_url": sesame_server.url, "sse_keepalive_secs": 0.2, "permission_timeout_secs": 60.0}
+
+
+@pytest.fixture
+def sse(live_url: Callable[[str], str], jp_auth_header: dict[str, str]) -> Callable[..., Any]:
+    async def read(run_id: str, *, after: int = 0, until: Callable[[list[Event]], bool] | None = None) -> list[Event]:
+        headers = dict(jp_auth_header, **({"Last-Event-ID": str(after)} if after else {}))
+        events: list[Event] = []
+        async with httpx2.AsyncClient(timeout=30) as client:
+            async with client.sse(live_url(f"astro/api/runs/{run_id}/events"), headers=headers) as source:
+                assert source.response.status_code == 200
+                async for msg in source:
+                    if msg.data:
+                        events.append((int(msg.id), json.loads(msg.data)))
+                        if until is not None and until(events):
+                            break
+        return events
+
+    return read
+
+
+def host_of(jp_serverapp: Any) -> Any:
+    from astro_jupyter.server.base import SERVICE_KEY
+
+    return jp_serverapp.web_app.settings[SERVICE_KEY].host
+
+
+async def test_runs_stream_from_a_host_process_started_on_the_first_run(
+        api: Api, sse: Any, openai_server: Any, jp_serverapp: Any) -> None:
+    host = host_of(jp_serverapp)
+    status, _ = await api("GET", "astro/api/sessions")
+    assert status == 200 and not host.alive  # reads need no host
+
+    openai_server.script(Turn.call("query_target", {"name": "M 87"}, id="c1"), Turn.say("M 87 is in Virgo.", chunk_size=3))
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    assert status == 201, started
+    assert host.alive and host.proc.pid != os.getpid()
+    events = await sse(started["run_id"])
+    assert [s for s, _ in events] == sorted({s for s, _ in events})
+    kinds = [e["type"] for _, e in events]
+    assert kinds[0] == "session" and kinds[-1] == "done" and "tool_result" in kinds
+    assert events[-1][1]["reason"] == "finished"
+    text = "".join(e["delta"] for _, e in events if e["type"] == "text_delta")
+    assert text == "M 87 is in Virgo."
+
+    # the stored events are the streamed ones, once the host says the run has ended
+    await wait_for(lambda: started["run_id"] not in host.runs)
+    replay = await sse(started["run_id"])
+    assert "".join(e["delta"] for _, e in replay if e["type"] == "text_delta") == text
+    assert replay[-1] == events[-1]
+
+    # another identity's run is not found in the host either; a bad prompt never reaches it
+    status, body = await api("POST", "astro/api/runs", body={"prompt": "  "})
+    assert status == 400 and body["reason"] == "invalid_prompt"
+    assert host.starts == 1
+
+
+async def test_questions_and_notebook_tools_cross_the_channel(
+        api: Api, sse: Any, openai_server: Any, jp_serverapp: Any, jp_root_dir: Path) -> None:
+    nb = nbf.new_notebook(cells=[nbf.new_code_cell("x = 1")])
+    nbformat.write(nb, jp_root_dir / "a.ipynb")
+    openai_server.script(
+        Turn.call("notebook_edit", {"path": "root_dir/a.ipynb", "action": "insert", "source": "y = 2"}, id="e1"),
+        Turn.say("Added."),
+    )
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "add a cell"})
+    assert status == 201
+    run_id = started["run_id"]
+    head = await sse(run_id, until=lambda ev: ev[-1][1]["type"] == "permission_request")
+    request = head[-1][1]
+    assert request["name"] == "notebook_edit"
+    status, body = await api("POST", f"astro/api/runs/{run_id}/answers",
+                             body={"request_id": request["request_id"], "answer": "allow"})
+    assert status == 200 and body["accepted"] is True
+    rest = await sse(run_id, after=head[-1][0])
+    result = next(e for _, e in rest if e["type"] == "tool_result")
+    assert not result["is_error"], result["output"]
+    assert result["metadata"]["via"] == "contents"  # the server's ContentsManager, called by the host
+    cells = nbformat.read(jp_root_dir / "a.ipynb", as_version=4).cells
+    assert [c.source for c in cells] == ["x = 1", "y = 2"]
+    assert rest[-1][1]["reason"] == "finished"
+
+
+async def test_a_killed_host_ends_its_run_as_interrupted_and_the_next_prompt_starts_another(
+        api: Api, sse: Any, openai_server: Any, jp_serverapp: Any, tmp_path: Path) -> None:
+    host = host_of(jp_serverapp)
+    openai_server.script(Turn.call("file_write", {"path": "out.txt", "content": "hi"}, id="w1", text="Writing. "))
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "write a file"})
+    assert status == 201
+    run_id = started["run_id"]
+    seen: list[Event] = []
+
+    async def follow() -> list[Event]:
+        return await sse(run_id, until=lambda ev: seen.extend(ev[len(seen):]) or ev[-1][1]["type"] == "done")
+
+    reader = asyncio.create_task(follow())
+    await wait_for(lambda: any(e["type"] == "permission_request" for _, e in seen))
+    question = next(e for _, e in seen if e["type"] == "permission_request")
+    pid = host.proc.pid
+    os.kill(pid, signal.SIGKILL)
+    loop = asyncio.get_running_loop()
+    killed_at = loop.time()
+    events = await asyncio.wait_for(reader, 30)
+    ended_after = loop.time() - killed_at
+    tail = [e for _, e in events[len([s for s in seen if s[0] <= events[-1][0]]) - 2:]]
+    assert events[-1][1]["type"] == "done" and events[-1][1]["reason"] == "error"
+    assert events[-2][1]["type"] == "error" and events[-2][1]["reason"] == "interrupted", tail
+    seqs = [s for s, _ in events]
+    assert seqs == sorted(set(seqs))  # monotonic through the kill
+    print(f"run shown as interrupted {ended_after:.2f} s after kill -9 of the host")
+
+    # the open question can no longer be answered
+    status, body = await api("POST", f"astro/api/runs/{run_id}/answers",
+                             body={"request_id": question["request_id"], "answer": "allow"})
+    assert status == 409 and body["reason"] == "run_conflict"
+    assert not (tmp_path / "out.txt").exists()
+    # nothing the client saw before the kill and the store committed is lost; the stored record ends in done
+    replay = await sse(run_id)
+    assert replay[-1] == events[-1]
+    assert {s for s, _ in replay} <= set(seqs) | {s for s, _ in replay}
+    status, runs = await api("GET", f"astro/api/sessions/{started['session_id']}")
+    assert status == 200
+
+    # the next prompt starts a new host, no user action
+    openai_server.script(Turn.say("Back again."))
+    status, again = await api("POST", "astro/api/runs", body={"prompt": "hello", "session_id": started["session_id"]})
+    assert status == 201, again
+    assert host.alive and host.proc.pid != pid and host.starts == 2
+    more = await sse(again["run_id"])
+    assert more[-1][1]["reason"] == "finished"
+
+
+async def test_a_host_that_cannot_start_says_why_with_its_stderr(
+        api: Api, openai_server: Any, jp_serverapp: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "shadow" / "astro_jupyter"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('broken install: astro_jupyter cannot be imported')\n")
+    monkeypatch.setenv("PYTHONPATH", str(broken.parent))  # the host's interpreter finds this package first
+    status, body = await api("POST", "astro/api/runs", body={"prompt": "hello"})
+    assert status == 503 and body["reason"] == "agent_host"
+    assert "could not start" in body["message"] and "broken install: astro_jupyter cannot be imported" in body["message"]
+
+    monkeypatch.undo()  # the install is fixed: the next prompt starts a host, no restart of the server
+    openai_server.script(Turn.say("ok"))
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "hello"})
+    assert status == 201, started
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
