@@ -22,6 +22,7 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..errors import AstroError, NotebookError
 from .channel import LINE_LIMIT, error_payload, event_line, message
 
 
@@ -57,7 +58,11 @@ class ChannelNotebookBackend:
         return _node(await self._call("execute", path=str(path), nb=nb, index=index, run_id=run_id))
 
     async def release_run(self, run_id: str) -> None:
-        await self._call("release_run", run_id=run_id)
+        """Called as every run ends: never fails the run's end (a server that is gone has no clients left)."""
+        try:
+            await self._call("release_run", run_id=run_id)
+        except AstroError as exc:
+            print(f"astro host: releasing the kernels of {run_id} failed: {exc}", file=sys.stderr)
 
     async def aclose(self) -> None:
         return None  # the server closes its kernel clients itself
@@ -80,6 +85,7 @@ class Host:
         self._next_call = 0
         self._streams: dict[int, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.closing = False  # the server is gone or stopping us: no more calls to it
 
     # -- writing ----------------------------------------------------------------------------------
     def send(self, payload: dict[str, Any]) -> None:
@@ -89,6 +95,8 @@ class Host:
         """A request to the server (it owns the ContentsManager and the kernels)."""
         from .channel import error_from
 
+        if self.closing:
+            raise NotebookError("the Jupyter server is gone; notebooks cannot be reached")
         self._next_call += 1
         call = self._next_call
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -110,6 +118,7 @@ class Host:
         from ..services.notebooks import NotebookService
 
         config = AstroConfig(**init.get("config", {}))
+        config.llm_io = "inline"  # plain asyncio and the openai SDK's own client: this process does nothing else
         self.app = AstroApp(config, serve=False, source=str(init.get("source") or "sidebar"))
         self.app.services.notebooks = NotebookService(config, ChannelNotebookBackend(self, str(init.get("root_dir") or os.getcwd())))
         await self.app.start()
@@ -139,11 +148,12 @@ class Host:
                 task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
+        self.closing = True
         for task in list(self._streams.values()):
             task.cancel()
         for future in self._calls.values():
             if not future.done():
-                future.set_result({"error": {"type": "NotebookError", "message": "the Jupyter server went away"}})
+                future.set_result({"error": {"type": "NotebookError", "message": "the Jupyter server is gone"}})
         if self.app is not None:
             await self.app.close()
 
@@ -226,6 +236,7 @@ class Host:
 
 
 _STREAMING = object()
+STOP_GRACE_SECS = 5.0  # a stop (or the server's death) cancels the runs; after this long the host exits anyway
 
 
 def _die_with_parent() -> None:
@@ -272,7 +283,12 @@ async def run(channel_in: int, channel_out: int) -> int:
     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
     serving.cancel()
     stopping.cancel()
-    await host.close()
+    try:
+        await asyncio.wait_for(host.close(), STOP_GRACE_SECS)
+    except asyncio.TimeoutError:
+        print(f"astro host: the runs did not stop within {STOP_GRACE_SECS} s; exiting (the next start closes them)",
+              file=sys.stderr)
+        os._exit(1)  # no orphan: never wait on a run that does not end
     return 0
 
 

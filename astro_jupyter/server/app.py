@@ -33,7 +33,7 @@ class AstroExtensionApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.astro_config = AstroConfig(parent=self)
-        if self.astro_config.llm_io == "auto":  # the server's interpreter stays free for requests
+        if self.astro_config.llm_io == "auto" and not self.astro_config.agent_host:  # the server's interpreter stays free
             self.astro_config.llm_io = "process"
         from ..services.notebooks import NotebookService
         from .notebooks import ServerNotebookBackend

@@ -183,3 +183,51 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None
     while not predicate():
         assert loop.time() < deadline, "condition not met in time"
         await asyncio.sleep(0.02)
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(p) for p in (task / "children").read_text().split()]
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in "ZX"  # a zombie has exited (its new parent reaps it when it gets to it)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+def test_no_orphan_host_after_kill_9_of_the_server(tmp_path: Path, openai_server: Any) -> None:
+    import time
+
+    from tests.security.test_sse_resume_after_crash import AUTH, Server, read_sse
+
+    home = tmp_path / "astro_home"
+    openai_server.script(Turn.call("file_write", {"path": "out.txt", "content": "hi"}, id="w1"))
+    server = Server(home, openai_server.url, tmp_path / "server.log", "--AstroConfig.agent_host=True")
+    try:
+        started = httpx2.post(f"{server.base}/astro/api/runs", headers=AUTH, json={"prompt": "write"}, timeout=120).json()
+        status, seen = read_sse(server.base, started["run_id"], stop_after=3)
+        assert status == 200
+        hosts = [p for p in _children(server.proc.pid) if b"astro_jupyter.host" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(hosts) == 1
+        os.kill(server.proc.pid, signal.SIGKILL)  # the server alone, not its process group
+        server.proc.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while not _gone(hosts[0]):
+            assert time.monotonic() < deadline, "the agent host outlived its server"
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    # the host closed its run on the way out: a new server shows it ended, nothing left 'running'
+    again = Server(home, openai_server.url, tmp_path / "server.log", "--AstroConfig.agent_host=True")
+    try:
+        status, events = read_sse(again.base, started["run_id"])
+        assert status == 200 and events[-1][1]["type"] == "done"
+    finally:
+        again.stop()
