@@ -231,3 +231,29 @@ def test_no_orphan_host_after_kill_9_of_the_server(tmp_path: Path, openai_server
         assert status == 200 and events[-1][1]["type"] == "done"
     finally:
         again.stop()
+
+
+def test_doctor_reports_whether_the_agent_host_starts(tmp_path: Path, openai_server: Any) -> None:
+    from tests.cli.test_cli import cli_env, run_cli
+
+    env = dict(cli_env(tmp_path / "home", openai_server.url), ASTRO_AGENT_HOST="1")
+    ok = run_cli(env, "doctor", timeout=180)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "Agent host     yes (started in" in ok.stdout
+
+    shadow = tmp_path / "shadow" / "astro_jupyter"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('broken install: astro_jupyter cannot be imported')\n")
+    # the CLI itself must import, the host it starts must not: the host inherits PYTHONPATH, so the shadow is
+    # put in front of it only through the host's environment (the doctor passes os.environ on)
+    script = ("import os, sys, asyncio; sys.path.insert(0, os.environ['ROOT']);"
+              f"os.environ['PYTHONPATH'] = {str(shadow.parent)!r};"
+              "from astro_jupyter.cli import main; sys.exit(main(['doctor']))")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", script], env=dict(env, ROOT=env["PYTHONPATH"]), capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "Agent host     ERROR: the agent host could not start" in out.stdout
+    assert "broken install: astro_jupyter cannot be imported" in out.stdout
