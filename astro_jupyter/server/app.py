@@ -57,7 +57,7 @@ class AstroExtensionApp(ExtensionApp):
         """A shorter GIL switch interval: the loop gets the GIL back sooner from busy worker threads."""
         ms = float(self.astro_config.server_switch_interval_ms)
         self._previous_switch_interval = sys.getswitchinterval()
-        if ms > 0:
+        if ms > 0 and not self.astro_config.agent_host:  # with an agent host no agent thread runs here
             sys.setswitchinterval(ms / 1000)
 
     def _ship_cookie_defaults(self) -> None:
