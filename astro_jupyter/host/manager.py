@@ -101,6 +101,9 @@ class AgentHost:
         except (OSError, asyncio.TimeoutError, ValueError) as exc:
             line = b""
             log.debug("agent host start: %s", exc)
+        except BaseException:  # cancelled (the server stops): no half-started host left behind
+            proc.kill()
+            raise
         ready = _json(line)
         if "ready" not in ready:
             if proc.returncode is None:

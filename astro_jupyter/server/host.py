@@ -14,6 +14,8 @@ with monotonic ids. The next request starts a new host.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -23,19 +25,39 @@ from ..host.manager import AgentHost, AgentHostDied, AgentHostError
 
 NOTEBOOK_METHODS = ("load", "save", "execute", "release_run")
 
+log = logging.getLogger(__name__)
+
 
 class HostedAstroApp(AstroApp):
     def __init__(self, config: Any, *, notebooks: Any = None, root_dir: str = "", **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self._notebook_backend = notebooks  # the ContentsManager / kernel backend the host's notebook tools call
+        self._warming: asyncio.Task[None] | None = None
         self.host = AgentHost(config, root_dir=root_dir, source=self.source, on_call=self._host_call,
                               on_death=self._host_died)
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def _start_runtime(self) -> None:
-        await self.close_orphaned_runs()  # no runtime here: the host starts on the first run
+        await self.close_orphaned_runs()  # no runtime here: the host starts when the sidebar first calls
+
+    async def start(self) -> "HostedAstroApp":
+        """Open the store; the first call (the sidebar opening) also starts the host in the background,
+        so the first prompt does not wait for its imports. A host that cannot start is reported then."""
+        await super().start()
+        if self._warming is None and not self._closed:
+            self._warming = asyncio.create_task(self._warm_host())
+        return self
+
+    async def _warm_host(self) -> None:
+        try:
+            await self.host.ensure()
+        except AgentHostError as exc:
+            log.warning("astro_jupyter: %s", exc)
 
     async def close(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            await asyncio.gather(self._warming, return_exceptions=True)
         await self.host.stop()
         await super().close()
 

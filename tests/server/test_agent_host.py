@@ -56,11 +56,12 @@ def host_of(jp_serverapp: Any) -> Any:
     return jp_serverapp.web_app.settings[SERVICE_KEY].host
 
 
-async def test_runs_stream_from_a_host_process_started_on_the_first_run(
+async def test_runs_stream_from_a_host_process_started_when_the_sidebar_first_calls(
         api: Api, sse: Any, openai_server: Any, jp_serverapp: Any) -> None:
     host = host_of(jp_serverapp)
-    status, _ = await api("GET", "astro/api/sessions")
-    assert status == 200 and not host.alive  # reads need no host
+    assert not host.alive  # none before the first astro request
+    status, _ = await api("GET", "astro/api/sessions")  # read from SQLite here; the host starts meanwhile
+    assert status == 200
 
     openai_server.script(Turn.call("query_target", {"name": "M 87"}, id="c1"), Turn.say("M 87 is in Virgo.", chunk_size=3))
     status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
