@@ -33,7 +33,9 @@ class AstroExtensionApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.astro_config = AstroConfig(parent=self)
-        if self.astro_config.llm_io == "auto" and not self.astro_config.agent_host:  # the server's interpreter stays free
+        if self.astro_config.agent_host:  # the server only lists models: one event loop, no I/O thread or process
+            self.astro_config.llm_io = "inline"
+        elif self.astro_config.llm_io == "auto":  # the server's interpreter stays free for requests
             self.astro_config.llm_io = "process"
         from ..services.notebooks import NotebookService
         from .notebooks import ServerNotebookBackend

@@ -39,6 +39,8 @@ class HostedAstroApp(AstroApp):
     # -- lifecycle ----------------------------------------------------------------------------------
     async def _start_runtime(self) -> None:
         await self.close_orphaned_runs()  # no runtime here: the host starts when the sidebar first calls
+        if self.config.llm_configured:  # the model list still asks the endpoint from here: import its client off the loop
+            self._warm = asyncio.create_task(asyncio.to_thread(_import_model_lister))
 
     async def start(self) -> "HostedAstroApp":
         """Open the store; the first call (the sidebar opening) also starts the host in the background,
@@ -151,3 +153,10 @@ class HostedAstroApp(AstroApp):
 
     def active_run_id(self, session_id: str) -> str | None:
         return next((run for run, session in self.host.runs.items() if session == session_id), None)
+
+
+def _import_model_lister() -> None:
+    import importlib
+
+    importlib.import_module("openai")
+    importlib.import_module("astro_jupyter.llm.client")
