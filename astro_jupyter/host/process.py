@@ -193,6 +193,8 @@ class Host:
             return await app.cancel_run(owner, str(request["run_id"]))
         if op == "answer":
             return await app.answer(owner, str(request["run_id"]), str(request["request_id"]), request.get("answer"))
+        if op == "list_models":
+            return list(await app._llm().list_models())
         if op == "settle":
             await app.settle_session(str(request["session_id"]))
             return True

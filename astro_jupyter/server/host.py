@@ -39,8 +39,10 @@ class HostedAstroApp(AstroApp):
     # -- lifecycle ----------------------------------------------------------------------------------
     async def _start_runtime(self) -> None:
         await self.close_orphaned_runs()  # no runtime here: the host starts when the sidebar first calls
-        if self.config.llm_configured:  # the model list still asks the endpoint from here: import its client off the loop
-            self._warm = asyncio.create_task(asyncio.to_thread(_import_model_lister))
+
+    def _llm(self) -> Any:
+        """The endpoint's model list comes from the host: this process never imports the LLM client."""
+        return _HostModels(self)
 
     async def start(self) -> "HostedAstroApp":
         """Open the store; the first call (the sidebar opening) also starts the host in the background,
@@ -155,8 +157,19 @@ class HostedAstroApp(AstroApp):
         return next((run for run, session in self.host.runs.items() if session == session_id), None)
 
 
-def _import_model_lister() -> None:
-    import importlib
 
-    importlib.import_module("openai")
-    importlib.import_module("astro_jupyter.llm.client")
+class _HostModels:
+    """What ``ModelsMixin`` asks of the LLM client: its default model (configuration) and the endpoint's list (the host)."""
+
+    def __init__(self, app: HostedAstroApp) -> None:
+        self.app = app
+
+    @property
+    def model(self) -> str:
+        return str(self.app.config.llm_model)
+
+    async def list_models(self) -> list[str]:
+        try:
+            return list(await self.app.host.request("list_models", ""))
+        except AgentHostError as exc:
+            raise AgentHostError(f"the agent host cannot list the endpoint's models: {exc}") from exc
