@@ -158,6 +158,13 @@ class AstroConfig(Configurable):
     llm_timeout_secs = Float(120.0, help="Timeout for one LLM request (env ASTRO_LLM_TIMEOUT).").tag(config=True)
     _llm_timeout_default = _env_default("llm_timeout_secs", "ASTRO_LLM_TIMEOUT", 120.0)
 
+    agent_host = Bool(
+        help="The Jupyter server runs sidebar runs in an agent host process of its own (started on the first run, "
+        "started again after it dies, stopped with the server), so the agent never shares the server's interpreter "
+        "(env ASTRO_AGENT_HOST)."
+    ).tag(config=True)
+    _agent_host_default = _env_default("agent_host", "ASTRO_AGENT_HOST", False)
+
     llm_io = Enum(
         ["auto", "process", "thread", "inline"],
         help="Where LLM streams are read and parsed (socket reads, HTTP chunking, SSE decoding, JSON): 'process' "

@@ -85,13 +85,16 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
             if self._serve:
                 from .intake import IntakeWorker
 
-                await self.runtime.start()  # runs a dead server left 'running' become 'error'
+                await self._start_runtime()  # runs a dead server left 'running' become 'error'
                 self.intake = IntakeWorker(self.services)
                 await self.intake.start()
-                if self.config.llm_configured:  # import openai off the loop: the first run need not stall
-                    self._warm = asyncio.create_task(asyncio.to_thread(_import_llm_client))
             self._started = True
         return self
+
+    async def _start_runtime(self) -> None:
+        await self.runtime.start()
+        if self.config.llm_configured:  # import openai off the loop: the first run need not stall
+            self._warm = asyncio.create_task(asyncio.to_thread(_import_llm_client))
 
     @property
     def runtime(self) -> Any:

@@ -159,6 +159,20 @@ class RunsMixin(AppBase):
                 RUN_CAP_RETRY_SECS,
             )
 
+    async def close_orphaned_runs(self) -> list[str]:
+        """Close the runs no living process executes any more (a killed agent host, server or kernel):
+        each gets an ``error`` and a ``done`` numbered after every id a watcher can have seen. What a
+        runtime does when it starts, for a process that runs no agent itself (the server of an agent host)."""
+        from ..agent.run import RunLocks, fcntl_missing
+
+        locks = RunLocks(self.config.home_path / ".run-locks")
+        closed = []
+        for run_id in await self.services.runs.list_running():
+            if fcntl_missing() or not locks.is_alive(run_id):
+                if await self.services.runs.close_interrupted(run_id) is not None:
+                    closed.append(run_id)
+        return closed
+
     def live_run(self, run_id: str) -> Any:
         if self._runtime is None:
             return None

@@ -34,9 +34,31 @@ async def diagnose() -> tuple[dict[str, Any], int]:
     finally:
         await app.close()
     code = EXIT_ERROR if "error" in report["sqlite"] else EXIT_OK
+    if app.config.agent_host:
+        report["agent_host"] = await check_agent_host(app.config)
+        if "error" in report["agent_host"]:
+            code = max(code, EXIT_ERROR)
     if not report["llm"].get("reachable"):
         code = max(code, EXIT_UNAVAILABLE)
     return report, code
+
+
+async def check_agent_host(config: Any) -> dict[str, Any]:
+    """Start an agent host the way the server does, then stop it: its pid and start time, or why it
+    could not start (with the end of its stderr)."""
+    import time
+
+    from ..host.manager import AgentHost, AgentHostError
+
+    host = AgentHost(config, root_dir=config.project_root or "", source="doctor")
+    started = time.perf_counter()
+    try:
+        await host.ensure()
+        return {"pid": host.proc.pid if host.proc else None, "start_secs": round(time.perf_counter() - started, 2)}
+    except AgentHostError as exc:
+        return {"error": str(exc)}
+    finally:
+        await host.stop()
 
 
 def _yes(flag: Any) -> str:
@@ -109,6 +131,10 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
     if emb.get("hint"):
         print(f"               better: {emb['hint']}")
     _print_mcp(report.get("mcp") or {})
+    if "agent_host" in report:
+        host = report["agent_host"]
+        print(f"Agent host     ERROR: {host['error']}" if "error" in host else
+              f"Agent host     yes (started in {host['start_secs']} s, then stopped)")
     return code
 
 

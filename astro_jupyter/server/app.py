@@ -33,14 +33,23 @@ class AstroExtensionApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.astro_config = AstroConfig(parent=self)
-        if self.astro_config.llm_io == "auto":  # the server's interpreter stays free for requests
+        if self.astro_config.agent_host:  # the server only lists models: one event loop, no I/O thread or process
+            self.astro_config.llm_io = "inline"
+        elif self.astro_config.llm_io == "auto":  # the server's interpreter stays free for requests
             self.astro_config.llm_io = "process"
-        self.service = AstroApp(self.astro_config, serve=True, source="sidebar")
         from ..services.notebooks import NotebookService
         from .notebooks import ServerNotebookBackend
 
         # notebook tools of sidebar runs: the ContentsManager and the notebook's kernel session
-        self.service.services.notebooks = NotebookService(self.astro_config, ServerNotebookBackend(self.serverapp, self.astro_config))
+        backend = ServerNotebookBackend(self.serverapp, self.astro_config)
+        if self.astro_config.agent_host:  # runs in the agent host process; it calls the backend over its channel
+            from .host import HostedAstroApp
+
+            self.service = HostedAstroApp(self.astro_config, serve=True, source="sidebar", notebooks=backend,
+                                          root_dir=str(backend.root))
+        else:
+            self.service = AstroApp(self.astro_config, serve=True, source="sidebar")
+        self.service.services.notebooks = NotebookService(self.astro_config, backend)
         self.settings[SERVICE_KEY] = self.service
         self.log.info("astro_jupyter: library at %s", self.astro_config.home)
         self._ship_cookie_defaults()
@@ -50,7 +59,7 @@ class AstroExtensionApp(ExtensionApp):
         """A shorter GIL switch interval: the loop gets the GIL back sooner from busy worker threads."""
         ms = float(self.astro_config.server_switch_interval_ms)
         self._previous_switch_interval = sys.getswitchinterval()
-        if ms > 0:
+        if ms > 0 and not self.astro_config.agent_host:  # with an agent host no agent thread runs here
             sys.setswitchinterval(ms / 1000)
 
     def _ship_cookie_defaults(self) -> None:

@@ -45,6 +45,7 @@ from ..errors import (
     ToolInputError,
 )
 from ..app import AstroApp
+from ..host.manager import AgentHostError
 
 AUTH_RESOURCE = "astro"
 SERVICE_KEY = "astro_service"
@@ -62,6 +63,7 @@ _STATUS: tuple[tuple[type[AstroError], int], ...] = (
     (RateLimited, 429),
     (NotAvailable, 501),
     (LlmUnavailableError, 503),
+    (AgentHostError, 503),
     (ConfigError, 503),
     (ServiceTimeoutError, 504),
     (LlmError, 502),

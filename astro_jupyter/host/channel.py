@@ -1,0 +1,64 @@
+"""The one channel between the Jupyter server and its agent host: lines over the host's stdin/stdout.
+
+Why pipes: the host is the server's child and nobody else's, so a pipe needs no address,
+no file permissions and no authentication (a unix socket in a shared directory needs all
+three), and the pipe is also the host's lifeline: when the server dies, even by ``kill -9``,
+the host reads end-of-file and shuts down. Both ends are asyncio streams.
+
+Two kinds of line, told apart by their first byte:
+
+* ``{...}``: a JSON object, a control message. Requests carry ``id`` and get one reply
+  ``{"id", "ok"}`` or ``{"id", "error": {"type", "message", "reason", "status"}}``; the host's
+  own requests to the server (notebook calls) carry ``call`` and get ``{"reply", ...}``;
+  notices (``ready``, ``run_ended``, ``end`` of a stream) carry neither.
+* ``E <stream> <seq> <wire json>``: one event of a subscribed run, its JSON exactly as the host
+  encoded it once (``events.to_wire`` + ``safe_json``, which never holds a raw newline). The
+  server puts the text into the SSE block as it is: no decoding, no re-encoding.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import errors
+from ..errors import AstroError
+
+LINE_LIMIT = 1 << 26  # one line may hold a large tool result; asyncio's default (64 KiB) would not do
+STDERR_TAIL_LINES = 40  # what a failed start shows of the host's stderr
+
+
+def message(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8") + b"\n"
+
+
+def event_line(stream: int, seq: int, data: str) -> bytes:
+    return f"E {stream} {seq} {data}\n".encode("utf-8", "surrogatepass")
+
+
+def parse_event(line: bytes) -> tuple[int, int, str]:
+    """``(stream, seq, wire json)`` of an ``E`` line."""
+    _, stream, seq, data = line.rstrip(b"\n").split(b" ", 3)
+    return int(stream), int(seq), data.decode("utf-8", "replace")
+
+
+def error_payload(exc: BaseException) -> dict[str, Any]:
+    """An exception as data; only the project's own errors keep their type (and so their HTTP status)."""
+    if isinstance(exc, AstroError):
+        return {"type": type(exc).__name__, "message": str(exc), "reason": exc.reason,
+                "status": getattr(exc, "status", None)}
+    return {"type": "AstroError", "message": f"the agent host failed: {type(exc).__name__}: {exc}", "reason": "host"}
+
+
+def error_from(payload: dict[str, Any]) -> AstroError:
+    """The error a host reply describes, as the same class on this side (unknown names: ``AstroError``)."""
+    cls = getattr(errors, str(payload.get("type")), None)
+    if not (isinstance(cls, type) and issubclass(cls, AstroError)):
+        cls = AstroError
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, str(payload.get("message") or cls.__name__))
+    if payload.get("reason"):
+        exc.reason = str(payload["reason"])
+    if isinstance(payload.get("status"), int):
+        exc.status = payload["status"]  # type: ignore[attr-defined]
+    return exc

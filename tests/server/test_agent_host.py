@@ -1,0 +1,267 @@
+"""The agent host (``AstroConfig.agent_host``): sidebar runs in a process of their own, managed like a kernel.
+
+Everything is observed the way the sidebar sees it: the REST routes and a real SSE client on a
+live in-process Jupyter server; the host is a real ``python -m astro_jupyter.host`` child, the
+LLM the scripted OpenAI-compatible fake (real ``openai`` client in the host), and the host is
+killed for real with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx2
+import nbformat
+import nbformat.v4 as nbf
+import pytest
+
+from tests.fakes.openai_server import Turn
+from tests.server.conftest import Api
+
+Event = tuple[int, dict[str, Any]]
+
+
+@pytest.fixture
+def astro_overrides(openai_server: Any, sesame_server: Any) -> dict[str, Any]:
+    return {"agent_host": True, "openai_base_url": openai_server.url, "openai_api_key": "k",
+            "sesame_url": sesame_server.url, "sse_keepalive_secs": 0.2, "permission_timeout_secs": 60.0}
+
+
+@pytest.fixture
+def sse(live_url: Callable[[str], str], jp_auth_header: dict[str, str]) -> Callable[..., Any]:
+    async def read(run_id: str, *, after: int = 0, until: Callable[[list[Event]], bool] | None = None) -> list[Event]:
+        headers = dict(jp_auth_header, **({"Last-Event-ID": str(after)} if after else {}))
+        events: list[Event] = []
+        async with httpx2.AsyncClient(timeout=30) as client:
+            async with client.sse(live_url(f"astro/api/runs/{run_id}/events"), headers=headers) as source:
+                assert source.response.status_code == 200
+                async for msg in source:
+                    if msg.data:
+                        events.append((int(msg.id), json.loads(msg.data)))
+                        if until is not None and until(events):
+                            break
+        return events
+
+    return read
+
+
+def host_of(jp_serverapp: Any) -> Any:
+    from astro_jupyter.server.base import SERVICE_KEY
+
+    return jp_serverapp.web_app.settings[SERVICE_KEY].host
+
+
+async def test_runs_stream_from_a_host_process_started_when_the_sidebar_first_calls(
+        api: Api, sse: Any, openai_server: Any, jp_serverapp: Any) -> None:
+    host = host_of(jp_serverapp)
+    assert not host.alive  # none before the first astro request
+    status, _ = await api("GET", "astro/api/sessions")  # read from SQLite here; the host starts meanwhile
+    assert status == 200
+
+    openai_server.script(Turn.call("query_target", {"name": "M 87"}, id="c1"), Turn.say("M 87 is in Virgo.", chunk_size=3))
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    assert status == 201, started
+    assert host.alive and host.proc.pid != os.getpid()
+    events = await sse(started["run_id"])
+    assert [s for s, _ in events] == sorted({s for s, _ in events})
+    kinds = [e["type"] for _, e in events]
+    assert kinds[0] == "session" and kinds[-1] == "done" and "tool_result" in kinds
+    assert events[-1][1]["reason"] == "finished"
+    text = "".join(e["delta"] for _, e in events if e["type"] == "text_delta")
+    assert text == "M 87 is in Virgo."
+
+    # the stored events are the streamed ones, once the host says the run has ended
+    await wait_for(lambda: started["run_id"] not in host.runs)
+    replay = await sse(started["run_id"])
+    assert "".join(e["delta"] for _, e in replay if e["type"] == "text_delta") == text
+    assert replay[-1] == events[-1]
+
+    # another identity's run is not found in the host either; a bad prompt never reaches it
+    status, body = await api("POST", "astro/api/runs", body={"prompt": "  "})
+    assert status == 400 and body["reason"] == "invalid_prompt"
+    assert host.starts == 1
+
+
+async def test_questions_and_notebook_tools_cross_the_channel(
+        api: Api, sse: Any, openai_server: Any, jp_serverapp: Any, jp_root_dir: Path) -> None:
+    nb = nbf.new_notebook(cells=[nbf.new_code_cell("x = 1")])
+    nbformat.write(nb, jp_root_dir / "a.ipynb")
+    openai_server.script(
+        Turn.call("notebook_edit", {"path": "root_dir/a.ipynb", "action": "insert", "source": "y = 2"}, id="e1"),
+        Turn.say("Added."),
+    )
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "add a cell"})
+    assert status == 201
+    run_id = started["run_id"]
+    head = await sse(run_id, until=lambda ev: ev[-1][1]["type"] == "permission_request")
+    request = head[-1][1]
+    assert request["name"] == "notebook_edit"
+    status, body = await api("POST", f"astro/api/runs/{run_id}/answers",
+                             body={"request_id": request["request_id"], "answer": "allow"})
+    assert status == 200 and body["accepted"] is True
+    rest = await sse(run_id, after=head[-1][0])
+    result = next(e for _, e in rest if e["type"] == "tool_result")
+    assert not result["is_error"], result["output"]
+    assert result["metadata"]["via"] == "contents"  # the server's ContentsManager, called by the host
+    cells = nbformat.read(jp_root_dir / "a.ipynb", as_version=4).cells
+    assert [c.source for c in cells] == ["x = 1", "y = 2"]
+    assert rest[-1][1]["reason"] == "finished"
+
+
+async def test_a_killed_host_ends_its_run_as_interrupted_and_the_next_prompt_starts_another(
+        api: Api, sse: Any, openai_server: Any, jp_serverapp: Any, tmp_path: Path) -> None:
+    host = host_of(jp_serverapp)
+    openai_server.script(Turn.call("file_write", {"path": "out.txt", "content": "hi"}, id="w1", text="Writing. "))
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "write a file"})
+    assert status == 201
+    run_id = started["run_id"]
+    seen: list[Event] = []
+
+    async def follow() -> list[Event]:
+        return await sse(run_id, until=lambda ev: seen.extend(ev[len(seen):]) or ev[-1][1]["type"] == "done")
+
+    reader = asyncio.create_task(follow())
+    await wait_for(lambda: any(e["type"] == "permission_request" for _, e in seen))
+    question = next(e for _, e in seen if e["type"] == "permission_request")
+    committed: list[dict[str, Any]] = []
+    while not any(e["event"]["type"] == "permission_request" for e in committed):  # the host's store has it
+        status, page = await api("GET", f"astro/api/sessions/{started['session_id']}/events")
+        assert status == 200
+        committed = page["events"]
+        await asyncio.sleep(0.02)
+    pid = host.proc.pid
+    os.kill(pid, signal.SIGKILL)
+    loop = asyncio.get_running_loop()
+    killed_at = loop.time()
+    events = await asyncio.wait_for(reader, 30)
+    ended_after = loop.time() - killed_at
+    assert events[-1][1]["type"] == "done" and events[-1][1]["reason"] == "error"
+    assert events[-2][1]["type"] == "error" and events[-2][1]["reason"] == "interrupted", events[-3:]
+    seqs = [s for s, _ in events]
+    assert seqs == sorted(set(seqs))  # monotonic through the kill
+    print(f"run shown as interrupted {ended_after:.2f} s after kill -9 of the host")
+
+    # the open question can no longer be answered
+    status, body = await api("POST", f"astro/api/runs/{run_id}/answers",
+                             body={"request_id": question["request_id"], "answer": "allow"})
+    assert status == 409 and body["reason"] == "run_conflict"
+    assert not (tmp_path / "out.txt").exists()
+    # every event committed before the kill is still there, under the id the client saw; the record ends in done
+    replay = await sse(run_id)
+    assert replay[-1] == events[-1]
+    kept = {s: e for s, e in replay}
+    assert all(c["seq"] in kept and kept[c["seq"]]["type"] == c["event"]["type"] for c in committed)
+    assert question in kept.values()
+    status, session = await api("GET", f"astro/api/sessions/{started['session_id']}")
+    assert status == 200 and session["active_run_id"] is None and session["runs"][0]["status"] == "error"
+
+    # the next prompt starts a new host, no user action
+    openai_server.script(Turn.say("Back again."))
+    status, again = await api("POST", "astro/api/runs", body={"prompt": "hello", "session_id": started["session_id"]})
+    assert status == 201, again
+    assert host.alive and host.proc.pid != pid and host.starts == 2
+    more = await sse(again["run_id"])
+    assert more[-1][1]["reason"] == "finished"
+
+
+async def test_a_host_that_cannot_start_says_why_with_its_stderr(
+        api: Api, openai_server: Any, jp_serverapp: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "shadow" / "astro_jupyter"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('broken install: astro_jupyter cannot be imported')\n")
+    monkeypatch.setenv("PYTHONPATH", str(broken.parent))  # the host's interpreter finds this package first
+    status, body = await api("POST", "astro/api/runs", body={"prompt": "hello"})
+    assert status == 503 and body["reason"] == "agent_host"
+    assert "could not start" in body["message"] and "broken install: astro_jupyter cannot be imported" in body["message"]
+
+    monkeypatch.undo()  # the install is fixed: the next prompt starts a host, no restart of the server
+    openai_server.script(Turn.say("ok"))
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "hello"})
+    assert status == 201, started
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(p) for p in (task / "children").read_text().split()]
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in "ZX"  # a zombie has exited (its new parent reaps it when it gets to it)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+def test_no_orphan_host_after_kill_9_of_the_server(tmp_path: Path, openai_server: Any) -> None:
+    import time
+
+    from tests.security.test_sse_resume_after_crash import AUTH, Server, read_sse
+
+    home = tmp_path / "astro_home"
+    openai_server.script(Turn.call("file_write", {"path": "out.txt", "content": "hi"}, id="w1"))
+    server = Server(home, openai_server.url, tmp_path / "server.log", "--AstroConfig.agent_host=True")
+    try:
+        started = httpx2.post(f"{server.base}/astro/api/runs", headers=AUTH, json={"prompt": "write"}, timeout=120).json()
+        status, seen = read_sse(server.base, started["run_id"], stop_after=3)
+        assert status == 200
+        hosts = [p for p in _children(server.proc.pid) if b"astro_jupyter.host" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(hosts) == 1
+        os.kill(server.proc.pid, signal.SIGKILL)  # the server alone, not its process group
+        server.proc.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while not _gone(hosts[0]):
+            assert time.monotonic() < deadline, "the agent host outlived its server"
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    # the host closed its run on the way out: a new server shows it ended, nothing left 'running'
+    again = Server(home, openai_server.url, tmp_path / "server.log", "--AstroConfig.agent_host=True")
+    try:
+        status, events = read_sse(again.base, started["run_id"])
+        assert status == 200 and events[-1][1]["type"] == "done"
+    finally:
+        again.stop()
+
+
+def test_doctor_reports_whether_the_agent_host_starts(tmp_path: Path, openai_server: Any) -> None:
+    from tests.cli.test_cli import cli_env, run_cli
+
+    env = dict(cli_env(tmp_path / "home", openai_server.url), ASTRO_AGENT_HOST="1")
+    ok = run_cli(env, "doctor", timeout=180)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "Agent host     yes (started in" in ok.stdout
+
+    shadow = tmp_path / "shadow" / "astro_jupyter"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('broken install: astro_jupyter cannot be imported')\n")
+    # the CLI itself must import, the host it starts must not: the host inherits PYTHONPATH, so the shadow is
+    # put in front of it only through the host's environment (the doctor passes os.environ on)
+    script = ("import os, sys, asyncio; sys.path.insert(0, os.environ['ROOT']);"
+              f"os.environ['PYTHONPATH'] = {str(shadow.parent)!r};"
+              "from astro_jupyter.cli import main; sys.exit(main(['doctor']))")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", script], env=dict(env, ROOT=env["PYTHONPATH"]), capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "Agent host     ERROR: the agent host could not start" in out.stdout
+    assert "broken install: astro_jupyter cannot be imported" in out.stdout
