@@ -4,4 +4,5 @@ import sys
 
 from .process import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing this module (a scan of the package) runs nothing
+    sys.exit(main())
