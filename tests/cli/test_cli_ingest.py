@@ -129,7 +129,9 @@ def test_an_interrupted_ingest_leaves_whole_papers_and_the_rerun_goes_on(
     make_corpus(shared_pdfs, folder, total, pages=6)  # could all be stored before the signal on a quiet machine)
     env = {**os.environ, "ASTRO_HOME": str(astro_home), "ASTRO_EMBED_MODEL": "lexical"}
     proc = subprocess.Popen([sys.executable, "-m", "astro_jupyter.cli", "library", "ingest", str(folder)],
-                            env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                            env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            # a runner started in the background ignores SIGINT, and so would the child: Ctrl-C as in a terminal
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stderr.readline()  # the first paper is stored: interrupt while the others go on
     assert first.startswith(f"[1/{total}] paper-0000.pdf: local:"), first
     proc.send_signal(signal.SIGINT)
