@@ -1,8 +1,7 @@
 """An asyncio event loop on a daemon thread of its own, started on first use.
 
-Why one class: the kernel runs the agent on such a loop (IPython's own thread must stay free
-for the user's code), and the LLM client reads its streams on another (``llm/io_thread.py``);
-both need the same careful start (the loop is running before anyone submits to it) and stop.
+Why: the kernel runs the agent on such a loop (IPython's own thread must stay free for the
+user's code); the loop must be running before anyone submits to it, and stop cleanly.
 """
 
 from __future__ import annotations

@@ -158,35 +158,6 @@ class AstroConfig(Configurable):
     llm_timeout_secs = Float(120.0, help="Timeout for one LLM request (env ASTRO_LLM_TIMEOUT).").tag(config=True)
     _llm_timeout_default = _env_default("llm_timeout_secs", "ASTRO_LLM_TIMEOUT", 120.0)
 
-    agent_host = Bool(
-        help="The Jupyter server runs sidebar runs in an agent host process of its own (started on the first run, "
-        "started again after it dies, stopped with the server), so the agent never shares the server's interpreter "
-        "(env ASTRO_AGENT_HOST)."
-    ).tag(config=True)
-    _agent_host_default = _env_default("agent_host", "ASTRO_AGENT_HOST", False)
-
-    llm_io = Enum(
-        ["auto", "process", "thread", "inline"],
-        help="Where LLM streams are read and parsed (socket reads, HTTP chunking, SSE decoding, JSON): 'process' "
-        "in a helper process of their own, so with many runs streaming the server's interpreter (one GIL) stays "
-        "free for requests; 'thread' on a thread with its own event loop (same process, parsed chunks handed "
-        "over in batches); 'inline' on the caller's loop. 'auto': 'process' in the Jupyter server, 'thread' in "
-        "kernels and the CLI (env ASTRO_LLM_IO)."
-    ).tag(config=True)
-
-    @default("llm_io")
-    def _llm_io_default(self) -> str:
-        where = _env("ASTRO_LLM_IO", "auto").strip().lower()
-        return where if where in {"auto", "process", "thread", "inline"} else "auto"
-
-    llm_io_batch_ms = Float(
-        help="With llm_io 'process': the I/O process gathers the chunks of all streams for this long and sends "
-        "them as one write, so the server wakes once for many tokens instead of once per token (tokens reach "
-        "the sidebar in SSE batches of sse_batch_ms anyway). 0: send each pass of its loop (env "
-        "ASTRO_LLM_IO_BATCH_MS)."
-    ).tag(config=True)
-    _llm_io_batch_default = _env_default("llm_io_batch_ms", "ASTRO_LLM_IO_BATCH_MS", 5.0)
-
     llm_context_window = Int(
         help="The model's context window in tokens; 0 = ask the endpoint (llama.cpp /props, vLLM /v1/models, Ollama "
         "/api/show), else a table of well-known models (env ASTRO_LLM_CONTEXT_WINDOW)."
@@ -356,22 +327,6 @@ class AstroConfig(Configurable):
     fs_max_file_bytes = Int(
         20_000_000, help="read_file and grep_files skip files larger than this many bytes."
     ).tag(config=True)
-
-    fs_tool_threads = Int(
-        help="Threads of the file tools' own pool (read/grep/glob/edit/write): a file that never answers holds "
-        "one of these, never the server's default executor (env ASTRO_FS_THREADS)."
-    ).tag(config=True)
-
-    @default("fs_tool_threads")
-    def _fs_threads_default(self) -> int:
-        return max(1, _env_int("ASTRO_FS_THREADS", 4))
-
-    fs_gate_secs = Float(
-        help="File tools take turns for the interpreter: a job waits at most this long for the one before it, "
-        "then runs alongside (their work is mostly Python, so side by side they only slow the server's "
-        "requests; the bound keeps a hung read from holding up the rest). 0: no turns (env ASTRO_FS_GATE_SECS)."
-    ).tag(config=True)
-    _fs_gate_default = _env_default("fs_gate_secs", "ASTRO_FS_GATE_SECS", 0.5)
 
     max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
 
@@ -619,16 +574,6 @@ class AstroConfig(Configurable):
         "folded before they are sent) (env ASTRO_REPLAY_PAGE_EVENTS)."
     ).tag(config=True)
     _replay_page_events_default = _env_default("replay_page_events", "ASTRO_REPLAY_PAGE_EVENTS", 50000)
-
-    server_switch_interval_ms = Float(
-        help="The server process's GIL switch interval (sys.setswitchinterval) in ms. File-tool and database "
-        "threads hold the GIL while they compute; the event loop waits up to this long to get it back after every "
-        "socket call, so Python's 5 ms default stalls requests under load. 0: leave Python's setting "
-        "(env ASTRO_SERVER_SWITCH_INTERVAL_MS)."
-    ).tag(config=True)
-    _server_switch_interval_ms_default = _env_default(
-        "server_switch_interval_ms", "ASTRO_SERVER_SWITCH_INTERVAL_MS", 1.0
-    )
 
     sse_batch_ms = Float(
         help="While events keep coming, an SSE stream sends at most one batch per this many ms (the first event "

@@ -9,9 +9,7 @@ one answer of ``--chunks`` text chunks (plus one tool call). Two readers consume
 * bare: ``async for chunk in response`` reading ``chunk.choices[0].delta.content`` (no checks);
 * astro-jupyter: ``LlmClient.stream`` (every chunk read as JSON, shape-checked, text cleaned of
   lone surrogates, each wait bounded by the overall deadline), once with ASCII text, once with
-  non-ASCII text (the slower cleaning path), once with the deadline off; and once with the
-  streams read in the I/O process (``llm_io="process"``, the server's default), where this
-  process only decodes the batches of checked chunks the worker sends.
+  non-ASCII text (the slower cleaning path), once with the deadline off.
 
 Figures are this process's CPU microseconds per chunk (median of the repeats), which stays
 meaningful on a loaded machine. Not part of the test suite.
@@ -59,11 +57,11 @@ async def _bare(url: str) -> int:
     return n
 
 
-async def _ours(url: str, deadline: float, io: str = "thread") -> int:
+async def _ours(url: str, deadline: float) -> int:
     from astro_jupyter.config import AstroConfig
     from astro_jupyter.llm.client import LlmClient
 
-    client = LlmClient(AstroConfig(openai_base_url=url, openai_api_key="k", llm_deadline_secs=deadline, llm_io=io))
+    client = LlmClient(AstroConfig(openai_base_url=url, openai_api_key="k", llm_deadline_secs=deadline))
     n = 0
     try:
         async for item in client.stream([{"role": "user", "content": "hi"}]):
@@ -98,15 +96,11 @@ def main() -> None:
         try:
             for name, fn in (("bare openai loop", lambda: _bare(url)),
                              ("LlmClient.stream", lambda: _ours(url, 600.0)),
-                             ("LlmClient.stream, deadline off", lambda: _ours(url, 0.0)),
-                             ("LlmClient.stream, I/O process", lambda: _ours(url, 600.0, "process"))):
+                             ("LlmClient.stream, deadline off", lambda: _ours(url, 0.0))):
                 secs, n = _measure(fn, args.repeats)
                 rows.append((label, name, n, secs * 1e6 / max(1, n)))
         finally:
             proc.terminate()
-    from astro_jupyter.llm.io_process import LLM_PROCESS
-
-    LLM_PROCESS.stop()
     print(f"{'text':<10} {'reader':<32} {'chunks':>7} {'CPU µs/chunk':>13}")
     for label, name, n, per in rows:
         print(f"{label:<10} {name:<32} {n:>7} {per:>13.1f}")

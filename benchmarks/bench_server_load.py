@@ -21,7 +21,7 @@ stream, SSE, file-tool threads, ...) and the busiest functions: what to make che
 
 Prints p50 / p95 / max per case, the events/s the SSE readers received, and the server's CPU
 (cores busy, and CPU ms per delivered event: the figure that stays comparable on a loaded machine),
-the cores its child processes used (the LLM I/O process, ``AstroConfig.llm_io``), and the cores
+the cores its child processes used (the agent host, kernels), and the cores
 the whole machine was busy (this script, the scripted LLM and the server share it: near the core
 count, latency measures the machine's saturation as much as the server; "steal" is the part a
 hypervisor took for other guests: compare figures taken with little of it). Not part of the test suite; figures depend on the machine.
@@ -188,7 +188,7 @@ def machine_busy_secs() -> tuple[float, float]:
 
 
 def child_pids(pid: int) -> list[int]:
-    """The server's child processes (the LLM I/O process, kernels), from /proc."""
+    """The server's child processes (the agent host, kernels), from /proc."""
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
@@ -406,6 +406,6 @@ if __name__ == "__main__":
                     help="seconds between streamed chunks of ~1 token (0.012: ~80 tokens/s, a fast hosted model)")
     ap.add_argument("--profile", action="store_true", help="sample the server with py-spy during the last case")
     ap.add_argument("--server-arg", action="append", default=[],
-                    help="extra server option, e.g. --server-arg=--AstroConfig.server_switch_interval_ms=0")
+                    help="extra server option, e.g. --server-arg=--AstroConfig.sse_batch_ms=0")
     args = ap.parse_args()
     asyncio.run(main(args.runs, args.window, args.writers, args.slow_ms, args.chunk_delay, args.server_arg, args.profile))

@@ -96,6 +96,18 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
         if self.config.llm_configured:  # import openai off the loop: the first run need not stall
             self._warm = asyncio.create_task(asyncio.to_thread(_import_llm_client))
 
+    def check_agent_config(self) -> None:
+        """Refuse what an agent runtime would refuse (a malformed permission rule or command hook) without
+        building one: a process whose runs live elsewhere still says why at once (ConfigError)."""
+        from ..agent.hooks import HookRegistry
+        from ..agent.permissions import PermissionChecker
+
+        try:
+            PermissionChecker.from_config(self.config)
+            HookRegistry.from_config(self.config, entry_points=False)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"the astro configuration is invalid: {exc}") from exc
+
     @property
     def runtime(self) -> Any:
         """The agent runtime, built on first use so a server without an LLM still serves history."""

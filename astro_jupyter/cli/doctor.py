@@ -34,10 +34,9 @@ async def diagnose() -> tuple[dict[str, Any], int]:
     finally:
         await app.close()
     code = EXIT_ERROR if "error" in report["sqlite"] else EXIT_OK
-    if app.config.agent_host:
-        report["agent_host"] = await check_agent_host(app.config)
-        if "error" in report["agent_host"]:
-            code = max(code, EXIT_ERROR)
+    report["agent_host"] = await check_agent_host(app.config)  # where the sidebar's runs live
+    if "error" in report["agent_host"]:
+        code = max(code, EXIT_ERROR)
     if not report["llm"].get("reachable"):
         code = max(code, EXIT_UNAVAILABLE)
     return report, code

@@ -45,14 +45,27 @@ def parse_event(line: bytes) -> tuple[int, int, str]:
 def error_payload(exc: BaseException) -> dict[str, Any]:
     """An exception as data; only the project's own errors keep their type (and so their HTTP status)."""
     if isinstance(exc, AstroError):
-        return {"type": type(exc).__name__, "message": str(exc), "reason": exc.reason,
-                "status": getattr(exc, "status", None)}
+        return {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc), "reason": exc.reason,
+                "status": getattr(exc, "status", None), "retry_after": getattr(exc, "retry_after", None)}
     return {"type": "AstroError", "message": f"the agent host failed: {type(exc).__name__}: {exc}", "reason": "host"}
+
+
+def _error_classes() -> dict[str, type[AstroError]]:
+    """Every class of the exception tree by its full name (subclasses live beside the code that raises them,
+    e.g. ``app.runs.TooManyRuns``); both ends import the same package, so the names agree."""
+    found: dict[str, type[AstroError]] = {}
+    todo: list[type[AstroError]] = [AstroError]
+    while todo:
+        cls = todo.pop()
+        found[f"{cls.__module__}.{cls.__qualname__}"] = cls
+        todo.extend(cls.__subclasses__())
+    return found
 
 
 def error_from(payload: dict[str, Any]) -> AstroError:
     """The error a host reply describes, as the same class on this side (unknown names: ``AstroError``)."""
-    cls = getattr(errors, str(payload.get("type")), None)
+    name = str(payload.get("type"))
+    cls = _error_classes().get(name) or getattr(errors, name, None)
     if not (isinstance(cls, type) and issubclass(cls, AstroError)):
         cls = AstroError
     exc = cls.__new__(cls)
@@ -61,4 +74,6 @@ def error_from(payload: dict[str, Any]) -> AstroError:
         exc.reason = str(payload["reason"])
     if isinstance(payload.get("status"), int):
         exc.status = payload["status"]  # type: ignore[attr-defined]
+    if isinstance(payload.get("retry_after"), (int, float)):
+        exc.retry_after = float(payload["retry_after"])  # type: ignore[attr-defined]
     return exc

@@ -118,7 +118,6 @@ class Host:
         from ..services.notebooks import NotebookService
 
         config = AstroConfig(**init.get("config", {}))
-        config.llm_io = "inline"  # plain asyncio and the openai SDK's own client: this process does nothing else
         self.app = AstroApp(config, serve=False, source=str(init.get("source") or "sidebar"))
         self.app.services.notebooks = NotebookService(config, ChannelNotebookBackend(self, str(init.get("root_dir") or os.getcwd())))
         await self.app.start()
@@ -193,8 +192,9 @@ class Host:
             return await app.cancel_run(owner, str(request["run_id"]))
         if op == "answer":
             return await app.answer(owner, str(request["run_id"]), str(request["request_id"]), request.get("answer"))
-        if op == "list_models":
-            return list(await app._llm().list_models())
+        if op == "list_models":  # with the model runs use now (a fallback switch changes it here)
+            llm = app._llm()
+            return {"models": list(await llm.list_models()), "current": str(llm.model)}
         if op == "settle":
             await app.settle_session(str(request["session_id"]))
             return True

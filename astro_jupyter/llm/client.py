@@ -16,13 +16,11 @@ import dataclasses
 import errno
 import socket
 import uuid
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import LlmAuthError, LlmError, LlmUnavailableError, ServiceTimeoutError, UnknownModelError
 from ..textsafe import clean_value
 from .fallback import FallbackPolicy, ModelHolder, is_overload, is_transient
-from .io_process import LLM_PROCESS, Endpoint, RemoteLlmFailure
-from .io_thread import LLM_IO, relay_stream
 from .profile import ModelProfile, is_overflow, known_window, make_profile, window_from_error, window_from_models
 from .profile import DEFAULT_CONTEXT_WINDOW, window_from_ollama, window_from_props
 from .shape import ChunkView, MalformedChunk, read_chunk
@@ -113,10 +111,6 @@ class _Failure:
 
         self.exc = exc
         self.deadline = isinstance(exc, DeadlineExceeded)
-        if isinstance(exc, RemoteLlmFailure):  # classified in the LLM I/O process (io_worker)
-            self.status, self.timeout, self.connection = exc.status, exc.timeout, exc.connection
-            self.api, self.message, self.unreachable = exc.api, exc.message, exc.unreachable
-            return
         self.status: int | None = getattr(exc, "status_code", None)
         self.timeout = self.deadline or isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
         # a connection dropped while the body streams surfaces as a raw httpx2 error
@@ -159,16 +153,9 @@ class _Failure:
         return self.message
 
 
-def failure_fields(exc: BaseException) -> dict[str, Any]:
-    """How ``_Failure`` sees ``exc``, as JSON: the LLM I/O process sends this in place of the exception."""
-    failure = _Failure(exc)
-    return {"status": failure.status, "timeout": failure.timeout, "connection": failure.connection,
-            "api": failure.api, "message": failure.message, "unreachable": failure.unreachable}
-
-
-async def read_chat_stream(client: Any, model: str, body: dict[str, Any], put: Callable[[ChunkView], None]) -> None:
-    """Send one chat-completions request, then read, decode and check every chunk into ``put``
-    (on whichever loop reads the streams: this one, the I/O thread's, or the I/O process's)."""
+async def chat_views(client: Any, model: str, body: dict[str, Any]) -> AsyncIterator[ChunkView]:
+    """Send one chat-completions request, then read, decode and check every chunk, on this loop
+    (the agent host's or the kernel's: neither serves Jupyter's requests)."""
     try:
         response = await open_chat_stream(client, model, body)
     except UnicodeEncodeError:
@@ -177,7 +164,7 @@ async def read_chat_stream(client: Any, model: str, body: dict[str, Any], put: C
         response = await open_chat_stream(client, model, clean_value(body))
     try:
         async for chunk in response:
-            put(read_chunk(chunk))  # checked and cleaned: only str/int reach the runtime
+            yield read_chunk(chunk)  # checked and cleaned: only str/int reach the runtime
     finally:
         await response.close()
 
@@ -247,28 +234,10 @@ class LlmClient:
         """Build the HTTP client now (a server does this at startup; the first turn then pays nothing)."""
         self._openai()
 
-    @property
-    def io_mode(self) -> str:
-        """Where streams are read: 'process', 'thread' or 'inline' (``AstroConfig.llm_io``; 'auto' is
-        resolved by the front end: the server extension picks 'process', everything else 'thread')."""
-        mode = self.config.llm_io
-        return "thread" if mode == "auto" else mode
-
-    @property
-    def threaded(self) -> bool:
-        """One-shot calls (embeddings, the model list) run on the I/O thread unless everything is inline."""
-        return self.io_mode != "inline"
-
-    async def _on_io(self, coro: Any) -> Any:
-        """Await ``coro`` where the HTTP client lives: the LLM I/O loop (``io_thread``) or here."""
-        if self.threaded:
-            return await LLM_IO.run(coro)
-        return await coro
-
     async def aclose(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
-            await self._on_io(client.close())
+            await client.close()
 
     def _deadline(self) -> float | None:
         """Loop time by which the request now starting must be complete (None: no overall limit)."""
@@ -461,9 +430,6 @@ class LlmClient:
             if tool_choice:
                 body["tool_choice"] = tool_choice
 
-        async def read(put: Callable[[ChunkView], None]) -> None:
-            await read_chat_stream(client, model, body, put)
-
         text: list[str] = []
         thinking: list[str] = []
         partial: dict[int, dict[str, Any]] = {}
@@ -494,12 +460,7 @@ class LlmClient:
                 part["id"] = f"call_{uuid.uuid4().hex[:24]}"
             return ToolCallReady(index, part["id"], part["name"], "".join(part["args"]))
 
-        if self.io_mode == "process":
-            endpoint = Endpoint(self.config.openai_base_url or None, self.config.openai_api_key or "not-set",
-                                float(self.config.llm_timeout_secs), float(self.config.llm_io_batch_ms))
-            views = LLM_PROCESS.stream(endpoint, model, body)
-        else:
-            views = relay_stream(read, threaded=self.io_mode == "thread")
+        views = chat_views(client, model, body)
         try:
             async for view in views:
                 if view.usage:
@@ -569,11 +530,11 @@ class LlmClient:
             try:
                 deadline = self._deadline()
                 if deadline is None:
-                    return await self._on_io(op())
+                    return await op()
                 limit = asyncio.timeout_at(deadline)
                 try:
                     async with limit:
-                        return await self._on_io(op())
+                        return await op()
                 except TimeoutError:
                     if limit.expired():
                         raise DeadlineExceeded(self.config.llm_deadline_secs) from None

@@ -155,15 +155,3 @@ def _fragment(frag: Any, where: str) -> CallFragment:
     elif args is not None:
         out.arguments = _json_text(args)  # the executor answers "arguments must be a JSON object"
     return out
-
-
-def encode_view(view: ChunkView) -> list[Any]:
-    """A checked chunk as compact JSON, for the pipe from the LLM I/O process (``io_process``)."""
-    return [view.content, view.reasoning, [[f.index, f.id, f.name, f.arguments] for f in view.calls],
-            view.finish_reason, view.usage]
-
-
-def decode_view(data: list[Any]) -> ChunkView:
-    """The inverse of :func:`encode_view` (the worker already checked every field)."""
-    content, reasoning, calls, finish_reason, usage = data
-    return ChunkView(content, reasoning, [CallFragment(*f) for f in calls], finish_reason, usage)

@@ -1,4 +1,8 @@
-"""The jupyter_server extension ``astro_jupyter``: one ``AstroApp`` (the application layer, ``astro_jupyter.app``) and the astro routes.
+"""The jupyter_server extension ``astro_jupyter``: the astro routes over a ``HostedAstroApp``.
+
+Runs live in the agent host, a process of its own (``host/``), as a notebook's code lives in
+its kernel: the server keeps its one event loop for requests, authentication and the store's
+reads; the host owns the runtime, the tools, the LLM streams and the store's writes.
 
 Lifecycle (jupyter_server's ``ExtensionApp``): ``initialize_settings`` builds the service
 from ``AstroConfig(parent=self)`` (so ``c.AstroConfig.max_steps = 8`` in
@@ -9,7 +13,6 @@ whichever comes first; ``stop_extension`` cancels live runs and closes the store
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
@@ -17,7 +20,6 @@ from jupyter_server.extension.application import ExtensionApp
 from ..config import AstroConfig
 from . import auth, bookmarklet, catalogs, llm_models, notes, openapi, papers, runs, search, sessions, sse
 from .base import SERVICE_KEY
-from ..app import AstroApp
 
 ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, llm_models, auth, openapi, bookmarklet, catalogs)
 
@@ -33,34 +35,19 @@ class AstroExtensionApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.astro_config = AstroConfig(parent=self)
-        if self.astro_config.agent_host:  # the server only lists models: one event loop, no I/O thread or process
-            self.astro_config.llm_io = "inline"
-        elif self.astro_config.llm_io == "auto":  # the server's interpreter stays free for requests
-            self.astro_config.llm_io = "process"
         from ..services.notebooks import NotebookService
+        from .host import HostedAstroApp
         from .notebooks import ServerNotebookBackend
 
-        # notebook tools of sidebar runs: the ContentsManager and the notebook's kernel session
+        # notebook tools of sidebar runs: the host calls the ContentsManager and the notebook's kernel session
+        # here, over its channel
         backend = ServerNotebookBackend(self.serverapp, self.astro_config)
-        if self.astro_config.agent_host:  # runs in the agent host process; it calls the backend over its channel
-            from .host import HostedAstroApp
-
-            self.service = HostedAstroApp(self.astro_config, serve=True, source="sidebar", notebooks=backend,
-                                          root_dir=str(backend.root))
-        else:
-            self.service = AstroApp(self.astro_config, serve=True, source="sidebar")
+        self.service = HostedAstroApp(self.astro_config, serve=True, source="sidebar", notebooks=backend,
+                                      root_dir=str(backend.root))
         self.service.services.notebooks = NotebookService(self.astro_config, backend)
         self.settings[SERVICE_KEY] = self.service
         self.log.info("astro_jupyter: library at %s", self.astro_config.home)
         self._ship_cookie_defaults()
-        self._set_switch_interval()
-
-    def _set_switch_interval(self) -> None:
-        """A shorter GIL switch interval: the loop gets the GIL back sooner from busy worker threads."""
-        ms = float(self.astro_config.server_switch_interval_ms)
-        self._previous_switch_interval = sys.getswitchinterval()
-        if ms > 0 and not self.astro_config.agent_host:  # with an agent host no agent thread runs here
-            sys.setswitchinterval(ms / 1000)
 
     def _ship_cookie_defaults(self) -> None:
         """HttpOnly + SameSite=Strict on the login cookie, unless the user configured otherwise.
@@ -88,9 +75,6 @@ class AstroExtensionApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         await self.service.close()
-        previous = getattr(self, "_previous_switch_interval", None)
-        if previous is not None:  # a process that goes on (tests, an embedding app) gets its own setting back
-            sys.setswitchinterval(previous)
 
 
 main = launch_new_instance = AstroExtensionApp.launch_instance

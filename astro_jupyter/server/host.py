@@ -1,4 +1,4 @@
-"""The server's application layer when sidebar runs live in the agent host (``AstroConfig.agent_host``).
+"""The server's application layer: sidebar runs live in the agent host, a process of its own.
 
 ``HostedAstroApp`` is the server's ``AstroApp`` with the runtime moved out: starting,
 following, cancelling and answering a run are requests to the agent host (``host/``), which
@@ -33,11 +33,13 @@ class HostedAstroApp(AstroApp):
         super().__init__(config, **kwargs)
         self._notebook_backend = notebooks  # the ContentsManager / kernel backend the host's notebook tools call
         self._warming: asyncio.Task[None] | None = None
+        self.host_model = ""  # the model the host's runs use now, as of its last model list
         self.host = AgentHost(config, root_dir=root_dir, source=self.source, on_call=self._host_call,
                               on_death=self._host_died)
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def _start_runtime(self) -> None:
+        self.check_agent_config()  # the host's runtime would refuse it: every route says why (503)
         await self.close_orphaned_runs()  # no runtime here: the host starts when the sidebar first calls
 
     def _llm(self) -> Any:
@@ -50,6 +52,7 @@ class HostedAstroApp(AstroApp):
         await super().start()
         if self._warming is None and not self._closed:
             self._warming = asyncio.create_task(self._warm_host())
+            self._warm = self._warming  # the model list waits for the host's start, not inside its timeout
         return self
 
     async def _warm_host(self) -> None:
@@ -66,6 +69,7 @@ class HostedAstroApp(AstroApp):
         await super().close()
 
     async def _host_died(self, runs: dict[str, str]) -> None:
+        self.host_model = ""  # a new host starts from the configured model
         await self.close_orphaned_runs()
 
     async def _host_call(self, msg: dict[str, Any]) -> Any:
@@ -166,10 +170,13 @@ class _HostModels:
 
     @property
     def model(self) -> str:
-        return str(self.app.config.llm_model)
+        """The host's current model as of its last answer (a fallback switch there changes it), else the setting."""
+        return self.app.host_model or str(self.app.config.llm_model)
 
     async def list_models(self) -> list[str]:
         try:
-            return list(await self.app.host.request("list_models", ""))
+            reply = await self.app.host.request("list_models", "")
         except AgentHostError as exc:
             raise AgentHostError(f"the agent host cannot list the endpoint's models: {exc}") from exc
+        self.app.host_model = str(reply.get("current") or "")
+        return list(reply.get("models") or [])

@@ -295,12 +295,11 @@ async def test_blank_call_id_is_repaired_in_the_call_and_its_result_alike(tmp_pa
         assert stored[1].tool_calls[0]["id"] == stored[2].tool_call_id == call_ids[0]
 
 
-@pytest.mark.parametrize("io", ["inline", "thread", "process"])
 @pytest.mark.asyncio
-async def test_an_answer_that_is_one_huge_line_tells_the_user(tmp_path, openai_server, sesame_server, io):
+async def test_an_answer_that_is_one_huge_line_tells_the_user(tmp_path, openai_server, sesame_server):
     """8 MB and no newline: the run used to end 'finished' with an empty answer and nothing said."""
     openai_server.script(Turn(raw_body=b'data: {"choices": [{"delta": {"content": "' + b"x" * (8 << 20)))
-    config = make_config(tmp_path, openai_server.url, sesame_server.url, llm_io=io)
+    config = make_config(tmp_path, openai_server.url, sesame_server.url)
     async with running(config) as (services, runtime):
         handle = await runtime.start_run("say something")
         items = await collect(handle)

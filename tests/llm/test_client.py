@@ -16,13 +16,6 @@ from astro_jupyter.llm import Completed, LlmClient, ModelSwitched, TextChunk, Th
 from tests.fakes.openai_server import NO_ID, ScriptedCall, Turn
 
 
-@pytest.fixture(autouse=True, params=["thread", "process"])
-def llm_io(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every behaviour here holds whether streams are read on the I/O thread or in the I/O process."""
-    monkeypatch.setenv("ASTRO_LLM_IO", request.param)
-    return str(request.param)
-
-
 def make_client(url: str, **kw: Any) -> LlmClient:
     cfg = AstroConfig(openai_base_url=url, openai_api_key="test-key", llm_retry_base_delay=0.01, **kw)
     return LlmClient(cfg)

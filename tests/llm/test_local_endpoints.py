@@ -17,12 +17,6 @@ from astro_jupyter.llm.types import ToolCallPreparing
 from tests.fakes.openai_server import FakeOpenAIServer, ScriptedCall, Turn
 
 
-@pytest.fixture(autouse=True, params=["thread", "process"])
-def llm_io(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("ASTRO_LLM_IO", request.param)
-    return str(request.param)
-
-
 def make_client(url: str, **kw: Any) -> LlmClient:
     return LlmClient(AstroConfig(openai_base_url=url, openai_api_key="k", llm_retry_base_delay=0.01, **kw))
 

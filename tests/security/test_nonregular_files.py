@@ -17,6 +17,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.waiting import until
+
 from astro_jupyter.agent.executor import ToolCallRequest, ToolExecutor
 from astro_jupyter.agent.tools.base import ToolContext
 from astro_jupyter.agent.tools.file_state import FileStateCache
@@ -24,7 +26,7 @@ from astro_jupyter.agent.tools.filesystem.edit import FileEditTool
 from astro_jupyter.agent.tools.filesystem.glob import GlobFilesTool
 from astro_jupyter.agent.tools.filesystem.grep import GrepFilesTool
 from astro_jupyter.agent.tools.filesystem.read import ReadFileTool
-from astro_jupyter.agent.tools.filesystem.regular import FsPool, fs_pool, run_fs
+from astro_jupyter.agent.tools.filesystem.regular import FS_POOL_THREADS, fs_pool, run_fs
 from astro_jupyter.agent.tools.filesystem.write import FileWriteTool
 from astro_jupyter.agent.tools.registry import ToolRegistry
 from astro_jupyter.config import AstroConfig
@@ -151,12 +153,12 @@ async def test_a_stuck_file_pool_times_out_cleanly_and_spares_the_default_pool(t
                                                                                services: Any) -> None:
     """Whatever still hangs (a dead network mount) holds only the file tools' own threads."""
     root, _fifos = project
-    config = _config(tmp_path, root, fs_tool_threads=2, tool_timeout_secs=1.0)
+    config = _config(tmp_path, root, tool_timeout_secs=1.0)
     gate = threading.Event()
-    blockers = [asyncio.ensure_future(run_fs(config, gate.wait, 30)) for _ in range(2)]
+    pool = fs_pool(FS_POOL_THREADS)
+    blockers = [asyncio.ensure_future(run_fs(gate.wait, 30)) for _ in range(FS_POOL_THREADS)]
     try:
-        await asyncio.sleep(0.2)
-        assert fs_pool(2).busy == 2
+        await until(lambda: pool.busy == FS_POOL_THREADS, "every file-tool thread hangs")
         # the default executor is untouched
         assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 5) == 42
         executor = ToolExecutor(ToolRegistry([ReadFileTool()]), config=config)
@@ -174,54 +176,4 @@ async def test_a_stuck_file_pool_times_out_cleanly_and_spares_the_default_pool(t
         executor.execute([ToolCallRequest("r2", "read_file", '{"path": "notes/a.txt"}')], _ctx(config, services)), GUARD
     )
     assert not again.output.is_error and "needle here" in again.output.content
-    assert fs_pool(2).busy == 0 and all(t.daemon for t in threading.enumerate() if t.name.startswith("astro-fs-"))
-
-
-def test_fs_threads_setting_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert AstroConfig().fs_tool_threads == 4
-    monkeypatch.setenv("ASTRO_FS_THREADS", "9")
-    assert AstroConfig().fs_tool_threads == 9
-
-
-def test_file_jobs_take_turns_for_the_interpreter() -> None:
-    """Jobs on the pool's threads run one after another (side by side they only fight over the GIL
-    with the server's event loop), though each still has its own thread."""
-    pool = FsPool(3)
-    spans: list[tuple[float, float, str]] = []
-
-    def job() -> None:
-        start = time.monotonic()
-        time.sleep(0.15)
-        spans.append((start, time.monotonic(), threading.current_thread().name))
-
-    futures = [pool.submit(job, turn_wait=5.0) for _ in range(3)]
-    for f in futures:
-        f.result(timeout=10)
-    spans.sort()
-    assert all(spans[i][1] <= spans[i + 1][0] for i in range(2)), spans
-    # without turns they overlap (the same three jobs)
-    spans.clear()
-    for f in [pool.submit(job) for _ in range(3)]:
-        f.result(timeout=10)
-    spans.sort()
-    assert spans[0][1] > spans[1][0]
-
-
-def test_a_stuck_job_holds_the_others_up_only_for_the_turn_wait() -> None:
-    """A read hung on a dead mount keeps its turn; the next job waits ``fs_gate_secs`` at most, then runs."""
-    pool = FsPool(2)
-    hung = threading.Event()
-    stuck = pool.submit(lambda: hung.wait(30), turn_wait=5.0)
-    time.sleep(0.1)
-    started = time.monotonic()
-    assert pool.submit(lambda: "read", turn_wait=0.3).result(timeout=10) == "read"
-    waited = time.monotonic() - started
-    assert 0.25 <= waited < 3.0
-    hung.set()
-    assert stuck.result(timeout=10) is True
-
-
-def test_fs_gate_setting_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert AstroConfig().fs_gate_secs == 0.5
-    monkeypatch.setenv("ASTRO_FS_GATE_SECS", "0")
-    assert AstroConfig().fs_gate_secs == 0.0
+    assert pool.busy == 0 and all(t.daemon for t in threading.enumerate() if t.name.startswith("astro-fs-"))

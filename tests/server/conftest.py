@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+import httpx2
 import pytest
 from traitlets.config import Config
 
@@ -86,3 +87,37 @@ def live_url(jp_http_port: int, jp_base_url: str) -> Callable[[str], str]:
         return f"http://127.0.0.1:{jp_http_port}{jp_base_url}{path.lstrip('/')}"
 
     return url
+
+
+Event = tuple[int, dict[str, Any]]
+
+
+@pytest.fixture
+def sse(live_url: Callable[[str], str], jp_auth_header: dict[str, str]) -> Callable[..., Any]:
+    """Read a run's SSE stream with httpx2's EventSource until ``done`` (or ``until`` says stop): what the sidebar
+    reads, so a test waits for a run the way a user does (the run itself lives in the agent host)."""
+
+    async def read(run_id: str, *, last_event_id: int | None = None, query: int | None = None,
+                   until: Callable[[list[Event]], bool] | None = None, raw: list[str] | None = None) -> list[Event]:
+        headers = dict(jp_auth_header)
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
+        url = live_url(f"astro/api/runs/{run_id}/events")
+        if query is not None:
+            url += f"?last_event_id={query}"
+        events: list[Event] = []
+        async with httpx2.AsyncClient(timeout=30) as client:
+            async with client.sse(url, headers=headers) as source:
+                assert source.response.status_code == 200
+                assert source.response.headers["content-type"].startswith("text/event-stream")
+                async for message in source:
+                    if raw is not None:
+                        raw.append(message.data)
+                    if not message.data:
+                        continue
+                    events.append((int(message.id), json.loads(message.data)))
+                    if until is not None and until(events):
+                        break
+        return events
+
+    return read

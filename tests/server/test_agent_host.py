@@ -1,4 +1,4 @@
-"""The agent host (``AstroConfig.agent_host``): sidebar runs in a process of their own, managed like a kernel.
+"""The agent host: sidebar runs in a process of their own, managed like a kernel.
 
 Everything is observed the way the sidebar sees it: the REST routes and a real SSE client on a
 live in-process Jupyter server; the host is a real ``python -m astro_jupyter.host`` child, the
@@ -9,7 +9,6 @@ killed for real with SIGKILL.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 from pathlib import Path
@@ -28,26 +27,8 @@ Event = tuple[int, dict[str, Any]]
 
 @pytest.fixture
 def astro_overrides(openai_server: Any, sesame_server: Any) -> dict[str, Any]:
-    return {"agent_host": True, "openai_base_url": openai_server.url, "openai_api_key": "k",
+    return {"openai_base_url": openai_server.url, "openai_api_key": "k",
             "sesame_url": sesame_server.url, "sse_keepalive_secs": 0.2, "permission_timeout_secs": 60.0}
-
-
-@pytest.fixture
-def sse(live_url: Callable[[str], str], jp_auth_header: dict[str, str]) -> Callable[..., Any]:
-    async def read(run_id: str, *, after: int = 0, until: Callable[[list[Event]], bool] | None = None) -> list[Event]:
-        headers = dict(jp_auth_header, **({"Last-Event-ID": str(after)} if after else {}))
-        events: list[Event] = []
-        async with httpx2.AsyncClient(timeout=30) as client:
-            async with client.sse(live_url(f"astro/api/runs/{run_id}/events"), headers=headers) as source:
-                assert source.response.status_code == 200
-                async for msg in source:
-                    if msg.data:
-                        events.append((int(msg.id), json.loads(msg.data)))
-                        if until is not None and until(events):
-                            break
-        return events
-
-    return read
 
 
 def host_of(jp_serverapp: Any) -> Any:
@@ -104,7 +85,7 @@ async def test_questions_and_notebook_tools_cross_the_channel(
     status, body = await api("POST", f"astro/api/runs/{run_id}/answers",
                              body={"request_id": request["request_id"], "answer": "allow"})
     assert status == 200 and body["accepted"] is True
-    rest = await sse(run_id, after=head[-1][0])
+    rest = await sse(run_id, last_event_id=head[-1][0])
     result = next(e for _, e in rest if e["type"] == "tool_result")
     assert not result["is_error"], result["output"]
     assert result["metadata"]["via"] == "contents"  # the server's ContentsManager, called by the host
@@ -217,7 +198,7 @@ def test_no_orphan_host_after_kill_9_of_the_server(tmp_path: Path, openai_server
 
     home = tmp_path / "astro_home"
     openai_server.script(Turn.call("file_write", {"path": "out.txt", "content": "hi"}, id="w1"))
-    server = Server(home, openai_server.url, tmp_path / "server.log", "--AstroConfig.agent_host=True")
+    server = Server(home, openai_server.url, tmp_path / "server.log")
     try:
         started = httpx2.post(f"{server.base}/astro/api/runs", headers=AUTH, json={"prompt": "write"}, timeout=120).json()
         status, seen = read_sse(server.base, started["run_id"], stop_after=3)
@@ -233,7 +214,7 @@ def test_no_orphan_host_after_kill_9_of_the_server(tmp_path: Path, openai_server
     finally:
         server.stop()
     # the host closed its run on the way out: a new server shows it ended, nothing left 'running'
-    again = Server(home, openai_server.url, tmp_path / "server.log", "--AstroConfig.agent_host=True")
+    again = Server(home, openai_server.url, tmp_path / "server.log")
     try:
         status, events = read_sse(again.base, started["run_id"])
         assert status == 200 and events[-1][1]["type"] == "done"
@@ -244,7 +225,7 @@ def test_no_orphan_host_after_kill_9_of_the_server(tmp_path: Path, openai_server
 def test_doctor_reports_whether_the_agent_host_starts(tmp_path: Path, openai_server: Any) -> None:
     from tests.cli.test_cli import cli_env, run_cli
 
-    env = dict(cli_env(tmp_path / "home", openai_server.url), ASTRO_AGENT_HOST="1")
+    env = cli_env(tmp_path / "home", openai_server.url)
     ok = run_cli(env, "doctor", timeout=180)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "Agent host     yes (started in" in ok.stdout

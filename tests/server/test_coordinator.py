@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from astro_jupyter.app import AstroApp
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -24,14 +23,14 @@ def _tool_names(body: dict[str, Any]) -> set[str]:
     return {t["function"]["name"] for t in body.get("tools") or []}
 
 
-async def _run(api: Api, astro_service: AstroApp, openai_server: Any, body: dict[str, Any]) -> dict[str, Any]:
+async def _run(api: Api, sse: Any, openai_server: Any, body: dict[str, Any]) -> dict[str, Any]:
     """Start a run over HTTP, wait for it to finish, return the chat request the LLM received."""
     openai_server.script(Turn.say("Done."))
     before = len(openai_server.chat_requests)
     status, started = await api("POST", "astro/api/runs", body=body)
     assert status == 201, started
-    done = await astro_service.live_run(started["run_id"]).wait()
-    assert done.reason == "finished"
+    events = await sse(started["run_id"])
+    assert events[-1][1]["type"] == "done" and events[-1][1]["reason"] == "finished"
     assert len(openai_server.chat_requests) == before + 1
     return {"session_id": started["session_id"], "request": openai_server.chat_requests[-1]}
 
@@ -71,27 +70,27 @@ async def test_bad_patch_bodies_are_json_errors_and_change_nothing(api: Api) -> 
     assert status == 404 and err["reason"] == "session_not_found"
 
 
-async def test_run_without_flag_uses_the_sessions_mode(api: Api, astro_service: AstroApp, openai_server: Any) -> None:
+async def test_run_without_flag_uses_the_sessions_mode(api: Api, sse: Any, openai_server: Any) -> None:
     status, created = await api("POST", "astro/api/sessions", body={"title": "Delegation"})
     sid = created["id"]
 
-    plain = await _run(api, astro_service, openai_server, {"prompt": "hello", "session_id": sid})
+    plain = await _run(api, sse, openai_server, {"prompt": "hello", "session_id": sid})
     assert "delegate_task" not in _tool_names(plain["request"]) and "query_target" in _tool_names(plain["request"])
 
     await api("PATCH", "astro/api/sessions", sid, body={"coordinator": True})
-    coord = await _run(api, astro_service, openai_server, {"prompt": "split this up", "session_id": sid})
+    coord = await _run(api, sse, openai_server, {"prompt": "split this up", "session_id": sid})
     assert {"delegate_task", "check_task"} <= _tool_names(coord["request"])
 
     # an explicit value wins over the stored one, and becomes the session's mode
-    explicit = await _run(api, astro_service, openai_server, {"prompt": "just answer", "session_id": sid, "coordinator": False})
+    explicit = await _run(api, sse, openai_server, {"prompt": "just answer", "session_id": sid, "coordinator": False})
     assert "delegate_task" not in _tool_names(explicit["request"])
     status, one = await api("GET", "astro/api/sessions", sid)
     assert one["coordinator"] is False
-    again = await _run(api, astro_service, openai_server, {"prompt": "and again", "session_id": sid})
+    again = await _run(api, sse, openai_server, {"prompt": "and again", "session_id": sid})
     assert "delegate_task" not in _tool_names(again["request"])
 
     # a run that makes its own session stores its explicit flag there
-    fresh = await _run(api, astro_service, openai_server, {"prompt": "new one", "coordinator": True})
+    fresh = await _run(api, sse, openai_server, {"prompt": "new one", "coordinator": True})
     assert "delegate_task" in _tool_names(fresh["request"])
     status, one = await api("GET", "astro/api/sessions", fresh["session_id"])
     assert one["coordinator"] is True

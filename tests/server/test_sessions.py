@@ -101,7 +101,7 @@ class TestInvalidConfiguration:
         assert "action must be allow, deny or ask" in err["message"]
 
 
-async def test_sessions_show_the_model_they_ran_with(api: Api, astro_service, openai_server) -> None:
+async def test_sessions_show_the_model_they_ran_with(api: Api, sse, astro_service, openai_server) -> None:
     from tests.fakes.openai_server import Turn
 
     status, created = await api("POST", "astro/api/sessions", body={"title": "Model shown"})
@@ -110,7 +110,7 @@ async def test_sessions_show_the_model_they_ran_with(api: Api, astro_service, op
         openai_server.script(Turn.say("Done."))
         status, started = await api("POST", "astro/api/runs", body=body)
         assert status == 201, started
-        await astro_service.live_run(started["run_id"]).wait()
+        assert (await sse(started["run_id"]))[-1][1]["type"] == "done"
     status, one = await api("GET", "astro/api/sessions", created["id"])
     assert one["model"] == "other-model"
     assert [r["model"] for r in one["runs"]] == [astro_service.services.config.llm_model, "other-model"]

@@ -3,7 +3,6 @@ after a quiet spell goes at once. (Fewer writes and wake-ups per event on a busy
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any, Callable

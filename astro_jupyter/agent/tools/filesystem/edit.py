@@ -81,13 +81,13 @@ class FileEditTool(AgentTool):
         files = client_files(ctx)
         if files is not None and files.can_read and files.can_write:
             return await self._edit_client(files, path, old, new, replace_all, ctx)
-        return await run_fs(ctx.config, self._edit, path, old, new, replace_all, ctx)
+        return await run_fs(self._edit, path, old, new, replace_all, ctx)
 
     async def _edit_client(self, files: Any, path: Path, old: str, new: str, replace_all: bool,
                            ctx: ToolContext) -> ToolOutput:
         """Through an ACP client: the editor's buffer (unsaved text included) is read, edited and written back."""
         shown = display_path(path, ctx.config)
-        if not await run_fs(ctx.config, path.is_file):
+        if not await run_fs(path.is_file):
             return ToolOutput.error(f"file_edit: {shown} is not an existing regular file; use file_write to create it",
                                     path=str(path))
         try:

@@ -157,7 +157,7 @@ class GlobFilesTool(AgentTool):
         except (ValueError, TypeError) as exc:
             return ToolOutput.error(f"glob_files: {exc}")
         # path resolution stats every component: on the pool, not the server's event loop
-        return await run_fs(ctx.config, self._glob, args.get("path"), pattern, max(1, max_results), ctx)
+        return await run_fs(self._glob, args.get("path"), pattern, max(1, max_results), ctx)
 
     def _glob(self, raw_path: Any, pattern: str, max_results: int, ctx: ToolContext) -> ToolOutput:
         try:

@@ -112,7 +112,7 @@ class GrepFilesTool(AgentTool):
         except (ValueError, TypeError) as exc:
             return ToolOutput.error(f"grep_files: {exc}")
         # path resolution stats every component: on the pool, not the server's event loop
-        return await run_fs(ctx.config, self._grep, regex, args.get("path"), file_glob, max_results, ctx)
+        return await run_fs(self._grep, regex, args.get("path"), file_glob, max_results, ctx)
 
     def _grep(self, regex: re.Pattern[str], raw_path: Any, file_glob: str | None, max_results: int, ctx: ToolContext) -> ToolOutput:
         try:

@@ -81,12 +81,12 @@ class ReadFileTool(AgentTool):
         if files is not None and files.can_read:
             return await self._read_client(files, args.get("path", ""), offset, limit, ctx)
         # path resolution stats every component: on the pool, not the server's event loop
-        return await run_fs(ctx.config, self._read, args.get("path", ""), offset, limit, ctx)
+        return await run_fs(self._read, args.get("path", ""), offset, limit, ctx)
 
     async def _read_client(self, files: Any, raw_path: Any, offset: int, limit: int | None, ctx: ToolContext) -> ToolOutput:
         """Through an ACP client (its buffer may hold unsaved text): the same sandbox and file checks
         on the path first; no unchanged-stub (a buffer has no mtime)."""
-        found = await run_fs(ctx.config, self._locate, raw_path, ctx)
+        found = await run_fs(self._locate, raw_path, ctx)
         if isinstance(found, ToolOutput):
             return found
         path, _st = found

@@ -8,16 +8,11 @@ seven of those used to take every thread of the default executor, so every other
 * ``check_regular`` refuses anything but a regular file from ``stat`` *before* opening, and
   ``read_regular`` opens with ``O_NONBLOCK`` and re-checks with ``fstat``, so a file swapped for
   a FIFO between the two cannot block the open either;
-* ``run_fs`` runs the blocking part of a file tool on a dedicated pool of ``fs_tool_threads``
+* ``run_fs`` runs the blocking part of a file tool on a dedicated pool of ``FS_POOL_THREADS``
   daemon threads: whatever still hangs (a dead network mount) holds one of those, never the
   default executor, and the executor's tool timeout ends the call for the model; a queued job
-  whose call timed out is dropped before it starts. Daemon threads never block process exit;
-* the pool's jobs take turns for the interpreter: a job waits up to ``fs_gate_secs`` for the one
-  before it to finish, then runs. Their work is mostly Python (walking, decoding, matching), so
-  threads running it side by side add no throughput; they only compete for the GIL with the
-  server's event loop, and every request waited (``GET astro/api/sessions`` p95 30 ms with four
-  such threads against 13 ms with one, benchmarks/bench_server_load.py). The wait is bounded so
-  that a job stuck in a hung read holds up the others only that long.
+  whose call timed out is dropped before it starts. Daemon threads never block process exit.
+  The pool runs in the agent host (or the kernel), never in the Jupyter server's interpreter.
 """
 
 from __future__ import annotations
@@ -34,6 +29,8 @@ from typing import Any, Callable, TypeVar
 from ....errors import FileRefused
 
 T = TypeVar("T")
+
+FS_POOL_THREADS = 4  # hung reads tolerated at once before file tools queue behind them
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -106,30 +103,18 @@ class FsPool:
         self._jobs: "queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]" = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._turn = threading.Lock()  # one job's Python work at a time (see the module docstring)
         self.busy = 0
 
-    def submit(self, fn: Callable[[], T], turn_wait: float = 0.0) -> "concurrent.futures.Future[T]":
-        """Run ``fn`` on the pool; with ``turn_wait`` > 0 it first waits (that long at most) for its turn."""
+    def submit(self, fn: Callable[[], T]) -> "concurrent.futures.Future[T]":
+        """Run ``fn`` on the pool (a thread is added up to the bound when all are taken)."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._jobs.put((future, self._taking_turns(fn, turn_wait) if turn_wait > 0 else fn))
+        self._jobs.put((future, fn))
         with self._lock:
             if len(self._threads) < self.size:  # grown lazily up to the bound; idle threads just wait
                 thread = threading.Thread(target=self._work, name=f"astro-fs-{len(self._threads)}", daemon=True)
                 self._threads.append(thread)
                 thread.start()
         return future
-
-    def _taking_turns(self, fn: Callable[[], T], wait: float) -> Callable[[], T]:
-        def job() -> T:
-            mine = self._turn.acquire(timeout=wait)  # False: the one before is slow or stuck; run anyway
-            try:
-                return fn()
-            finally:
-                if mine:
-                    self._turn.release()
-
-        return job
 
     def _work(self) -> None:
         while True:
@@ -165,7 +150,6 @@ def fs_pool(size: int) -> FsPool:
         return pool
 
 
-async def run_fs(config: Any, fn: Callable[..., T], *args: Any) -> T:
+async def run_fs(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` on the file-tool pool; cancelling the await drops it if it has not started."""
-    pool = fs_pool(int(config.fs_tool_threads))
-    return await asyncio.wrap_future(pool.submit(lambda: fn(*args), float(config.fs_gate_secs)))
+    return await asyncio.wrap_future(fs_pool(FS_POOL_THREADS).submit(lambda: fn(*args)))

@@ -60,13 +60,13 @@ class FileWriteTool(AgentTool):
         files = client_files(ctx)
         if files is not None and files.can_write:
             return await self._write_client(files, path, content, ctx)
-        return await run_fs(ctx.config, self._write, path, content, ctx)
+        return await run_fs(self._write, path, content, ctx)
 
     async def _write_client(self, files: Any, path: Path, content: str, ctx: ToolContext) -> ToolOutput:
         """Through an ACP client: the editor writes (its open buffer follows, its undo works)."""
         shown = display_path(path, ctx.config)
-        existed = await run_fs(ctx.config, path.exists)
-        if existed and not await run_fs(ctx.config, path.is_file):  # a directory, FIFO or device node
+        existed = await run_fs(path.exists)
+        if existed and not await run_fs(path.is_file):  # a directory, FIFO or device node
             return ToolOutput.error(f"file_write: {shown} is not a regular file", path=str(path))
         try:
             await files.write_text(str(path), content)
