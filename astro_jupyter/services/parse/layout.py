@@ -8,6 +8,7 @@ headings and two-column order at the speed of ``get_text("dict")``.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,8 @@ def _font_style(flags: int, font: str) -> int:
 # raw PyMuPDF's line dict (``dict`` path only: table cells need its spans' boxes).
 Span = tuple[str, float, int]
 RawPiece = tuple[float, float, float, float, list[Span], Any]
+# a ruling stroke: (x0, x1, y) when horizontal, (x, y0, y1) when vertical
+Rule = tuple[float, float, float]
 
 
 def _merge_same_baseline(pieces: list[RawPiece]) -> list[list[RawPiece]]:
@@ -207,8 +210,9 @@ def extract_page(page: Any, number: int) -> PageData:
         return _page_from_dict(page, textpage, number)
     indexed: list[tuple[int, TextBlock]] | None = html.blocks
     done = set(html.unexplained)
+    boxes = _block_boxes(textpage) if done else []
     if done:
-        indexed = _rebuild_from_dict(textpage, html, html.blocks, done, number)
+        indexed = _rebuild_from_dict(textpage, html, boxes, html.blocks, done, number)
         if indexed is None:
             return _page_from_dict(page, textpage, number)
     blocks = [block for _, block in indexed]
@@ -216,19 +220,18 @@ def extract_page(page: Any, number: int) -> PageData:
         return _finish_page(page, number, blocks, [], [], bool(done))
     rules, verticals = _rules(page)
     regions = table_regions(rules)
+    if regions and not boxes:
+        boxes = _block_boxes(textpage)
     wanted = {
-        i for i, (x0, y0, x1, y1, kind) in enumerate(html.boxes)
+        i for i, (x0, y0, x1, y1, kind) in enumerate(boxes)
         if kind == 0 and i not in done and any(not (x1 <= g[0] or g[2] <= x0 or y1 <= g[1] or g[3] <= y0) for g in regions)
     }
     if wanted:
-        indexed = _rebuild_from_dict(textpage, html, indexed, wanted, number)
+        indexed = _rebuild_from_dict(textpage, html, boxes, indexed, wanted, number)
         if indexed is None:
             return _page_from_dict(page, textpage, number, (rules, verticals))
         blocks = [block for _, block in indexed]
     return _finish_page(page, number, blocks, rules, verticals, bool(done or wanted))
-
-
-Rule = tuple[float, float, float]
 
 
 def _page_from_dict(page: Any, textpage: Any, number: int, drawn: tuple[list[Rule], list[Rule]] | None = None) -> PageData:
@@ -242,8 +245,8 @@ def _page_from_dict(page: Any, textpage: Any, number: int, drawn: tuple[list[Rul
     return _finish_page(page, number, blocks, drawn[0], drawn[1], True)
 
 
-def _rebuild_from_dict(textpage: Any, html: _HtmlPage, indexed: list[tuple[int, TextBlock]], wanted: set[int],
-                       number: int) -> list[tuple[int, TextBlock]] | None:
+def _rebuild_from_dict(textpage: Any, html: _HtmlPage, boxes: list[Box], indexed: list[tuple[int, TextBlock]],
+                       wanted: set[int], number: int) -> list[tuple[int, TextBlock]] | None:
     """``indexed`` with the blocks ``wanted`` (text page indices) rebuilt from the ``dict``
     output; ``None`` when the ``dict`` does not give them as expected.
 
@@ -253,7 +256,6 @@ def _rebuild_from_dict(textpage: Any, html: _HtmlPage, indexed: list[tuple[int, 
     back). The blocks come in the text page's order; a block beside the union that reaches into
     it comes in part, and is dropped. Each block rebuilt must hold the text its HTML lines held.
     """
-    boxes = html.boxes
     box = textpage.this.m_internal.mediabox
     page_box = (box.x0, box.y0, box.x1, box.y1)
     box.x0 = min(boxes[i][0] for i in wanted) - 1
@@ -272,10 +274,9 @@ def _rebuild_from_dict(textpage: Any, html: _HtmlPage, indexed: list[tuple[int, 
     chosen = [(i, raw) for i, raw in zip(kept, raw_blocks) if i in wanted]
     if len(chosen) != len(wanted):
         return None
-    lines = html.lines
+    lines, starts = html.lines, html.starts
     for i, raw in chosen:
-        start, end = html.rows[i]
-        from_html = "".join([span[0] for row in lines[start:end] for span in row[3]])
+        from_html = "".join([span[0] for row in lines[starts[i]:starts[i + 1]] for span in row[3]])
         from_dict = "".join([span["text"] for ln in raw["lines"] for span in ln["spans"]])
         if "".join(from_html.split()) != "".join(from_dict.split()):
             return None  # the HTML gave this block lines that are not its own
@@ -283,6 +284,21 @@ def _rebuild_from_dict(textpage: Any, html: _HtmlPage, indexed: list[tuple[int, 
     merged = [(i, block) for i, block in indexed if i not in wanted] + rebuilt
     merged.sort(key=lambda item: item[0])  # the text page's order, as the ``dict`` path has it
     return merged
+
+
+# a block's box and type (0: text)
+Box = tuple[float, float, float, float, int]
+
+
+def _block_boxes(textpage: Any) -> list[Box]:
+    """Every block's box and type, in the text page's order."""
+    boxes = []
+    raw = textpage.this.m_internal.first_block
+    while raw is not None:
+        r = raw.bbox
+        boxes.append((r.x0, r.y0, r.x1, r.y1, raw.type))
+        raw = raw.next
+    return boxes
 
 
 def _has_table_caption(blocks: list[TextBlock]) -> bool:
@@ -297,6 +313,7 @@ def _has_table_caption(blocks: list[TextBlock]) -> bool:
 
 # an HTML line: (left edge, baseline, largest size, spans)
 HtmlLine = tuple[float, float, float, list[Span]]
+_END_TOKEN = ("0", "0", "1", "", "", "")  # a line start after the last line
 
 
 @dataclass(slots=True)
@@ -305,23 +322,31 @@ class _HtmlPage:
 
     blocks: list[tuple[int, TextBlock]]  # the blocks the HTML explains, with their index in the text page
     unexplained: list[int]  # indices of text blocks whose box their HTML lines do not explain
-    boxes: list[tuple[float, float, float, float, int]]  # every block's box and type, in order
     lines: list[HtmlLine]
-    rows: dict[int, tuple[int, int]]  # a text block's index → the range of its lines in ``lines``
+    starts: list[int]  # block i's lines are lines[starts[i]:starts[i + 1]]
 
 
 def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None:
     """Blocks and lines from the page's HTML and block list; ``None`` when they do not fit together."""
     # the page's lines in order, each (left, baseline, largest size, spans)
     html_lines: list[HtmlLine] = []
+    led: list[int] = []  # lines whose first style run is smaller than their largest (a footnote mark)
     spans: list[Span] = []
     cache = _tags_style_cache
     left = baseline = first = 0.0
     started = False
-    for top, x, height, key, size, text in _HTML_TOKEN.findall(html):
+    tokens = _HTML_TOKEN.findall(html)
+    tokens.append(_END_TOKEN)  # closes the last line
+    for top, x, height, key, size, text in tokens:
         if top:
             if started:
-                html_lines.append((left, baseline, max([s[1] for s in spans]) if len(spans) > 1 else first, spans))
+                if len(spans) > 1:
+                    largest = max([s[1] for s in spans])
+                    if spans[0][1] < 0.85 * largest:
+                        led.append(len(html_lines))
+                    html_lines.append((left, baseline, largest, spans))
+                else:
+                    html_lines.append((left, baseline, first, spans))
             started, first = True, float(height)
             left, baseline, spans = float(x), float(top) + 0.8 * first, []
             continue
@@ -329,24 +354,20 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
         if style is None:
             style = _html_style(key)
         spans.append((_unescape(text) if "&" in text else text, float(size), style))
-    if started:
-        html_lines.append((left, baseline, max([s[1] for s in spans]) if len(spans) > 1 else first, spans))
     at = 0
     blocks: list[tuple[int, TextBlock]] = []
     unexplained: list[int] = []
-    boxes: list[tuple[float, float, float, float, int]] = []
-    ranges: dict[int, tuple[int, int]] = {}
+    starts: list[int] = []  # each block's first line in ``html_lines``
     total = len(html_lines)
     raw = textpage.this.m_internal.first_block
-    index = -1
     while raw is not None:
-        index += 1
-        r = raw.bbox
-        bx0, by0, bx1, by1 = r.x0, r.y0, r.x1, r.y1
-        boxes.append((bx0, by0, bx1, by1, raw.type))
+        index = len(starts)
+        starts.append(at)
         if raw.type != 0:
             raw = raw.next
             continue
+        r = raw.bbox
+        bx0, by0, bx1, by1 = r.x0, r.y0, r.x1, r.y1
         raw = raw.next
         start = at
         # the block's lines are the next ones in the HTML that lie inside its box
@@ -358,7 +379,6 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
             at += 1
         if at == start:
             return None  # a line outside its block's box: the two do not fit together
-        ranges[index] = (start, at)
         if at - start == 1:  # the common one-line block: the line's box is the block's
             first_row = html_lines[start]
             if by1 - by0 > 2.5 * max(first_row[2], 1.0) and len("".join(s[0] for s in first_row[3]).strip()) > 1:
@@ -380,7 +400,7 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
             or by0 < min(b - 1.3 * s for _, b, s, _ in rows) - 1.0
             or by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0
             # a line led by smaller type (a footnote mark): its HTML baseline is that mark's
-            or any(row[3] and row[3][0][1] < 0.85 * row[2] for row in rows)
+            or (led and (k := bisect_left(led, start)) < len(led) and led[k] < at)
         ):
             unexplained.append(index)
             continue
@@ -411,7 +431,8 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
         blocks.append((index, TextBlock(number, x0, y0, x1, y1, lines)))
     if at != total:
         return None
-    return _HtmlPage(blocks, unexplained, boxes, html_lines, ranges)
+    starts.append(at)
+    return _HtmlPage(blocks, unexplained, html_lines, starts)
 
 
 def _blocks_from_dict(raw_blocks: list[dict[str, Any]], number: int,
@@ -448,8 +469,8 @@ def _blocks_from_dict(raw_blocks: list[dict[str, Any]], number: int,
     return blocks
 
 
-def _finish_page(page: Any, number: int, blocks: list[TextBlock], rules: list[tuple[float, float, float]],
-                 verticals: list[tuple[float, float, float]], from_dict: bool) -> PageData:
+def _finish_page(page: Any, number: int, blocks: list[TextBlock], rules: list[Rule], verticals: list[Rule],
+                 from_dict: bool) -> PageData:
     image_area = 0.0
     if not blocks:
         # only needed to tell an image-only (scanned) PDF from an empty one
