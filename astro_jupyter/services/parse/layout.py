@@ -251,29 +251,41 @@ def _rebuild_from_dict(textpage: Any, html: _HtmlPage, boxes: list[Box], indexed
     output; ``None`` when the ``dict`` does not give them as expected.
 
     Only those blocks are turned into Python dicts: MuPDF's ``dict`` extraction keeps the blocks
-    (and of them the characters) that overlap the text page's box, so for the call that box is
-    the union of the blocks wanted, a point wider (it is the page's box otherwise, and is put
-    back). The blocks come in the text page's order; a block beside the union that reaches into
-    it comes in part, and is dropped. Each block rebuilt must hold the text its HTML lines held.
+    (and of them the characters) that overlap the text page's box, so for each run of blocks
+    that follow one another that box is the run's union, a point wider (it is the page's box
+    otherwise, and is put back): blocks far apart would take in all between them. The blocks
+    come in the text page's order; a block beside the union that reaches into it comes in part,
+    and is dropped. Each block rebuilt must hold the text its HTML lines held.
     """
+    order = sorted(wanted)
+    runs: list[list[int]] = []
+    for i in order:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    chosen: list[tuple[int, dict[str, Any]]] = []
     box = textpage.this.m_internal.mediabox
     page_box = (box.x0, box.y0, box.x1, box.y1)
-    box.x0 = min(boxes[i][0] for i in wanted) - 1
-    box.y0 = min(boxes[i][1] for i in wanted) - 1
-    box.x1 = max(boxes[i][2] for i in wanted) + 1
-    box.y1 = max(boxes[i][3] for i in wanted) + 1
-    cx0, cy0, cx1, cy1 = box.x0, box.y0, box.x1, box.y1  # as MuPDF stores them (single precision)
     try:
-        raw_blocks = textpage.extractDICT()["blocks"]
+        for run in runs:
+            box.x0 = min(boxes[i][0] for i in run) - 1
+            box.y0 = min(boxes[i][1] for i in run) - 1
+            box.x1 = max(boxes[i][2] for i in run) + 1
+            box.y1 = max(boxes[i][3] for i in run) + 1
+            cx0, cy0, cx1, cy1 = box.x0, box.y0, box.x1, box.y1  # as MuPDF stores them (single precision)
+            raw_blocks = textpage.extractDICT()["blocks"]
+            # the blocks MuPDF kept: those whose box meets the clip, in order (all text: no images asked for)
+            kept = [i for i, (x0, y0, x1, y1, _) in enumerate(boxes)
+                    if max(x0, cx0) < min(x1, cx1) and max(y0, cy0) < min(y1, cy1)]
+            if len(kept) != len(raw_blocks) or any(boxes[i][4] != 0 for i in kept):
+                return None
+            got = [(i, raw) for i, raw in zip(kept, raw_blocks) if i in wanted and run[0] <= i <= run[-1]]
+            if len(got) != len(run):
+                return None
+            chosen.extend(got)
     finally:
         box.x0, box.y0, box.x1, box.y1 = page_box
-    # the blocks MuPDF kept: those whose box meets the clip, in order (all text: no images asked for)
-    kept = [i for i, (x0, y0, x1, y1, _) in enumerate(boxes) if max(x0, cx0) < min(x1, cx1) and max(y0, cy0) < min(y1, cy1)]
-    if len(kept) != len(raw_blocks) or any(boxes[i][4] != 0 for i in kept):
-        return None
-    chosen = [(i, raw) for i, raw in zip(kept, raw_blocks) if i in wanted]
-    if len(chosen) != len(wanted):
-        return None
     lines, starts = html.lines, html.starts
     for i, raw in chosen:
         from_html = "".join([span[0] for row in lines[starts[i]:starts[i + 1]] for span in row[3]])
