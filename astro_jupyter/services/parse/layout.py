@@ -354,7 +354,9 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
             if started:
                 if len(spans) > 1:
                     largest = max([s[1] for s in spans])
-                    if spans[0][1] < 0.85 * largest:
+                    # a mark set at about two thirds of the text's size; far smaller (a bullet
+                    # scaled down to a point) sits on the line's own baseline
+                    if 0.4 * largest < spans[0][1] < 0.85 * largest:
                         led.append(len(html_lines))
                     html_lines.append((left, baseline, largest, spans))
                 else:
