@@ -350,13 +350,20 @@ def _pages_as_the_dict_gives_them(path: Path) -> tuple[list[list[str]], list[lis
     return fast, reference
 
 
-def test_table_pages_read_as_the_whole_page_dict_reads_them(shared_pdfs: Path, tmp_path: Path) -> None:
-    """Pages with tables and superscripts: the HTML with only some blocks from the ``dict`` gives
-    the same blocks and tables as the ``dict`` of the whole page."""
-    for path in (shared_pdfs / "pasa.pdf", PDFS / "two_column.pdf", _booktabs_page(tmp_path / "table.pdf")):
+def test_table_pages_read_as_the_whole_page_dict_reads_them(tmp_path: Path) -> None:
+    """Table pages: the HTML with only the table's blocks from the ``dict`` gives the same blocks
+    and tables as the ``dict`` of the whole page."""
+    for path in (PDFS / "two_column.pdf", _booktabs_page(tmp_path / "table.pdf")):
         fast, reference = _pages_as_the_dict_gives_them(path)
         assert fast == reference, path.name
         assert any(b.startswith("| ") for page in fast for b in page), path.name
+
+
+def test_real_paper_reads_as_the_whole_page_dict_reads_it(shared_pdfs: Path) -> None:
+    """PaSa: nine tables, footnote marks, display math; every page as the whole-page ``dict`` reads it."""
+    fast, reference = _pages_as_the_dict_gives_them(shared_pdfs / "pasa.pdf")
+    assert fast == reference
+    assert sum(b.startswith("| ") for page in fast for b in page) == 9
 
 
 def test_footnote_led_by_a_superscript_mark_stays_one_paragraph(tmp_path: Path) -> None:
