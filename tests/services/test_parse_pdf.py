@@ -293,3 +293,95 @@ def test_rotated_margin_stamp_is_dropped_and_markup_characters_kept(tmp_path: Pa
     assert "arXiv" not in md, md
     assert "# 1 Introduction" in md
     assert 'a < b & c > d in the café for every "quoted" word.' in md, md
+
+
+# -- table pages: the fast extraction with the table's blocks from the dict ----------------------
+def _booktabs_page(path: Path) -> Path:
+    """Two columns: a long paragraph on the left beside a booktabs table (top, mid and bottom
+    rules) with its caption and text above and below it on the right."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((56, 60), "1 Introduction", fontname="hebo", fontsize=12)
+    left = ("The dwarf galaxies of the sample were observed over three seasons with the same setup, "
+            "and their rotation curves were measured from the neutral hydrogen velocity fields. ") * 4
+    page.insert_textbox(pymupdf.Rect(56, 70, 285, 400), left, fontname="tiro", fontsize=10)
+    page.insert_textbox(pymupdf.Rect(310, 70, 540, 120), "We compare the measured curves with two halo models "
+                        "fitted to every galaxy in turn.", fontname="tiro", fontsize=10)
+    page.insert_text((310, 140), "Table 2: Goodness of fit of the halo models.", fontname="tiro", fontsize=9)
+    for y in (150, 166, 214):
+        page.draw_line((310, y), (520, y), width=0.6)
+    for row, y in ((["Model", "chi2", "BIC"], 161), (["Burkert", "1.02", "210.4"], 180),
+                   (["NFW", "1.87", "245.9"], 194), (["Einasto", "1.10", "215.0"], 208)):
+        for text, x in zip(row, (314, 400, 470)):
+            page.insert_text((x, y), text, fontname="tiro", fontsize=9)
+    page.insert_textbox(pymupdf.Rect(310, 230, 540, 300), "The cored profile fits better than the cusp "
+                        "in every galaxy of the sample.", fontname="tiro", fontsize=10)
+    doc.save(str(path))
+    return path
+
+
+def test_table_on_a_caption_page_keeps_its_cells_and_the_text_around_it(tmp_path: Path) -> None:
+    md = parse_pdf(_booktabs_page(tmp_path / "table.pdf")).to_markdown()
+    table = ("| Model | chi2 | BIC |\n| --- | --- | --- |\n| Burkert | 1.02 | 210.4 |\n| NFW | 1.87 | 245.9 |\n"
+             "| Einasto | 1.10 | 215.0 |")
+    assert table in md, md
+    paragraphs = md.strip().split("\n\n")
+    assert "Table 2: Goodness of fit of the halo models." in paragraphs
+    assert "We compare the measured curves with two halo models fitted to every galaxy in turn." in paragraphs
+    assert "The cored profile fits better than the cusp in every galaxy of the sample." in paragraphs
+    assert md.count("neutral hydrogen velocity fields.") == 4
+    # the cells are in the table only, not also as text
+    assert md.count("Einasto") == 1 and md.count("210.4") == 1
+    # reading order: the left column, then the right one with the table between its paragraphs
+    assert md.index("velocity fields") < md.index("We compare") < md.index("| Model") < md.index("The cored profile")
+
+
+def _pages_as_the_dict_gives_them(path: Path) -> tuple[list[list[str]], list[list[str]]]:
+    """Each page's blocks (table Markdown or text) from ``extract_page`` and from the whole-page
+    ``dict`` extraction, the reference the page's HTML stands in for."""
+    from astro_jupyter.services.parse.layout import _page_from_dict, extract_page
+
+    flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
+    fast, reference = [], []
+    with pymupdf.open(str(path)) as doc:
+        for index, page in enumerate(doc):
+            fast.append([b.table or b.text for b in extract_page(page, index + 1).blocks])
+            reference.append([b.table or b.text for b in _page_from_dict(page, page.get_textpage(flags=flags), index + 1).blocks])
+    return fast, reference
+
+
+def test_table_pages_read_as_the_whole_page_dict_reads_them(tmp_path: Path) -> None:
+    """Table pages: the HTML with only the table's blocks from the ``dict`` gives the same blocks
+    and tables as the ``dict`` of the whole page."""
+    for path in (PDFS / "two_column.pdf", _booktabs_page(tmp_path / "table.pdf")):
+        fast, reference = _pages_as_the_dict_gives_them(path)
+        assert fast == reference, path.name
+        assert any(b.startswith("| ") for page in fast for b in page), path.name
+
+
+def test_real_paper_reads_as_the_whole_page_dict_reads_it(shared_pdfs: Path) -> None:
+    """PaSa: nine tables, footnote marks, display math; every page as the whole-page ``dict`` reads it."""
+    fast, reference = _pages_as_the_dict_gives_them(shared_pdfs / "pasa.pdf")
+    assert fast == reference
+    assert sum(b.startswith("| ") for page in fast for b in page) == 9
+
+
+def test_footnote_led_by_a_superscript_mark_stays_one_paragraph(tmp_path: Path) -> None:
+    """A footnote whose mark is set small and raised (as LaTeX does): the page's HTML places the
+    line at the mark's baseline, which opened a gap to the next line and split the note in two."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "1 Introduction", fontname="hebo", fontsize=14)
+    y = 100.0
+    for text in ("The crawler calls the search engine with the parameters of the query and keeps",
+                 "the papers it returns; each paper is then read by the selector, which decides",
+                 "whether it meets the requirements of the user query that started the search."):
+        page.insert_text((72, y), text, fontname="tiro", fontsize=11)
+        y += 13.6
+    page.insert_text((84, 753.5), "7", fontname="tiro", fontsize=6)
+    page.insert_text((87.5, 758.8), "Accessed via the Google Search API provided by https:", fontname="tiro", fontsize=9)
+    page.insert_text((72, 771.8), "//serper.dev.", fontname="tiro", fontsize=9)
+    path = tmp_path / "footnote.pdf"
+    doc.save(str(path))
+    md = parse_pdf(path).to_markdown()
+    assert "7Accessed via the Google Search API provided by https: //serper.dev." in md.strip().split("\n\n"), md

@@ -8,11 +8,13 @@ headings and two-column order at the speed of ``get_text("dict")``.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from .page import Line, PageData, TextBlock
-from .tables import apply_tables
+from .tables import apply_tables, table_regions
 from .text import clean_line
 
 _TABLE_CAPTION = re.compile(r"^(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
@@ -41,6 +43,8 @@ def _font_style(flags: int, font: str) -> int:
 # raw PyMuPDF's line dict (``dict`` path only: table cells need its spans' boxes).
 Span = tuple[str, float, int]
 RawPiece = tuple[float, float, float, float, list[Span], Any]
+# a ruling stroke: (x0, x1, y) when horizontal, (x, y0, y1) when vertical
+Rule = tuple[float, float, float]
 
 
 def _merge_same_baseline(pieces: list[RawPiece]) -> list[list[RawPiece]]:
@@ -138,12 +142,6 @@ _HTML_TOKEN = re.compile(
 )
 _FAMILY = 'span style="font-family:'
 
-# a line that starts like a table caption: such a page takes the ``dict`` path at once
-_HTML_TABLE_CAPTION = re.compile(
-    r'<p style="[^"]*">(?:<[a-z]+>)*<span style="[^"]*">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE
-)
-# what any such match holds, found four times as fast: most pages have none, and skip the above
-_HTML_CAPTION_TEXT = re.compile(r'">\s*(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]', re.IGNORECASE)
 _ENTITY = re.compile(r"&(?:#x([0-9a-fA-F]+)|(lt|gt|amp|quot|apos));")
 _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
@@ -196,22 +194,123 @@ def extract_page(page: Any, number: int) -> PageData:
     text page itself (a Python dict per span), more than the whole parse may. The page's HTML
     carries what the heading and paragraph rules read (each line's text, left edge, baseline,
     and every style run's font, size, bold/italic/monospaced) and its blocks carry their boxes;
-    together they cost a fraction of the dict. Pages that need more take the ``dict`` path: a
-    table caption (table cells need each text piece's box), or a block whose box its lines do
-    not explain (superscripts, large math, text that is not horizontal).
+    together they cost a fraction of the dict. Blocks that need more come from the ``dict``,
+    and only they: a block whose box its lines do not explain (superscripts, large math, text
+    that is not horizontal), and on a page with a table caption the blocks that meet a ruled
+    table region (table cells need each text piece's box). When the HTML and the blocks do not
+    fit together at all, the whole page comes from the ``dict``.
     """
     import pymupdf
 
     # no images (not used), ligatures expanded ("ﬁ" → "fi": words stay searchable), clipped to the page
     flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
     textpage = page.get_textpage(flags=flags)
-    html = textpage.extractHTML()
-    caption = _HTML_CAPTION_TEXT.search(html) is not None and _HTML_TABLE_CAPTION.search(html) is not None
-    blocks = None if caption else _blocks_from_html(textpage, html, number)
-    if blocks is not None and not _has_table_caption(blocks):
-        return _finish_page(page, number, blocks, False, False)
-    blocks = _blocks_from_dict(textpage, number)
-    return _finish_page(page, number, blocks, _has_table_caption(blocks), True)
+    html = _blocks_from_html(textpage, textpage.extractHTML(), number)
+    if html is None:
+        return _page_from_dict(page, textpage, number)
+    indexed: list[tuple[int, TextBlock]] | None = html.blocks
+    done = set(html.unexplained)
+    boxes = _block_boxes(textpage) if done else []
+    if done:
+        indexed = _rebuild_from_dict(textpage, html, boxes, html.blocks, done, number)
+        if indexed is None:
+            return _page_from_dict(page, textpage, number)
+    blocks = [block for _, block in indexed]
+    if not _has_table_caption(blocks):
+        return _finish_page(page, number, blocks, [], [], bool(done))
+    rules, verticals = _rules(page)
+    regions = table_regions(rules)
+    if regions and not boxes:
+        boxes = _block_boxes(textpage)
+    wanted = {
+        i for i, (x0, y0, x1, y1, kind) in enumerate(boxes)
+        if kind == 0 and i not in done and any(not (x1 <= g[0] or g[2] <= x0 or y1 <= g[1] or g[3] <= y0) for g in regions)
+    }
+    if wanted:
+        indexed = _rebuild_from_dict(textpage, html, boxes, indexed, wanted, number)
+        if indexed is None:
+            return _page_from_dict(page, textpage, number, (rules, verticals))
+        blocks = [block for _, block in indexed]
+    return _finish_page(page, number, blocks, rules, verticals, bool(done or wanted))
+
+
+def _page_from_dict(page: Any, textpage: Any, number: int, drawn: tuple[list[Rule], list[Rule]] | None = None) -> PageData:
+    """The whole page from the ``dict`` output; its drawings read (or taken from ``drawn``) only
+    when it has a table caption."""
+    blocks = [block for _, block in _blocks_from_dict(textpage.extractDICT()["blocks"], number)]
+    if not _has_table_caption(blocks):
+        drawn = ([], [])
+    elif drawn is None:
+        drawn = _rules(page)
+    return _finish_page(page, number, blocks, drawn[0], drawn[1], True)
+
+
+def _rebuild_from_dict(textpage: Any, html: _HtmlPage, boxes: list[Box], indexed: list[tuple[int, TextBlock]],
+                       wanted: set[int], number: int) -> list[tuple[int, TextBlock]] | None:
+    """``indexed`` with the blocks ``wanted`` (text page indices) rebuilt from the ``dict``
+    output; ``None`` when the ``dict`` does not give them as expected.
+
+    Only those blocks are turned into Python dicts: MuPDF's ``dict`` extraction keeps the blocks
+    (and of them the characters) that overlap the text page's box, so for each run of blocks
+    that follow one another that box is the run's union, a point wider (it is the page's box
+    otherwise, and is put back): blocks far apart would take in all between them. The blocks
+    come in the text page's order; a block beside the union that reaches into it comes in part,
+    and is dropped. Each block rebuilt must hold the text its HTML lines held.
+    """
+    order = sorted(wanted)
+    runs: list[list[int]] = []
+    for i in order:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    chosen: list[tuple[int, dict[str, Any]]] = []
+    box = textpage.this.m_internal.mediabox
+    page_box = (box.x0, box.y0, box.x1, box.y1)
+    try:
+        for run in runs:
+            box.x0 = min(boxes[i][0] for i in run) - 1
+            box.y0 = min(boxes[i][1] for i in run) - 1
+            box.x1 = max(boxes[i][2] for i in run) + 1
+            box.y1 = max(boxes[i][3] for i in run) + 1
+            cx0, cy0, cx1, cy1 = box.x0, box.y0, box.x1, box.y1  # as MuPDF stores them (single precision)
+            raw_blocks = textpage.extractDICT()["blocks"]
+            # the blocks MuPDF kept: those whose box meets the clip, in order (all text: no images asked for)
+            kept = [i for i, (x0, y0, x1, y1, _) in enumerate(boxes)
+                    if max(x0, cx0) < min(x1, cx1) and max(y0, cy0) < min(y1, cy1)]
+            if len(kept) != len(raw_blocks) or any(boxes[i][4] != 0 for i in kept):
+                return None
+            got = [(i, raw) for i, raw in zip(kept, raw_blocks) if i in wanted and run[0] <= i <= run[-1]]
+            if len(got) != len(run):
+                return None
+            chosen.extend(got)
+    finally:
+        box.x0, box.y0, box.x1, box.y1 = page_box
+    lines, starts = html.lines, html.starts
+    for i, raw in chosen:
+        from_html = "".join([span[0] for row in lines[starts[i]:starts[i + 1]] for span in row[3]])
+        from_dict = "".join([span["text"] for ln in raw["lines"] for span in ln["spans"]])
+        if "".join(from_html.split()) != "".join(from_dict.split()):
+            return None  # the HTML gave this block lines that are not its own
+    rebuilt = _blocks_from_dict([raw for _, raw in chosen], number, [i for i, _ in chosen])
+    merged = [(i, block) for i, block in indexed if i not in wanted] + rebuilt
+    merged.sort(key=lambda item: item[0])  # the text page's order, as the ``dict`` path has it
+    return merged
+
+
+# a block's box and type (0: text)
+Box = tuple[float, float, float, float, int]
+
+
+def _block_boxes(textpage: Any) -> list[Box]:
+    """Every block's box and type, in the text page's order."""
+    boxes = []
+    raw = textpage.this.m_internal.first_block
+    while raw is not None:
+        r = raw.bbox
+        boxes.append((r.x0, r.y0, r.x1, r.y1, raw.type))
+        raw = raw.next
+    return boxes
 
 
 def _has_table_caption(blocks: list[TextBlock]) -> bool:
@@ -224,18 +323,44 @@ def _has_table_caption(blocks: list[TextBlock]) -> bool:
     return False
 
 
-def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] | None:
+# an HTML line: (left edge, baseline, largest size, spans)
+HtmlLine = tuple[float, float, float, list[Span]]
+_END_TOKEN = ("0", "0", "1", "", "", "")  # a line start after the last line
+
+
+@dataclass(slots=True)
+class _HtmlPage:
+    """What the HTML and the block list give together."""
+
+    blocks: list[tuple[int, TextBlock]]  # the blocks the HTML explains, with their index in the text page
+    unexplained: list[int]  # indices of text blocks whose box their HTML lines do not explain
+    lines: list[HtmlLine]
+    starts: list[int]  # block i's lines are lines[starts[i]:starts[i + 1]]
+
+
+def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None:
     """Blocks and lines from the page's HTML and block list; ``None`` when they do not fit together."""
     # the page's lines in order, each (left, baseline, largest size, spans)
-    html_lines: list[tuple[float, float, float, list[Span]]] = []
+    html_lines: list[HtmlLine] = []
+    led: list[int] = []  # lines whose first style run is smaller than their largest (a footnote mark)
     spans: list[Span] = []
     cache = _tags_style_cache
     left = baseline = first = 0.0
     started = False
-    for top, x, height, key, size, text in _HTML_TOKEN.findall(html):
+    tokens = _HTML_TOKEN.findall(html)
+    tokens.append(_END_TOKEN)  # closes the last line
+    for top, x, height, key, size, text in tokens:
         if top:
             if started:
-                html_lines.append((left, baseline, max([s[1] for s in spans]) if len(spans) > 1 else first, spans))
+                if len(spans) > 1:
+                    largest = max([s[1] for s in spans])
+                    # a mark set at about two thirds of the text's size; far smaller (a bullet
+                    # scaled down to a point) sits on the line's own baseline
+                    if 0.4 * largest < spans[0][1] < 0.85 * largest:
+                        led.append(len(html_lines))
+                    html_lines.append((left, baseline, largest, spans))
+                else:
+                    html_lines.append((left, baseline, first, spans))
             started, first = True, float(height)
             left, baseline, spans = float(x), float(top) + 0.8 * first, []
             continue
@@ -243,13 +368,15 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
         if style is None:
             style = _html_style(key)
         spans.append((_unescape(text) if "&" in text else text, float(size), style))
-    if started:
-        html_lines.append((left, baseline, max([s[1] for s in spans]) if len(spans) > 1 else first, spans))
     at = 0
-    blocks: list[TextBlock] = []
+    blocks: list[tuple[int, TextBlock]] = []
+    unexplained: list[int] = []
+    starts: list[int] = []  # each block's first line in ``html_lines``
     total = len(html_lines)
     raw = textpage.this.m_internal.first_block
     while raw is not None:
+        index = len(starts)
+        starts.append(at)
         if raw.type != 0:
             raw = raw.next
             continue
@@ -272,7 +399,7 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
                 continue  # one line in a box far taller than its font: rotated (an arXiv margin stamp)
             line = _piece_line(first_row[0], by0, bx1, by1, first_row[3])
             if line is not None:
-                blocks.append(TextBlock(number, bx0, by0, bx1, by1, [line]))
+                blocks.append((index, TextBlock(number, bx0, by0, bx1, by1, [line])))
             continue
         rows = html_lines[start:at]
         count = len(rows)
@@ -281,10 +408,16 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
         first_row, last_row = rows[0], rows[-1]
         ascent = (first_row[1] - by0) / first_row[2] if first_row[2] else 0.0
         descent = (by1 - last_row[1]) / last_row[2] if last_row[2] else 0.0
-        if not (0.3 < ascent < 1.3) or not (-0.1 < descent < 0.6):
-            return None
-        if by0 < min(b - 1.3 * s for _, b, s, _ in rows) - 1.0 or by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0:
-            return None
+        if (
+            not (0.3 < ascent < 1.3)
+            or not (-0.1 < descent < 0.6)
+            or by0 < min(b - 1.3 * s for _, b, s, _ in rows) - 1.0
+            or by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0
+            # a line led by smaller type (a footnote mark): its HTML baseline is that mark's
+            or (led and (k := bisect_left(led, start)) < len(led) and led[k] < at)
+        ):
+            unexplained.append(index)
+            continue
         # lines on one baseline ("1" + "Introduction") are merged, as ``_merge_same_baseline`` does
         lines: list[Line] = []
         group: list[RawPiece] = []
@@ -309,14 +442,20 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> list[TextBlock] 
         else:  # a blank line dropped: the box shrinks to the lines kept (their right edge is unknown)
             x0, y0 = min(ln.x0 for ln in lines), min(ln.y0 for ln in lines)
             x1, y1 = bx1, max(ln.y1 for ln in lines)
-        blocks.append(TextBlock(number, x0, y0, x1, y1, lines))
-    return blocks if at == len(html_lines) else None
+        blocks.append((index, TextBlock(number, x0, y0, x1, y1, lines)))
+    if at != total:
+        return None
+    starts.append(at)
+    return _HtmlPage(blocks, unexplained, html_lines, starts)
 
 
-def _blocks_from_dict(textpage: Any, number: int) -> list[TextBlock]:
-    blocks: list[TextBlock] = []
+def _blocks_from_dict(raw_blocks: list[dict[str, Any]], number: int,
+                      indices: list[int] | None = None) -> list[tuple[int, TextBlock]]:
+    """Blocks from PyMuPDF's ``dict`` blocks, each with its index in the text page's block list
+    (``indices``: of each raw block; all of the page's blocks when not given)."""
+    blocks: list[tuple[int, TextBlock]] = []
     cache = _style_cache
-    for raw_block in textpage.extractDICT()["blocks"]:
+    for at, raw_block in enumerate(raw_blocks):
         if raw_block.get("type") != 0:
             continue
         raw_lines = raw_block["lines"]
@@ -340,20 +479,16 @@ def _blocks_from_dict(textpage: Any, number: int) -> list[TextBlock]:
         else:
             x0, y0 = min(ln.x0 for ln in lines), min(ln.y0 for ln in lines)
             x1, y1 = max(ln.x1 for ln in lines), max(ln.y1 for ln in lines)
-        blocks.append(TextBlock(number, x0, y0, x1, y1, lines))
+        blocks.append((at if indices is None else indices[at], TextBlock(number, x0, y0, x1, y1, lines)))
     return blocks
 
 
-def _finish_page(page: Any, number: int, blocks: list[TextBlock], caption: bool, from_dict: bool) -> PageData:
+def _finish_page(page: Any, number: int, blocks: list[TextBlock], rules: list[Rule], verticals: list[Rule],
+                 from_dict: bool) -> PageData:
     image_area = 0.0
     if not blocks:
         # only needed to tell an image-only (scanned) PDF from an empty one
         image_area = sum(abs(info["bbox"][2] - info["bbox"][0]) * abs(info["bbox"][3] - info["bbox"][1]) for info in page.get_image_info())
-    rules: list[tuple[float, float, float]] = []
-    verticals: list[tuple[float, float, float]] = []
-    if caption:
-        # drawings are only needed for tables; a page without a table caption skips them
-        rules, verticals = _rules(page)
     rect = page.rect
     data = PageData(number, float(rect.width), float(rect.height), blocks, rules, image_area, verticals)
     if rules:

@@ -16,10 +16,10 @@ from .page import Line, PageData, Piece, TextBlock
 Region = tuple[float, float, float, float]
 
 
-def table_regions(page: PageData) -> list[Region]:
-    """Stacks of ≥ 2 horizontal rules with the same x-extent, at least a text line apart."""
+def table_regions(rules: list[tuple[float, float, float]]) -> list[Region]:
+    """Stacks of ≥ 2 horizontal rules (x0, x1, y) with the same x-extent, at least a text line apart."""
     clusters: list[list[tuple[float, float, float]]] = []
-    for rule in sorted(page.rules, key=lambda r: (r[0], r[1], r[2])):
+    for rule in sorted(rules, key=lambda r: (r[0], r[1], r[2])):
         for cluster in clusters:
             if abs(cluster[0][0] - rule[0]) < 4 and abs(cluster[0][1] - rule[1]) < 4:
                 cluster.append(rule)
@@ -132,7 +132,7 @@ def _filled(rows: list[list[str]]) -> float:
 
 def apply_tables(page: Any, data: PageData) -> None:
     """Replace the text lines inside each detected table by one table block."""
-    for region in table_regions(data):
+    for region in table_regions(data.rules):
         lines_inside = [ln for b in data.blocks for ln in b.lines if _inside(ln, region)]
         if len(lines_inside) < 2:
             continue
@@ -148,7 +148,11 @@ def apply_tables(page: Any, data: PageData) -> None:
             continue
         kept: list[TextBlock] = []
         for block in data.blocks:
-            block.lines = [ln for ln in block.lines if not _inside(ln, region)]
+            outside = [ln for ln in block.lines if not _inside(ln, region)]
+            if len(outside) == len(block.lines):  # untouched: its box stays as extracted
+                kept.append(block)
+                continue
+            block.lines = outside
             if block.lines:
                 block.x0 = min(ln.x0 for ln in block.lines)
                 block.y0 = min(ln.y0 for ln in block.lines)
