@@ -1,7 +1,7 @@
 """A real JupyterHub (PyPI) with configurable-http-proxy (npm) runs deploy/jupyterhub/jupyterhub_config.py:
 two users each start their server through the hub, ask through the REST API with their own hub token, get the
 hub-wide settings and their own ADS token, and cannot see the other's sessions, notes, memories or files. Both
-servers use one shared paper library on a real PostgreSQL (the store tests' server, tests/store/conftest.py):
+servers use one shared paper library on a real PostgreSQL (the store tests' server fixture, tests/hub/conftest.py):
 each user adds a paper and finds the other's by search.
 
 Test-only pieces (never in the deployed config): the dummy authenticator, ``SimpleLocalProcessSpawner`` (every
@@ -31,7 +31,6 @@ from tests.fakes.arxiv_server import arxiv_server
 from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route, file_server
 from tests.fakes.openai_server import FakeOpenAIServer, Turn, last_tool_results
-from tests.store.conftest import pg_server  # noqa: F401 - the PostgreSQL server fixture, shared with the store tests
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +135,7 @@ def _responder(body: dict[str, Any]) -> Turn:
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory, pg_server: Any) -> Iterator[dict[str, Any]]:  # noqa: F811
+def hub(tmp_path_factory: pytest.TempPathFactory, pg_server: Any) -> Iterator[dict[str, Any]]:
     chp = _chp()
     if chp is None:
         pytest.skip(f"configurable-http-proxy is not installed: {CHP_INSTALL}")
