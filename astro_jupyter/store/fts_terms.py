@@ -12,7 +12,9 @@ driver the SQLite store uses and come back through ``fts5vocab``.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+import threading
+from functools import lru_cache
+from typing import Any, Sequence
 
 from .db import select_driver
 
@@ -25,19 +27,35 @@ def available() -> bool:
     return select_driver()[1].fts5
 
 
+class _Tokenizer:
+    """One in-memory FTS5 table, emptied for each call (creating the tables costs more than tokenizing a
+    question); a lock, since the library calls it from worker threads as well as the event loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn: Any = None
+
+    def instances(self, texts: Sequence[tuple[str, str]]) -> list[tuple[int, str, int]]:
+        with self._lock:
+            if self._conn is None:
+                conn = select_driver()[0].connect(":memory:", check_same_thread=False)
+                conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, section, tokenize='{TOKENIZE}')")
+                conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+                self._conn = conn
+            conn = self._conn
+            conn.execute("DELETE FROM t")
+            conn.executemany("INSERT INTO t (rowid, text, section) VALUES (?, ?, ?)",
+                             [(n, text, section) for n, (text, section) in enumerate(texts, 1)])
+            return [(int(d), str(t), int(c)) for d, t, c in
+                    conn.execute("SELECT doc, term, count(*) FROM v GROUP BY doc, term ORDER BY doc, term")]
+
+
+_tokenizer = _Tokenizer()
+
+
 def _instances(texts: Sequence[tuple[str, str]]) -> list[tuple[int, str, int]]:
     """(row, term, occurrences) for rows of (text, section), rows numbered from 1."""
-    driver = select_driver()[0]
-    conn = driver.connect(":memory:")
-    try:
-        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, section, tokenize='{TOKENIZE}')")
-        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
-        conn.executemany("INSERT INTO t (rowid, text, section) VALUES (?, ?, ?)",
-                         [(n, text, section) for n, (text, section) in enumerate(texts, 1)])
-        return [(int(d), str(t), int(c)) for d, t, c in
-                conn.execute("SELECT doc, term, count(*) FROM v GROUP BY doc, term ORDER BY doc, term")]
-    finally:
-        conn.close()
+    return _tokenizer.instances(texts)
 
 
 def chunk_terms(texts: Sequence[tuple[str, str]]) -> list[tuple[int, dict[str, int]]]:
@@ -51,15 +69,20 @@ def chunk_terms(texts: Sequence[tuple[str, str]]) -> list[tuple[int, dict[str, i
     return out
 
 
+@lru_cache(maxsize=512)
+def _query_terms(match: str) -> tuple[str, ...]:
+    phrases = [p.replace('""', '"') for p in _PHRASE.findall(match or "")]
+    if not phrases:
+        return ()
+    per_row: dict[int, list[str]] = {}
+    for row, term, _count in _instances([(p, "") for p in phrases]):
+        per_row.setdefault(row, []).append(term)
+    return tuple(term for n in range(1, len(phrases) + 1) for term in per_row.get(n, []))
+
+
 def query_terms(match: str) -> list[str]:
     """The term of each phrase of a sanitised FTS5 expression (``"a" OR "b"``, from ``rag.fts_query``), in
     order and with repeats: FTS5 scores every phrase, so two words with one stem count twice. A phrase
     that tokenizes to several terms (rare: a word Python's regex keeps whole and FTS5 splits)
     contributes each of them, as if OR-ed."""
-    phrases = [p.replace('""', '"') for p in _PHRASE.findall(match or "")]
-    if not phrases:
-        return []
-    per_row: dict[int, list[str]] = {}
-    for row, term, _count in _instances([(p, "") for p in phrases]):
-        per_row.setdefault(row, []).append(term)
-    return [term for n in range(1, len(phrases) + 1) for term in per_row.get(n, [])]
+    return list(_query_terms(match))

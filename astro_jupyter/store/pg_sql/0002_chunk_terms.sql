@@ -1,19 +1,18 @@
 -- no transaction
--- Full text by word -> chunk postings, tokenized as SQLite's FTS5 tokenizes (store/fts_terms.py), so BM25
--- reads only the postings of the question's words (the tsvector query unnested every matching chunk's
--- whole tsvector) and scores as the SQLite library does. Each statement runs alone with a short lock
--- timeout (store/pg.py): new tables, a nullable column (no rewrite), indexes built CONCURRENTLY; the
--- existing chunks are indexed afterwards in the background by the library processes
--- (fts_length IS NULL marks a chunk not indexed yet; until none is left, the tsvector ranking answers).
+-- Full text with SQLite FTS5's own tokens (store/fts_terms.py), so BM25 scores as the SQLite library does
+-- and reads only the chunks holding a question's words: per chunk a jsonb object term -> count, with a GIN
+-- index on its keys (the word -> chunk postings); a term's count is a binary search in the object. The
+-- tsvector query unnested every matching chunk's whole tsvector. Each statement runs alone with a short lock timeout (store/pg.py): new
+-- tables, a nullable column (no rewrite), an index built CONCURRENTLY; the existing chunks are indexed
+-- afterwards in the background by the library processes (fts_length IS NULL marks a chunk not indexed
+-- yet; until none is left, the tsvector ranking answers).
 CREATE TABLE IF NOT EXISTS chunk_terms (
-    term text NOT NULL,
-    chunk_id bigint NOT NULL REFERENCES paper_chunks (id) ON DELETE CASCADE,
-    tf integer NOT NULL,
+    chunk_id bigint PRIMARY KEY REFERENCES paper_chunks (id) ON DELETE CASCADE,
+    counts jsonb NOT NULL,
     dl integer NOT NULL,
     searchable boolean NOT NULL
 );
-CREATE INDEX IF NOT EXISTS chunk_terms_term ON chunk_terms (term) INCLUDE (chunk_id, tf, dl, searchable);
-CREATE INDEX IF NOT EXISTS chunk_terms_chunk ON chunk_terms (chunk_id);
+CREATE INDEX IF NOT EXISTS chunk_terms_counts ON chunk_terms USING gin (counts);
 -- chunks and tokens per paper (BM25's row count and average length without a scan of every chunk)
 CREATE TABLE IF NOT EXISTS paper_term_stats (
     paper_id text PRIMARY KEY REFERENCES papers (id) ON DELETE CASCADE,
