@@ -511,8 +511,13 @@ class PgChunkRepository:
             )
 
     async def missing_vectors(self, space: Space, *, paper_ids: Sequence[str] | None = None) -> list[ChunkRow]:
-        sql = (f"SELECT {_CHUNK_COLUMNS}, p.title AS title FROM paper_chunks c LEFT JOIN papers p ON p.id = c.paper_id"
-               f" WHERE c.part <> 'references' AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = c.id)")
+        """Searchable chunks with no vector in this space, except those of a paper someone is parsing now
+        (that parse writes them: embedding them too would only race it; every search after each other
+        user's write asks this). The ids come from a partial index on searchable chunks, not the chunks' rows."""
+        sql = (f"SELECT {_CHUNK_COLUMNS}, p.title AS title FROM paper_chunks c JOIN papers p ON p.id = c.paper_id"
+               " WHERE c.id IN (SELECT s.id FROM paper_chunks s WHERE s.part <> 'references'"
+               f" AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = s.id))"
+               f" AND NOT coalesce(p.parsing_since > now() - make_interval(secs => {PARSE_STALE_SECS}), false)")
         args: list[Any] = []
         if paper_ids:
             sql += " AND c.paper_id = ANY($1::text[])"

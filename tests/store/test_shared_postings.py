@@ -1,6 +1,7 @@
 """The shared library's word → chunk postings (store/pg_library.py, store/pg_sql/0002_chunk_terms.sql) on a
 real PostgreSQL: BM25 from them scores exactly as SQLite's FTS5 does on the same chunks, and a library
-written before they existed (or by an older version) is indexed in the background while searches go on."""
+written before they existed (or by an older version) is indexed in the background while searches go on; and
+no user embeds the chunks of a paper another user is parsing."""
 
 from __future__ import annotations
 
@@ -89,3 +90,18 @@ async def test_chunks_written_without_postings_are_indexed_in_the_background(mak
     await until(lambda: repo._indexing.done(), what="background indexing")
     for question in [*QUESTIONS, "magnetars radio"]:
         assert await _ranked(repo, question) == await _ranked(sqlite.chunks, question), question
+
+
+@pytest.mark.asyncio
+async def test_chunks_of_a_paper_being_parsed_are_left_to_that_parse(make_database, make_container) -> None:
+    """Every search after another user's write looks for chunks without a vector (rag.sync); the chunks
+    of a paper someone is parsing get theirs from that parse, so no other user embeds them meanwhile."""
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    await alice.library.papers.insert(PaperRecord(id="local:p", title="p", state="downloaded"))
+    space = await bob.chunks.ensure_space("lexical-v2", 384)
+    async with alice.library.papers.parse_claim("local:p"):
+        ids = await alice.chunks.replace("local:p", _chunks())
+        assert await bob.chunks.missing_vectors(space) == []
+    missing = await bob.chunks.missing_vectors(space)  # the parse ended without vectors (say, the endpoint failed)
+    assert [c.id for c in missing] == ids[:4]  # the searchable ones: references never get a vector

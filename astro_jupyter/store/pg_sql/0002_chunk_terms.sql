@@ -21,3 +21,5 @@ CREATE TABLE IF NOT EXISTS paper_term_stats (
 );
 ALTER TABLE paper_chunks ADD COLUMN IF NOT EXISTS fts_length integer;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS paper_chunks_unindexed ON paper_chunks (paper_id) WHERE fts_length IS NULL;
+-- the searchable chunks' ids, for the check for chunks without a vector (an index-only scan, not the rows)
+CREATE INDEX CONCURRENTLY IF NOT EXISTS paper_chunks_searchable ON paper_chunks (id) WHERE part <> 'references';
