@@ -224,7 +224,6 @@ class PgChunkRepository:
         self._terms_version: int | None = None  # data_version the postings state below is from
         self._terms_ready = False  # every chunk has its postings
         self._term_stats: tuple[int, float] = (0, 1.0)  # (chunks, average length in FTS5 tokens)
-        self._term_df: dict[str, int] = {}  # term → chunks holding it
         self._indexing: asyncio.Task[int] | None = None
 
     async def data_version(self) -> int:
@@ -352,7 +351,6 @@ class PgChunkRepository:
         if self._terms_version != version:
             self._terms_version = version
             self._terms_ready = not row["pending"]
-            self._term_df.clear()
             if row["pending"]:
                 self.start_indexing()
             else:
@@ -361,18 +359,6 @@ class PgChunkRepository:
                 n = int(stats["n"])
                 self._term_stats = (n, float(stats["t"]) / n if n else 1.0)
         return self._terms_ready
-
-    async def _term_idf(self, terms: list[str]) -> list[float]:
-        """FTS5's IDF of each term (chunks holding it among all chunks, references included), cached until
-        the next write."""
-        unknown = sorted({t for t in terms if t not in self._term_df})
-        if unknown:
-            rows = await self.db.fetch(
-                "SELECT q.term, (SELECT count(*) FROM chunk_terms t WHERE t.counts ? q.term) AS n"
-                " FROM unnest($1::text[]) q(term)", unknown)
-            self._term_df.update({r["term"]: int(r["n"]) for r in rows})
-        total = self._term_stats[0]
-        return [max(math.log((total - self._term_df[t] + 0.5) / (self._term_df[t] + 0.5)), 1e-6) for t in terms]
 
     async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
         """Front-matter and body chunks holding any phrase of the sanitised FTS5 expression (``"a" OR "b"``),
@@ -386,23 +372,25 @@ class PgChunkRepository:
         terms = fts_terms.query_terms(match)  # cached; a fraction of a millisecond otherwise
         if not terms:
             return []
-        idf = await self._term_idf(terms)
-        # one term of the sum per phrase (repeats included), each a lookup in the chunk's counts: no join,
-        # so each candidate is read once (a join with the terms materialised every candidate per term)
-        args: list[Any] = [sorted(set(terms)), self._term_stats[1], int(limit)]
-        parts = []
-        for term, weight in zip(terms, idf):
-            args += [term, weight]
-            tf = f"(t.counts -> ${len(args) - 1}::text)::float8"
-            parts.append(f"coalesce(${len(args)}::float8 * (({tf} * {BM25_K1 + 1}) / ({tf} + n.norm)), 0)")  # as FTS5 does
-        sql = (f"SELECT t.chunk_id, {' + '.join(parts)} AS score FROM chunk_terms t"
-               f" CROSS JOIN LATERAL (SELECT {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl"
-               " / $2::float8) AS norm) n"
-               " WHERE t.counts ?| $1::text[] AND t.searchable")
+        # one pass over the chunks holding any of the words (GIN): each phrase's count in each (a lookup in
+        # its jsonb), then the phrase's IDF from how many of them hold it (references too, as FTS5 counts),
+        # then BM25 summed over the phrases (repeats included) in FTS5's order of arithmetic
+        n = len(terms)
+        args: list[Any] = [sorted(set(terms)), float(self._term_stats[0]), self._term_stats[1], int(limit), *terms]
+        tfs = ", ".join(f"(t.counts -> ${5 + i}::text)::float8 AS f{i}" for i in range(n))
+        dfs = ", ".join(f"count(f{i}) AS d{i}" for i in range(n))
+        idfs = ", ".join(f"CASE WHEN ln(($2 - d{i} + 0.5) / (d{i} + 0.5)) <= 0 THEN 1e-6"
+                         f" ELSE ln(($2 - d{i} + 0.5) / (d{i} + 0.5)) END AS w{i}" for i in range(n))
+        score = " + ".join(f"coalesce(w.w{i} * ((c.f{i} * {BM25_K1 + 1}) / (c.f{i} + c.norm)), 0)" for i in range(n))
+        sql = (f"WITH c AS MATERIALIZED (SELECT t.chunk_id, t.searchable, {tfs},"
+               f" {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl / $3::float8) AS norm"
+               " FROM chunk_terms t WHERE t.counts ?| $1::text[]),"
+               f" d AS (SELECT {dfs} FROM c), w AS (SELECT {idfs} FROM d)"
+               f" SELECT c.chunk_id, {score} AS score FROM c, w WHERE c.searchable")
         if paper_ids:
             args.append(list(paper_ids))
-            sql += f" AND t.chunk_id IN (SELECT id FROM paper_chunks WHERE paper_id = ANY(${len(args)}::text[]))"
-        rows = await self.db.fetch(sql + " ORDER BY score DESC, t.chunk_id LIMIT $3", *args)
+            sql += f" AND c.chunk_id IN (SELECT id FROM paper_chunks WHERE paper_id = ANY(${len(args)}::text[]))"
+        rows = await self.db.fetch(sql + " ORDER BY score DESC, c.chunk_id LIMIT $4", *args)
         return [(int(r["chunk_id"]), -float(r["score"])) for r in rows]
 
     # -- postings for chunks written without them ---------------------------------------------
