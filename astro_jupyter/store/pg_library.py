@@ -42,6 +42,7 @@ from .pg import PgDatabase
 
 PARSE_STALE_SECS = 3600  # a "being parsed" mark older than this is from a process that died mid-parse
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() constants
+MISSING_CHECK_SECS = 30.0  # how often a search may look for other users' chunks left without a vector
 INDEX_BATCH_PAPERS = 20  # papers whose chunks one background indexing transaction takes
 HNSW_EF_SEARCH = 100  # pgvector's HNSW candidate list (recall vs speed) for knn(exact=False)
 _JSON = {"authors", "keywords", "metadata"}
@@ -213,6 +214,10 @@ def _chunk(row: Any) -> ChunkRow:
 
 class PgChunkRepository:
     """``ChunkStore`` on the shared database."""
+
+    # every other user's write changes data_version; their parses store their own vectors, so the search
+    # path's look for chunks without one (rag.sync: an anti-join over every chunk) runs at most this often
+    missing_check_secs = MISSING_CHECK_SECS
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db

@@ -105,3 +105,19 @@ async def test_chunks_of_a_paper_being_parsed_are_left_to_that_parse(make_databa
         assert await bob.chunks.missing_vectors(space) == []
     missing = await bob.chunks.missing_vectors(space)  # the parse ended without vectors (say, the endpoint failed)
     assert [c.id for c in missing] == ids[:4]  # the searchable ones: references never get a vector
+
+
+@pytest.mark.asyncio
+async def test_searches_look_for_other_users_chunks_without_vectors_only_now_and_then(make_database,
+                                                                                      make_container) -> None:
+    """On a shared library every other user's write changes the data version; a search does not scan every
+    chunk for missing vectors after each of them, only every ``missing_check_secs`` (or after a failure)."""
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    await bob.rag.sync()  # the first look
+    await alice.library.papers.insert(PaperRecord(id="local:p", title="p", state="parsed"))
+    await alice.chunks.replace("local:p", _chunks())  # stored without vectors (say, alice's endpoint failed)
+    assert await bob.rag.sync() == 0  # not looked for again so soon
+    bob.chunks.missing_check_secs = 0.0  # the interval is over
+    assert await bob.rag.sync() == 4  # the searchable chunks, embedded by bob's search
+    assert await bob.chunks.missing_vectors(await bob.rag.space()) == []
