@@ -384,13 +384,15 @@ class PgChunkRepository:
         args: list[Any] = [sorted(set(terms)), float(self._term_stats[0]), self._term_stats[1], int(limit), *terms]
         tfs = ", ".join(f"(t.counts -> ${5 + i}::text)::float8 AS f{i}" for i in range(n))
         dfs = ", ".join(f"count(f{i}) AS d{i}" for i in range(n))
-        idfs = ", ".join(f"CASE WHEN ln(($2 - d{i} + 0.5) / (d{i} + 0.5)) <= 0 THEN 1e-6"
-                         f" ELSE ln(($2 - d{i} + 0.5) / (d{i} + 0.5)) END AS w{i}" for i in range(n))
+        # in double precision, as FTS5 computes it (numeric ln was both slower and not FTS5's rounding)
+        idfs = ", ".join(f"CASE WHEN ln(($2::float8 - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) <= 0 THEN 1e-6::float8"
+                         f" ELSE ln(($2::float8 - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) END AS w{i}"
+                         for i in range(n))
         score = " + ".join(f"coalesce(w.w{i} * ((c.f{i} * {BM25_K1 + 1}) / (c.f{i} + c.norm)), 0)" for i in range(n))
         sql = (f"WITH c AS MATERIALIZED (SELECT t.chunk_id, t.searchable, {tfs},"
                f" {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl / $3::float8) AS norm"
                " FROM chunk_terms t WHERE t.counts ?| $1::text[]),"
-               f" d AS (SELECT {dfs} FROM c), w AS (SELECT {idfs} FROM d)"
+               f" d AS (SELECT {dfs} FROM c), w AS MATERIALIZED (SELECT {idfs} FROM d)"
                f" SELECT c.chunk_id, {score} AS score FROM c, w WHERE c.searchable")
         if paper_ids:
             args.append(list(paper_ids))
