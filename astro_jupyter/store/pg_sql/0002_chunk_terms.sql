@@ -12,8 +12,8 @@ CREATE TABLE IF NOT EXISTS chunk_terms (
     dl integer NOT NULL,
     searchable boolean NOT NULL
 );
--- fastupdate off: a search reads the index, not a list of recent inserts it would scan in full (with
--- fastupdate a library filling up searched 10x slower until a vacuum merged the list)
+-- fastupdate off: a search reads the index alone, not also the list of recent inserts that every search
+-- scans in full until a vacuum merges it (users keep adding papers while others search)
 CREATE INDEX IF NOT EXISTS chunk_terms_counts ON chunk_terms USING gin (counts) WITH (fastupdate = off);
 -- chunks and tokens per paper (BM25's row count and average length without a scan of every chunk)
 CREATE TABLE IF NOT EXISTS paper_term_stats (
