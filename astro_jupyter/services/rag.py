@@ -197,6 +197,7 @@ class RagService:
         self._space: "Space | None" = None
         self._sync_lock = asyncio.Lock()
         self._synced_at: int | None = None  # PRAGMA data_version when every chunk last had a vector
+        self._checked_at = 0.0  # time.monotonic() of the last look for chunks without a vector
         self.last_vector_error = ""
         self._reembed_task: asyncio.Task[None] | None = None
         self.reembed_status: dict[str, Any] = {}
@@ -284,8 +285,14 @@ class RagService:
             version = await self.repo.data_version()
             if self._synced_at is not None and version == self._synced_at:
                 return 0
+            # a shared library changes with every other user's write, and their parses store their own
+            # vectors: after a clean check, look again only every ``missing_check_secs`` (none for SQLite)
+            recheck = getattr(self.repo, "missing_check_secs", 0.0)
+            if self._synced_at is not None and recheck and time.monotonic() - self._checked_at < recheck:
+                return 0
             if self.reembed_running:
                 return 0
+            self._checked_at = time.monotonic()
             space = await self.space()
             missing = await self.repo.missing_vectors(space)
             if len(missing) > max(0, self.config.embed_inline_max):

@@ -10,8 +10,10 @@ sharing adds:
   everyone's listing shows it as being parsed;
 - **who may remove**: ``added_by`` is set on insert; only that user or one named in
   ``library_admins`` removes a paper;
-- **full text** from a stored ``tsvector`` (GIN index) matched by ``websearch_to_tsquery`` and
-  ranked by BM25 as FTS5 ranks (so both libraries answer alike); **vectors** in one table per embedding space — ``vector(dim)`` with an
+- **full text** by BM25 over word → chunk postings (``chunk_terms``) made with FTS5's own tokenizer
+  (``store/fts_terms.py``), so a search reads only its words' postings and scores every chunk as the
+  SQLite library does; chunks written before the postings existed are indexed in the background and
+  meanwhile ranked from the stored ``tsvector`` (GIN, ``websearch_to_tsquery``); **vectors** in one table per embedding space — ``vector(dim)`` with an
   HNSW index when pgvector is there, ``real[]`` otherwise. Each user's in-memory index (exact, as
   with SQLite) follows other users' writes incrementally: every vector row carries the id of the
   transaction that wrote it and removals leave a tombstone, so ``changes_since`` returns just what
@@ -20,10 +22,12 @@ sharing adds:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import getpass
 import hashlib
 import json
+import logging
 import math
 import os
 from typing import Any, AsyncIterator, Iterable, Sequence
@@ -31,12 +35,15 @@ from typing import Any, AsyncIterator, Iterable, Sequence
 import numpy as np
 
 from ..errors import NotFoundError, PermissionDenied, StoreError
+from . import fts_terms
 from .chunks import ChunkRow, Space, space_name
 from .papers import METADATA_FIELDS, PaperRecord
 from .pg import PgDatabase
 
 PARSE_STALE_SECS = 3600  # a "being parsed" mark older than this is from a process that died mid-parse
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() constants
+MISSING_CHECK_SECS = 30.0  # how often a search may look for other users' chunks left without a vector
+INDEX_BATCH_PAPERS = 20  # papers whose chunks one background indexing transaction takes
 HNSW_EF_SEARCH = 100  # pgvector's HNSW candidate list (recall vs speed) for knn(exact=False)
 _JSON = {"authors", "keywords", "metadata"}
 _COLUMNS = ("id", *METADATA_FIELDS, "pdf_path", "markdown_path", "state", "source", "metadata", "added_by")
@@ -196,6 +203,8 @@ def _float4_array(data: bytes, dim: int) -> np.ndarray:
     return pairs[:, 1].copy().view(">f4").astype(np.float32)
 
 
+# the write counter: a fresh sequence reads last_value 1 before and after its first nextval, is_called tells them apart
+_DATA_VERSION = "(SELECT last_value + is_called::int FROM library_changes)"
 _CHUNK_COLUMNS = "c.id, c.paper_id, c.seq, c.section, c.part, c.page_start, c.page_end, c.text"
 
 
@@ -206,33 +215,64 @@ def _chunk(row: Any) -> ChunkRow:
 class PgChunkRepository:
     """``ChunkStore`` on the shared database."""
 
+    # every other user's write changes data_version; their parses store their own vectors, so the search
+    # path's look for chunks without one (rag.sync: an anti-join over every chunk) runs at most this often
+    missing_check_secs = MISSING_CHECK_SECS
+
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self._spaces: dict[str, Space] = {}
         self._stats_version: int | None = None  # data_version the BM25 statistics below are from
         self._stats: tuple[int, float] = (0, 1.0)  # (chunks, average length)
         self._df: dict[str, int] = {}  # lexeme → chunks holding it
+        self._own_terms = fts_terms.available()  # postings need FTS5's tokenizer in this Python
+        self._terms_version: int | None = None  # data_version the postings state below is from
+        self._terms_ready = False  # every chunk has its postings
+        self._term_stats: tuple[int, float] = (0, 1.0)  # (chunks, average length in FTS5 tokens)
+        self._indexing: asyncio.Task[int] | None = None
 
     async def data_version(self) -> int:
-        return int(await self.db.fetchval("SELECT last_value FROM library_changes"))
+        return int(await self.db.fetchval(f"SELECT {_DATA_VERSION}"))
 
     # -- chunks --------------------------------------------------------------------------
     async def replace(self, paper_id: str, chunks: Sequence[Any]) -> list[int]:
-        """Drop a paper's chunks (their vectors go by cascade, leaving tombstones), insert the new ones."""
+        """Drop a paper's chunks (their vectors and postings go by cascade, vectors leaving tombstones),
+        insert the new ones with their word postings and the paper's BM25 statistics."""
+        terms = await asyncio.to_thread(fts_terms.chunk_terms, [(c.text, c.section) for c in chunks]) \
+            if chunks and self._own_terms else None
         async with self.db.transaction() as conn:
             await conn.execute("SELECT nextval('library_changes')")
             await conn.execute("DELETE FROM paper_chunks WHERE paper_id = $1", paper_id)
             if not chunks:
+                await conn.execute("DELETE FROM paper_term_stats WHERE paper_id = $1", paper_id)
                 return []
             rows = await conn.fetch(
-                "INSERT INTO paper_chunks (paper_id, seq, section, part, page_start, page_end, text)"
-                " SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::int[], $6::int[], $7::text[])"
-                " RETURNING id, seq",
+                "INSERT INTO paper_chunks (paper_id, seq, section, part, page_start, page_end, text, fts_length)"
+                " SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::int[], $6::int[], $7::text[],"
+                " $8::int[]) RETURNING id, seq",
                 paper_id, [c.seq for c in chunks], [c.section for c in chunks], [c.part for c in chunks],
                 [c.page_start for c in chunks], [c.page_end for c in chunks], [c.text for c in chunks],
+                [t[0] for t in terms] if terms is not None else [None] * len(chunks),
             )
-        by_seq = {r["seq"]: int(r["id"]) for r in rows}
-        return [by_seq[c.seq] for c in chunks]
+            by_seq = {r["seq"]: int(r["id"]) for r in rows}
+            ids = [by_seq[c.seq] for c in chunks]
+            if terms is not None:
+                await self._write_terms(conn, ids, [c.part for c in chunks], terms)
+                await conn.execute(
+                    "INSERT INTO paper_term_stats (paper_id, chunks, tokens) VALUES ($1, $2, $3) ON CONFLICT (paper_id)"
+                    " DO UPDATE SET chunks = EXCLUDED.chunks, tokens = EXCLUDED.tokens",
+                    paper_id, len(chunks), sum(t[0] for t in terms))
+        return ids
+
+    @staticmethod
+    async def _write_terms(conn: Any, ids: Sequence[int], parts: Sequence[str],
+                           terms: Sequence[tuple[int, dict[str, int]]]) -> None:
+        rows = [(chunk_id, json.dumps(counts, ensure_ascii=False), length, part != "references")
+                for chunk_id, part, (length, counts) in zip(ids, parts, terms)]
+        await conn.executemany(
+            "INSERT INTO chunk_terms (chunk_id, counts, dl, searchable) VALUES ($1, $2::jsonb, $3, $4)"
+            " ON CONFLICT (chunk_id) DO UPDATE SET counts = EXCLUDED.counts, dl = EXCLUDED.dl,"
+            " searchable = EXCLUDED.searchable", rows)
 
     async def removed_ids(self, paper_id: str) -> list[int]:
         return [int(r["id"]) for r in await self.db.fetch("SELECT id FROM paper_chunks WHERE paper_id = $1", paper_id)]
@@ -286,12 +326,10 @@ class PgChunkRepository:
         idf = [max(math.log((total - self._df[lx] + 0.5) / (self._df[lx] + 0.5)), 1e-6) for lx in lexemes]
         return avgdl, idf
 
-    async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
-        """Chunks matching ``websearch_to_tsquery`` (the sanitised FTS5 expression, ``"a" OR "b"``, reads the
-        same in websearch syntax) over their stored ``tsvector``, ranked by BM25 as FTS5 ranks (k1 1.2, b 0.75;
-        term counts from the tsvector's positions, lengths from ``ntokens``), negated like FTS5's bm25.
-        PostgreSQL's ``ts_rank`` has no IDF: on the labelled set its top 3 differed from SQLite's in most
-        questions, so the SQLite and shared libraries would answer the same question differently."""
+    async def _fts_tsvector(self, match: str, limit: int, paper_ids: Sequence[str] | None) -> list[tuple[int, float]]:
+        """While chunks wait for their postings (a database migrated from before them, or chunks written by an
+        older version): chunks matching ``websearch_to_tsquery`` over their stored ``tsvector`` (GIN), ranked by
+        BM25 with PostgreSQL's tokens (term counts from the tsvector's positions, lengths from ``ntokens``)."""
         lexemes = [str(r[0]) for r in await self.db.fetch(
             "SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('astro_english', $1))) ORDER BY 1", match)]
         if not lexemes:
@@ -308,6 +346,113 @@ class PgChunkRepository:
             args.append(list(paper_ids))
         rows = await self.db.fetch(sql + " GROUP BY c.id ORDER BY score DESC, c.id LIMIT $5", *args)
         return [(int(r["id"]), -float(r["score"])) for r in rows]
+
+    async def _lexical_state(self) -> bool:
+        """Whether every chunk has its postings, checked again after each write; starts indexing the rest."""
+        row = await self.db.fetchrow(
+            f"SELECT {_DATA_VERSION} AS v,"
+            " EXISTS (SELECT 1 FROM paper_chunks WHERE fts_length IS NULL) AS pending")
+        version = int(row["v"])
+        if self._terms_version != version:
+            self._terms_version = version
+            self._terms_ready = not row["pending"]
+            if row["pending"]:
+                self.start_indexing()
+            else:
+                stats = await self.db.fetchrow(
+                    "SELECT coalesce(sum(chunks), 0) AS n, coalesce(sum(tokens), 0) AS t FROM paper_term_stats")
+                n = int(stats["n"])
+                self._term_stats = (n, float(stats["t"]) / n if n else 1.0)
+        return self._terms_ready
+
+    async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """Front-matter and body chunks holding any phrase of the sanitised FTS5 expression (``"a" OR "b"``),
+        ranked by BM25 exactly as FTS5 ranks (k1 1.2, b 0.75, its IDF, every phrase counted), negated like
+        FTS5's bm25: the GIN index on each chunk's term counts finds the chunks holding a question's words, and
+        each one's counts of just those words are looked up in its jsonb object (the tsvector ranking unnested every
+        matching chunk's whole tsvector: 3.9× SQLite's time on 100k chunks). PostgreSQL's ``ts_rank`` has no
+        IDF: on the labelled set its top 3 differed from SQLite's in most questions."""
+        if not self._own_terms or not await self._lexical_state():
+            return await self._fts_tsvector(match, limit, paper_ids)
+        terms = fts_terms.query_terms(match)  # cached; a fraction of a millisecond otherwise
+        if not terms:
+            return []
+        # one pass over the chunks holding any of the words (GIN): each phrase's count in each (a lookup in
+        # its jsonb), then the phrase's IDF from how many of them hold it (references too, as FTS5 counts),
+        # then BM25 summed over the phrases (repeats included) in FTS5's order of arithmetic
+        n = len(terms)
+        args: list[Any] = [sorted(set(terms)), float(self._term_stats[0]), self._term_stats[1], int(limit), *terms]
+        tfs = ", ".join(f"(t.counts -> ${5 + i}::text)::float8 AS f{i}" for i in range(n))
+        dfs = ", ".join(f"count(f{i}) AS d{i}" for i in range(n))
+        # in double precision, as FTS5 computes it (numeric ln was both slower and not FTS5's rounding)
+        idfs = ", ".join(f"CASE WHEN ln(($2::float8 - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) <= 0 THEN 1e-6::float8"
+                         f" ELSE ln(($2::float8 - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) END AS w{i}"
+                         for i in range(n))
+        score = " + ".join(f"coalesce(w.w{i} * ((c.f{i} * {BM25_K1 + 1}) / (c.f{i} + c.norm)), 0)" for i in range(n))
+        sql = (f"WITH c AS MATERIALIZED (SELECT t.chunk_id, t.searchable, {tfs},"
+               f" {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl / $3::float8) AS norm"
+               " FROM chunk_terms t WHERE t.counts ?| $1::text[]),"
+               f" d AS (SELECT {dfs} FROM c), w AS MATERIALIZED (SELECT {idfs} FROM d)"
+               f" SELECT c.chunk_id, {score} AS score FROM c, w WHERE c.searchable")
+        if paper_ids:
+            args.append(list(paper_ids))
+            sql += f" AND c.chunk_id IN (SELECT id FROM paper_chunks WHERE paper_id = ANY(${len(args)}::text[]))"
+        rows = await self.db.fetch(sql + " ORDER BY score DESC, c.chunk_id LIMIT $4", *args)
+        return [(int(r["chunk_id"]), -float(r["score"])) for r in rows]
+
+    # -- postings for chunks written without them ---------------------------------------------
+    def start_indexing(self) -> None:
+        """Index chunks that have no postings yet in the background (one task per process; processes
+        share the work paper by paper)."""
+        if self._indexing is None or self._indexing.done():
+            self._indexing = asyncio.get_running_loop().create_task(self._index_pending(), name="astro-chunk-terms")
+
+    async def _index_pending(self) -> int:
+        done = 0
+        try:
+            while True:
+                n = await self.index_pending_batch()
+                if n == 0:
+                    return done
+                done += n
+        except Exception:  # noqa: BLE001 - retried after the next write; searches use the tsvector ranking meanwhile
+            logging.getLogger(__name__).warning("indexing the shared library's chunks failed", exc_info=True)
+            self._terms_version = None
+            return done
+
+    async def index_pending_batch(self, papers: int = INDEX_BATCH_PAPERS) -> int:
+        """Write the postings of up to ``papers`` papers' unindexed chunks; returns how many chunks (0: none
+        left that another process is not already doing). A paper is taken whole under an advisory lock, so
+        its statistics row is counted by one writer at a time."""
+        async with self.db.transaction() as conn:
+            candidates = [r["paper_id"] for r in await conn.fetch(
+                "SELECT DISTINCT paper_id FROM paper_chunks WHERE fts_length IS NULL LIMIT $1", papers * 4)]
+            taken = [p for p in candidates
+                     if await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _lock_key("terms:" + p))][:papers]
+            if not taken:
+                return 0
+            rows = await conn.fetch(
+                "SELECT id, paper_id, part, text, section FROM paper_chunks WHERE paper_id = ANY($1::text[])"
+                " AND fts_length IS NULL ORDER BY id FOR UPDATE SKIP LOCKED", taken)
+            terms = await asyncio.to_thread(fts_terms.chunk_terms, [(r["text"], r["section"]) for r in rows])
+            ids = [int(r["id"]) for r in rows]
+            await conn.execute("SELECT nextval('library_changes')")
+            await self._write_terms(conn, ids, [r["part"] for r in rows], terms)
+            await conn.execute(
+                "UPDATE paper_chunks c SET fts_length = u.n FROM unnest($1::bigint[], $2::int[]) u(id, n) WHERE c.id = u.id",
+                ids, [t[0] for t in terms])
+            await conn.execute(
+                "INSERT INTO paper_term_stats (paper_id, chunks, tokens) SELECT paper_id, count(*), sum(fts_length)"
+                " FROM paper_chunks WHERE paper_id = ANY($1::text[]) AND fts_length IS NOT NULL GROUP BY paper_id"
+                " ON CONFLICT (paper_id) DO UPDATE SET chunks = EXCLUDED.chunks, tokens = EXCLUDED.tokens", taken)
+            return len(rows)
+
+    async def aclose(self) -> None:
+        task, self._indexing = self._indexing, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     # -- embedding spaces ---------------------------------------------------------------------
     async def spaces(self) -> list[Space]:
@@ -361,8 +506,13 @@ class PgChunkRepository:
             )
 
     async def missing_vectors(self, space: Space, *, paper_ids: Sequence[str] | None = None) -> list[ChunkRow]:
-        sql = (f"SELECT {_CHUNK_COLUMNS}, p.title AS title FROM paper_chunks c LEFT JOIN papers p ON p.id = c.paper_id"
-               f" WHERE c.part <> 'references' AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = c.id)")
+        """Searchable chunks with no vector in this space, except those of a paper someone is parsing now
+        (that parse writes them: embedding them too would only race it; every search after each other
+        user's write asks this). The ids come from a partial index on searchable chunks, not the chunks' rows."""
+        sql = (f"SELECT {_CHUNK_COLUMNS}, p.title AS title FROM paper_chunks c JOIN papers p ON p.id = c.paper_id"
+               " WHERE c.id IN (SELECT s.id FROM paper_chunks s WHERE s.part <> 'references'"
+               f" AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = s.id))"
+               f" AND NOT coalesce(p.parsing_since > now() - make_interval(secs => {PARSE_STALE_SECS}), false)")
         args: list[Any] = []
         if paper_ids:
             sql += " AND c.paper_id = ANY($1::text[])"

@@ -1,6 +1,8 @@
 """A real JupyterHub (PyPI) with configurable-http-proxy (npm) runs deploy/jupyterhub/jupyterhub_config.py:
 two users each start their server through the hub, ask through the REST API with their own hub token, get the
-hub-wide settings and their own ADS token, and cannot see the other's sessions, notes, memories or files.
+hub-wide settings and their own ADS token, and cannot see the other's sessions, notes, memories or files. Both
+servers use one shared paper library on a real PostgreSQL (the store tests' server fixture, tests/hub/conftest.py):
+each user adds a paper and finds the other's by search.
 
 Test-only pieces (never in the deployed config): the dummy authenticator, ``SimpleLocalProcessSpawner`` (every
 user a directory under the test's tmp dir, all the same Unix user), a service token to drive the hub's API.
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
@@ -24,7 +27,9 @@ from typing import Any, Iterator
 import pytest
 
 from tests.fakes.ads_server import AdsHandler
+from tests.fakes.arxiv_server import arxiv_server
 from tests.fakes.base import FakeServer
+from tests.fakes.file_server import Route, file_server
 from tests.fakes.openai_server import FakeOpenAIServer, Turn, last_tool_results
 
 pytestmark = pytest.mark.slow
@@ -33,7 +38,13 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY_CONFIG = REPO / "deploy" / "jupyterhub" / "jupyterhub_config.py"
 CHP_INSTALL = "npm install --prefix ~/.cache/astro-jupyter-hub configurable-http-proxy"
 BIBCODE = "2019ApJ...873..111I"
+BOB_BIBCODE = "2012A&A...538A...8S"  # not alice's: a paper already in the shared library is answered without ADS
 ALICE_FACT = "Alice measures the M87 jet proper motions with VLBA images at 43 GHz"
+PDFS = REPO / "tests" / "data" / "pdfs"
+# the papers each user adds to the shared library: an arXiv id (tests/data/arxiv/entries.xml) whose PDF the
+# file fake serves, and words of that PDF the other user searches for
+SHARED_PAPERS = {"alice": ("2405.00001", "aas_style.pdf", "tidal tails of globular clusters in the outer halo"),
+                 "bob": ("2301.01234", "two_column.pdf", "dark matter in dwarf galaxies")}
 DEADLINE = 45.0  # seconds for the hub, then for both servers, to come up
 
 
@@ -109,18 +120,22 @@ def _responder(body: dict[str, Any]) -> Turn:
     results = last_tool_results(body)
     if results:
         return Turn.say("Tool said: " + " | ".join(str(r.get("content"))[:300] for r in results))
+    if not body.get("tools"):  # a tool's own call (rag_search's re-ranking and answer), not the agent's turn
+        return Turn.say("The first passage answers it [1].")
     prompt = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    if "search " in prompt:
+        return Turn.call("rag_search", {"query": prompt.split("search ", 1)[1].strip()})
     if "remember" in prompt:
         return Turn.call("save_memory", {"content": ALICE_FACT, "category": "project"})
     if "metadata" in prompt:
-        return Turn.call("get_paper_metadata", {"paper_id": BIBCODE})
+        return Turn.call("get_paper_metadata", {"paper_id": BOB_BIBCODE if "BOB" in prompt else BIBCODE})
     if "read " in prompt:
         return Turn.call("read_file", {"path": prompt.split("read ", 1)[1].strip()})
     return Turn.say("Hello.")
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def hub(tmp_path_factory: pytest.TempPathFactory, pg_server: Any) -> Iterator[dict[str, Any]]:
     chp = _chp()
     if chp is None:
         pytest.skip(f"configurable-http-proxy is not installed: {CHP_INSTALL}")
@@ -128,6 +143,11 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("hub")
     llm = FakeOpenAIServer(responder=_responder).start()
     ads = FakeServer(AdsHandler, state={"token": "alice-ads-token"}).start()
+    arxiv = arxiv_server().start()
+    files = file_server().start()
+    files.state["routes"] = {f"/pdf/{arxiv_id}": Route((PDFS / pdf).read_bytes())
+                             for arxiv_id, pdf, _ in SHARED_PAPERS.values()}
+    shared_library = pg_server.create_database(f"hub_{secrets.token_hex(4)}")
     public, api_port, hub_port = _free_port(), _free_port(), _free_port()
     service_token = secrets.token_hex(16)
     (tmp / "jupyterhub_config.py").write_text(f"""
@@ -153,13 +173,16 @@ c.JupyterHub.cookie_secret_file = {str(tmp / "cookie_secret")!r}
 c.JupyterHub.services = [{{"name": "astro-test", "api_token": {service_token!r}}}]
 c.JupyterHub.load_roles = [{{"name": "astro-test", "services": ["astro-test"],
     "scopes": ["admin:users", "admin:servers", "admin:server_state", "tokens", "admin:auth_state"]}}]
+# test only: PDFs come from the loopback file fake
+c.Spawner.environment.update({{"ASTRO_ARXIV_PDF_URL": "{files.url}/pdf", "ASTRO_ALLOW_PRIVATE_DOWNLOADS": "1"}})
 """)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASTRO_", "OPENAI_", "LLM_", "ADS_"))}
     env.update({
         "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "hub-wide-key", "LLM_MODEL": "gpt-4o-mini",
         "ASTRO_ALLOWED_MODELS": "gpt-4o*", "ASTRO_MAX_RUNS_PER_USER": "2", "ASTRO_MAX_STEPS": "4",
         "ASTRO_PERMISSION_RULES": json.dumps([{"action": "deny", "tool": "run_bash", "reason": "not on this hub"}]),
-        "ASTRO_ADS_URL": ads.url, "ASTRO_ARXIV_URL": "http://127.0.0.1:9/api/query",
+        "ASTRO_ADS_URL": ads.url, "ASTRO_ARXIV_URL": f"{arxiv.url}/api/query", "ASTRO_EMBED_MODEL": "lexical",
+        "ASTRO_SHARED_LIBRARY_URL": shared_library, "ASTRO_SHARED_LIBRARY_DIR": str(tmp / "shared-papers"),
         "JUPYTERHUB_CRYPT_KEY": secrets.token_hex(32), "PYTHONPATH": str(REPO),
     })
     log = tmp / "hub.log"
@@ -203,6 +226,8 @@ c.JupyterHub.load_roles = [{{"name": "astro-test", "services": ["astro-test"],
                 proc.wait()
         llm.stop()
         ads.stop()
+        arxiv.stop()
+        files.stop()
 
 
 def test_two_users_each_on_their_own_server_see_only_their_own_work(hub: dict[str, Any]) -> None:
@@ -265,3 +290,40 @@ def test_two_users_each_on_their_own_server_see_only_their_own_work(hub: dict[st
     assert "ALICE private note" in json.dumps(notes)
     status, found = alice("GET", "/user/alice/astro/api/search/history?q=remember")
     assert status == 200 and found["results"], found
+
+
+def test_both_users_add_papers_to_the_shared_library_and_find_each_others(hub: dict[str, Any]) -> None:
+    users = {u: Http(hub["base"], hub["tokens"][u]) for u in ("alice", "bob")}
+    added = {}
+    for user, (arxiv_id, _, _) in SHARED_PAPERS.items():  # each adds a paper; their server downloads and parses it
+        status, paper = users[user]("POST", f"/user/{user}/astro/api/papers", {"identifier": f"arXiv:{arxiv_id}"})
+        assert status == 201 and paper["intake_id"], paper
+        added[user] = paper["id"]
+    for user, paper_id in added.items():
+        path = f"/user/{user}/astro/api/papers/{urllib.parse.quote(paper_id, safe='')}"
+        _wait(lambda: users[user]("GET", path)[1].get("state") == "parsed", f"{user}'s paper parsed", hub["log"])
+
+    # one library: each sees both papers, with who added them
+    for user, http in users.items():
+        status, listing = http("GET", f"/user/{user}/astro/api/papers")
+        by_id = {p["id"]: p for p in listing["papers"]}
+        assert status == 200 and {by_id[added[u]]["added_by"] for u in added} == {"alice", "bob"}, listing
+
+    # each finds the other's paper by searching, through their own server and token
+    searches = {}
+    for user, other in (("bob", "alice"), ("alice", "bob")):
+        started, events = users[user].ask(user, f"{user.upper()} search {SHARED_PAPERS[other][2]}")
+        found = [e for e in events if e["type"] == "tool_result" and e["name"] == "rag_search"]
+        assert found and not found[0]["is_error"], events
+        hits = found[0]["metadata"]["hits"]
+        assert hits and hits[0]["paper_id"] == added[other], hits
+        searches[user] = started["session_id"]
+
+    # the papers are shared, the work is not: neither sees the other's search session or its tool results
+    for user, other in (("bob", "alice"), ("alice", "bob")):
+        status, _ = users[user]("GET", f"/user/{user}/astro/api/sessions/{searches[other]}/messages")
+        assert status == 404
+        status, sessions = users[user]("GET", f"/user/{user}/astro/api/sessions")
+        assert status == 200 and searches[other] not in json.dumps(sessions)
+        status, found = users[user]("GET", f"/user/{user}/astro/api/search/history?q=search")
+        assert status == 200 and all(searches[other] not in json.dumps(r) for r in found["results"]), found

@@ -1,0 +1,123 @@
+"""The shared library's word → chunk postings (store/pg_library.py, store/pg_sql/0002_chunk_terms.sql) on a
+real PostgreSQL: BM25 from them scores exactly as SQLite's FTS5 does on the same chunks, and a library
+written before they existed (or by an older version) is indexed in the background while searches go on; and
+no user embeds the chunks of a paper another user is parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from astro_jupyter.services.parse.chunking import Chunk
+from astro_jupyter.services.rag import fts_query
+from astro_jupyter.store.papers import PaperRecord
+from astro_jupyter.store.pg import PgDatabase, load_pg_migrations
+from tests.waiting import until
+
+# PostgreSQL's parser and FTS5's split these differently: "1.5" (one token there), "H-alpha" (three
+# there), "Ångström" (accents kept there); "galaxies"/"galaxy" share a stem (FTS5 counts both phrases)
+TEXTS = [
+    ("1 Introduction", "H-alpha emission of 1.5 per cent in nearby galaxies, measured in Ångström units."),
+    ("2 Data", "The galaxy sample: spectra from the survey, each galaxy observed twice at 1.5 arcsec."),
+    ("3 Results", "Star formation rates from H-alpha agree with the ultraviolet rates for most galaxies."),
+    ("4 Discussion", "Dust attenuation explains the remaining offset between the two tracers of star formation."),
+    ("References", "Kennicutt R. C. 1998, ARA&A 36 189; galaxies and H-alpha star formation."),
+]
+QUESTIONS = ["H-alpha galaxies galaxy", "1.5 angstrom", "star formation dust", "ultraviolet survey spectra"]
+
+
+def _chunks() -> list[Chunk]:
+    return [Chunk(n, section, "references" if section == "References" else "body", n + 1, n + 1, text)
+            for n, (section, text) in enumerate(TEXTS)]
+
+
+async def _ranked(chunks, question: str) -> list[tuple[int, float]]:
+    """(seq, BM25) best first, by chunk position so the two stores' ids need not agree."""
+    hits = await chunks.fts(fts_query(question), 10)
+    rows = await chunks.get_many([i for i, _ in hits])
+    return [(rows[i].seq, round(score, 9)) for i, score in hits]
+
+
+@pytest.mark.asyncio
+async def test_bm25_from_the_postings_scores_as_fts5(make_database, make_container) -> None:
+    sqlite = await make_container("")
+    shared = await make_container(make_database("postgres"))
+    for c in (sqlite, shared):
+        for paper in ("local:a", "local:b"):
+            await c.library.papers.insert(PaperRecord(id=paper, title=paper, state="parsed"))
+            await c.chunks.replace(paper, _chunks()[: 5 if paper == "local:a" else 3])
+    for question in QUESTIONS:
+        expected = await _ranked(sqlite.chunks, question)
+        assert expected, question
+        assert await _ranked(shared.chunks, question) == expected, question
+    # a paper's own chunks only, references never
+    only_b = await shared.chunks.fts(fts_query("galaxies"), 10, paper_ids=["local:b"])
+    rows = await shared.chunks.get_many([i for i, _ in only_b])
+    assert only_b and {r.paper_id for r in rows.values()} == {"local:b"}
+    assert all(r.part != "references" for r in rows.values())
+
+
+@pytest.mark.asyncio
+async def test_chunks_written_without_postings_are_indexed_in_the_background(make_database, make_container) -> None:
+    url = make_database("postgres")
+    old = PgDatabase(url, migrations=load_pg_migrations()[:1])  # the schema before the postings
+    await old.pool()
+    await old.execute("INSERT INTO papers (id, title, state) VALUES ('local:old', 'old', 'parsed')")
+    for chunk in _chunks():
+        await old.execute("INSERT INTO paper_chunks (paper_id, seq, section, part, text) VALUES ($1, $2, $3, $4, $5)",
+                          "local:old", chunk.seq, chunk.section, chunk.part, chunk.text)
+    await old.close()
+
+    sqlite = await make_container("")
+    await sqlite.library.papers.insert(PaperRecord(id="local:old", title="old", state="parsed"))
+    await sqlite.chunks.replace("local:old", _chunks())
+    shared = await make_container(url)  # migrates to the postings schema on first use
+    repo = shared.chunks
+    first = await repo.fts(fts_query("star formation dust"), 10)  # answered while the chunks wait for postings
+    assert {(await repo.get_many([first[0][0]]))[first[0][0]].seq} == {3}
+    await until(lambda: repo._indexing is not None and repo._indexing.done(), what="background indexing")
+    assert await shared.shared_library.fetchval("SELECT count(*) FROM paper_chunks WHERE fts_length IS NULL") == 0
+    for question in QUESTIONS:
+        assert await _ranked(repo, question) == await _ranked(sqlite.chunks, question), question
+
+    # a chunk an older version writes later (no fts_length) is picked up after that write
+    await shared.shared_library.execute("SELECT nextval('library_changes')")
+    await shared.shared_library.execute(
+        "INSERT INTO paper_chunks (paper_id, seq, section, part, text) VALUES ('local:old', 9, '5 Late', 'body',"
+        " 'Magnetars power fast radio bursts.')")
+    await sqlite.chunks.replace("local:old", [*_chunks(), Chunk(9, "5 Late", "body", None, None,
+                                                                "Magnetars power fast radio bursts.")])
+    assert [s for s, _ in await _ranked(repo, "magnetars")] == [9]
+    await until(lambda: repo._indexing.done(), what="background indexing")
+    for question in [*QUESTIONS, "magnetars radio"]:
+        assert await _ranked(repo, question) == await _ranked(sqlite.chunks, question), question
+
+
+@pytest.mark.asyncio
+async def test_chunks_of_a_paper_being_parsed_are_left_to_that_parse(make_database, make_container) -> None:
+    """Every search after another user's write looks for chunks without a vector (rag.sync); the chunks
+    of a paper someone is parsing get theirs from that parse, so no other user embeds them meanwhile."""
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    await alice.library.papers.insert(PaperRecord(id="local:p", title="p", state="downloaded"))
+    space = await bob.chunks.ensure_space("lexical-v2", 384)
+    async with alice.library.papers.parse_claim("local:p"):
+        ids = await alice.chunks.replace("local:p", _chunks())
+        assert await bob.chunks.missing_vectors(space) == []
+    missing = await bob.chunks.missing_vectors(space)  # the parse ended without vectors (say, the endpoint failed)
+    assert [c.id for c in missing] == ids[:4]  # the searchable ones: references never get a vector
+
+
+@pytest.mark.asyncio
+async def test_searches_look_for_other_users_chunks_without_vectors_only_now_and_then(make_database,
+                                                                                      make_container) -> None:
+    """On a shared library every other user's write changes the data version; a search does not scan every
+    chunk for missing vectors after each of them, only every ``missing_check_secs`` (or after a failure)."""
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    await bob.rag.sync()  # the first look
+    await alice.library.papers.insert(PaperRecord(id="local:p", title="p", state="parsed"))
+    await alice.chunks.replace("local:p", _chunks())  # stored without vectors (say, alice's endpoint failed)
+    assert await bob.rag.sync() == 0  # not looked for again so soon
+    bob.chunks.missing_check_secs = 0.0  # the interval is over
+    assert await bob.rag.sync() == 4  # the searchable chunks, embedded by bob's search
+    assert await bob.chunks.missing_vectors(await bob.rag.space()) == []
