@@ -120,9 +120,30 @@ def open_notebook(page: Any, lab: Any, name: str, cells: list[str]) -> Any:
     return notebook
 
 
-def run_cell(page: Any, notebook: Any, index: int) -> None:
-    notebook.locator(".jp-Cell").nth(index).locator(".jp-InputPrompt").click()
-    page.keyboard.press("Shift+Enter")
+def run_cell(page: Any, notebook: Any, index: int, attempts: int = 3) -> None:
+    """Run cell ``index`` as a user does (select it, Shift+Enter) and see that it started.
+
+    The keypress goes wherever focus is: in CI the Astro panel, opening, focused its prompt after the
+    cell was clicked, so Shift+Enter landed in the chat box and the cell never ran (a 120 s timeout).
+    So the press waits until the notebook holds focus with this cell active, and is repeated when the
+    cell's prompt does not change (``[ ]`` or ``[n]`` to ``[*]`` or ``[n+1]``) within 5 s.
+    """
+    cell = notebook.locator(".jp-Cell").nth(index)
+    prompt = cell.locator(".jp-InputPrompt")
+    for _ in range(attempts):
+        before = prompt.text_content()
+        prompt.click()
+        page.wait_for_function(
+            "cell => cell.classList.contains('jp-mod-active') && cell.closest('.jp-Notebook').contains(document.activeElement)",
+            arg=cell.element_handle(), timeout=10_000)
+        page.keyboard.press("Shift+Enter")
+        try:
+            page.wait_for_function("([el, before]) => el.textContent !== before",
+                                   arg=[prompt.element_handle(), before], timeout=5_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"cell {index} did not start after {attempts} presses of Shift+Enter (prompt {prompt.text_content()!r})")
 
 
 # Two page errors that are not ours, seen in CI:
@@ -176,7 +197,7 @@ def test_sky_view_renders_10k_rows_and_the_selection_returns(page: Any, lab: Any
              "print('selected', len(v.selection), sorted(set(v.selection.colnames)))"]
     notebook = open_notebook(page, lab, name, cells)
     run_cell(page, notebook, 0)
-    page.wait_for_function("() => document.querySelector('.jp-Cell:nth-child(1) .jp-InputPrompt')?.textContent.includes('[1]')",
+    page.wait_for_function("() => /\\[\\d+\\]/.test(document.querySelector('.jp-Cell:nth-child(1) .jp-InputPrompt')?.textContent || '')",
                            timeout=120_000)
     init_timeouts: list[float] = []
     try:
