@@ -55,10 +55,12 @@ class EventBus:
         self._waiter: asyncio.Future[None] | None = None
         self._flush_wanted = asyncio.Event()
         self._closed = False
+        self._all_stored = runs is None  # Done stays unseen until every event before it is in the store
         self._persister: asyncio.Task[None] | None = None
         self.persist_errors: list[str] = []
         if runs is not None:
             self._persister = asyncio.get_running_loop().create_task(self._persist_loop())
+            self._persister.add_done_callback(self._persister_ended)
 
     # -- writing -------------------------------------------------------------------------------
     def publish(self, event: Event) -> int:
@@ -86,8 +88,13 @@ class EventBus:
 
     @property
     def visible(self) -> int:
-        """How many events watchers may see: those whose ids are reserved in the store."""
-        return len(self.events) if self._reserved < 0 else min(len(self.events), self._reserved)
+        """How many events watchers may see: those whose ids are reserved in the store, and ``Done``
+        only once the run's events are all stored: a client that saw ``done`` and reopens the session
+        (the server reads it from the store, the agent host wrote it) finds every event."""
+        count = len(self.events) if self._reserved < 0 else min(len(self.events), self._reserved)
+        if self._closed and not self._all_stored:
+            count = min(count, len(self.events) - 1)
+        return count
 
     def _reserve_ahead(self) -> None:
         """Start one reservation write (if none is running) covering a block past the last event."""
@@ -178,6 +185,12 @@ class EventBus:
             await self._flush_now()
             if self._closed and not self._pending:
                 return
+
+    def _persister_ended(self, _task: "asyncio.Task[None]") -> None:
+        """Done may be seen now (also when the persister was cancelled: a failed write is logged in
+        ``persist_errors`` and replay from memory still has every event)."""
+        self._all_stored = True
+        self._wake()
 
     async def _flush_now(self) -> None:
         if not self._pending or self.runs is None:

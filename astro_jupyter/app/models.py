@@ -37,7 +37,6 @@ class ModelsMixin(AppBase):
                 await self._warm
             except Exception:  # noqa: BLE001 - list_models reports the real problem below
                 pass
-        llm = self._llm()
         cfg = self.config
         configured = unique([cfg.llm_model, cfg.llm_fallback_model, *cfg.llm_fallback_chain])
         warning: str | None = None
@@ -46,7 +45,7 @@ class ModelsMixin(AppBase):
             return {"current": self.current_model(owner), "models": configured, "configured": configured,
                     "source": "none", "warning": NO_ENDPOINT}
         try:
-            available = list(await asyncio.wait_for(llm.list_models(), timeout=cfg.http_timeout_secs))
+            available = await self.endpoint_models()
         except asyncio.TimeoutError:
             warning = f"the LLM endpoint did not list its models within {cfg.http_timeout_secs:g} s"
         except AstroError as exc:
@@ -61,6 +60,10 @@ class ModelsMixin(AppBase):
             "source": "endpoint" if available else "config",
             "warning": warning,
         }
+
+    async def endpoint_models(self) -> list[str]:
+        """The endpoint's model list within ``http_timeout_secs`` (``asyncio.TimeoutError`` past it)."""
+        return list(await asyncio.wait_for(self._llm().list_models(), timeout=self.config.http_timeout_secs))
 
     def current_model(self, owner: str) -> str:
         """The model ``owner``'s next run uses: its own choice, else the server's current model."""
@@ -81,7 +84,7 @@ class ModelsMixin(AppBase):
             raise InvalidRequest("'model' must be a non-empty model name", reason="invalid_model")
         name = model.strip()
         try:
-            available = list(await asyncio.wait_for(self._llm().list_models(), timeout=self.config.http_timeout_secs))
+            available = await self.endpoint_models()
         except (asyncio.TimeoutError, AstroError):
             return name
         if available and name not in available:

@@ -122,6 +122,8 @@ class Host:
         self.app.services.notebooks = NotebookService(config, ChannelNotebookBackend(self, str(init.get("root_dir") or os.getcwd())))
         await self.app.start()
         await self.app.runtime.start()  # runs a dead host left 'running' are closed as interrupted
+        if config.llm_configured:  # openai imported before "ready": not inside the first model list or turn
+            self.app.runtime.llm.prepare()
 
     async def serve(self) -> None:
         while True:
@@ -193,8 +195,10 @@ class Host:
         if op == "answer":
             return await app.answer(owner, str(request["run_id"]), str(request["request_id"]), request.get("answer"))
         if op == "list_models":  # with the model runs use now (a fallback switch changes it here)
-            llm = app._llm()
-            return {"models": list(await llm.list_models()), "current": str(llm.model)}
+            try:
+                return {"models": await app.endpoint_models(), "current": str(app._llm().model)}
+            except asyncio.TimeoutError:
+                return {"models": [], "current": str(app._llm().model), "timed_out": True}
         if op == "settle":
             await app.settle_session(str(request["session_id"]))
             return True

@@ -46,6 +46,11 @@ class HostedAstroApp(AstroApp):
         """The endpoint's model list comes from the host: this process never imports the LLM client."""
         return _HostModels(self)
 
+    async def endpoint_models(self) -> list[str]:
+        """No timeout here: the host applies the endpoint's own, so its start (seconds of imports on a
+        loaded machine) is not counted as the endpoint's silence."""
+        return list(await self._llm().list_models())
+
     async def start(self) -> "HostedAstroApp":
         """Open the store; the first call (the sidebar opening) also starts the host in the background,
         so the first prompt does not wait for its imports. A host that cannot start is reported then."""
@@ -179,4 +184,6 @@ class _HostModels:
         except AgentHostError as exc:
             raise AgentHostError(f"the agent host cannot list the endpoint's models: {exc}") from exc
         self.app.host_model = str(reply.get("current") or "")
+        if reply.get("timed_out"):
+            raise asyncio.TimeoutError
         return list(reply.get("models") or [])

@@ -61,6 +61,44 @@ async def test_thousands_of_events_are_numbered_fanned_out_and_batched(services)
         bus.publish(TextDelta(delta="after done", step=1))
 
 
+class GatedRuns(RunRepository):
+    """The real repository whose event writes wait for the test to open the gate (a slow disk)."""
+
+    def __init__(self, db: Any) -> None:
+        super().__init__(db)
+        self.gate = asyncio.Event()
+
+    async def append_events(self, run_id: str, events: Any) -> None:
+        await self.gate.wait()
+        await super().append_events(run_id, events)
+
+
+@pytest.mark.asyncio
+async def test_done_is_seen_only_once_every_event_is_stored(services):
+    """A client that saw ``done`` and reopens the session reads it from the store (written by the agent
+    host, read by the server): it must find every event, not a run cut short (a CI failure)."""
+    session = await services.sessions.create()
+    await services.runs.create("run_gated", session.id)
+    runs = GatedRuns(services.db)
+    bus = EventBus("run_gated", runs, flush_interval=0)
+    seen: list[str] = []
+
+    async def reader() -> None:
+        async for _, event in bus.subscribe():
+            seen.append(event.type)
+
+    task = asyncio.create_task(reader())
+    for i in range(3):
+        bus.publish(TextDelta(delta=f"d{i}", step=1))
+    bus.publish(Done(session_id=session.id, run_id="run_gated"))
+    done, _ = await asyncio.wait({task}, timeout=0.3)
+    assert not done and seen == ["text_delta"] * 3  # the writes are held: done is not out yet
+    runs.gate.set()
+    await asyncio.wait_for(task, 10)
+    assert seen[-1] == "done"
+    assert [s for s, _ in await services.runs.events_after("run_gated")] == [1, 2, 3, 4]
+
+
 @pytest.mark.asyncio
 async def test_concurrency_safe_call_starts_while_the_model_still_streams(tmp_path, openai_server, sesame_server):
     # The second call's arguments are long and slow to stream; the first call must already be running.

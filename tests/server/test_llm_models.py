@@ -19,7 +19,7 @@ def astro_overrides(openai_server) -> dict[str, Any]:
 async def test_models_list_and_switch_used_by_the_next_run(api: Api, openai_server: Any) -> None:
     status, models = await api("GET", "astro/api/models")
     assert status == 200
-    assert models["current"] == "gpt-4o-mini" and models["source"] == "endpoint" and models["warning"] is None, models
+    assert models["current"] == "gpt-4o-mini" and models["source"] == "endpoint" and models["warning"] is None, models["warning"]
     assert set(models["models"]) == {"gpt-4o-mini", "fallback-model", "chain-a", "chain-b"}
     assert models["configured"] == ["gpt-4o-mini", "fallback-model"]
 
