@@ -152,11 +152,18 @@ export class AstroPanel extends Panel {
 
   /** Load sessions and models; reopen the session shown before a reload (and reattach to its run). */
   async initialize(): Promise<void> {
-    await Promise.all([this.refreshSessions(), this.modelChooser.load()]);
+    const ticket = this.opening;
+    // The model list can wait for the agent host's start (seconds): the session does not wait for it.
+    const models = this.modelChooser.load();
+    await this.refreshSessions();
     const last = storage()?.getItem(CURRENT_KEY);
-    if (last && this.sessions.sessions.some(s => s.id === last)) {
+    // A user who opened a session or sent a prompt meanwhile keeps it: reopening would reset the view
+    // mid-run, from a store the run has not finished writing (their prompt vanished).
+    const untouched = ticket === this.opening && !this.run.active;
+    if (untouched && last && this.sessions.sessions.some(s => s.id === last)) {
       await this.openSession(last);
     }
+    await models;
   }
 
   /** Apply the user's settings (on load and whenever they change). */
