@@ -39,7 +39,7 @@ def pct(values: list[float], q: float) -> float:
 
 async def in_process(home: Path, sesame_url: str, calls: int) -> tuple[list[float], list[float]]:
     """Milliseconds per call: ``run_tool``, and ``run_tool_as_session`` (the MCP server's own work)."""
-    config = AstroConfig(home=str(home), sesame_url=sesame_url)
+    config = AstroConfig(home=str(home), service_urls={"sesame": sesame_url})
     plain, recorded = [], []
     async with AstroApp(config, source="bench") as app:
         await app.run_tool("query_target", ARGS)  # resolve once: the cache serves the rest

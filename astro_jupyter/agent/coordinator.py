@@ -28,13 +28,16 @@ with your tools, without asking questions. Finish with a concise, self-contained
 result (facts, numbers, identifiers, sources): the coordinator sees only that report."""
 
 
+TASK_TIMEOUT_SECS = 600.0  # one delegated task
+
+
 class WorkerPool:
     def __init__(self, ctx: "ToolContext") -> None:
         self.ctx = ctx
         self.config = ctx.config
         self.repo = ctx.services.coordinator_tasks
         self.size = max(1, int(self.config.coordinator_workers))
-        self.timeout = float(self.config.coordinator_task_timeout_secs)
+        self.timeout = ctx.services.tuning.delegated_task_secs or TASK_TIMEOUT_SECS
         self.semaphore = asyncio.Semaphore(self.size)
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.running = 0

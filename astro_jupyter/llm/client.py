@@ -64,6 +64,22 @@ class ContextOverflowError(LlmError):
         self.window = window
 
 
+@dataclasses.dataclass(frozen=True)
+class LlmLimits:
+    """How hard the client tries (internal tuning, not settings; tests pass shorter ones to ``LlmClient``).
+
+    ``deadline_secs`` bounds one request from sending it to the end of its stream (``llm_timeout_secs``
+    only bounds each read, so a server sending keep-alive comments could hold a run forever); 0 disables.
+    ``max_tokens`` 0: a quarter of the context window, at most 8192.
+    """
+
+    max_retries: int = 4  # transient errors retried with backoff
+    retry_base_delay: float = 0.5  # first backoff in seconds, doubling each retry
+    overload_switch_after: int = 3  # consecutive overload answers (429/503/529) before switching model
+    deadline_secs: float = 600.0
+    max_tokens: int = 0
+
+
 PROBE_TIMEOUT_SECS = 5.0  # each request asking the endpoint about the model (a missing route answers at once)
 MODELS_NAMED = 40  # models listed when the endpoint does not know the one asked for
 PREPARING_EVERY_SECS = 1.0  # how often a tool call being written is reported while its arguments grow
@@ -201,8 +217,10 @@ async def open_chat_stream(client: Any, model: str, body: dict[str, Any]) -> Any
 class LlmClient:
     """Streaming chat, one-shot completion, embeddings and model listing against one endpoint."""
 
-    def __init__(self, config: "AstroConfig", *, holder: ModelHolder | None = None) -> None:
+    def __init__(self, config: "AstroConfig", *, holder: ModelHolder | None = None,
+                 limits: LlmLimits | None = None) -> None:
         self.config = config
+        self.limits = limits or LlmLimits()
         self.holder = holder or ModelHolder(config.llm_model)
         self.policy = FallbackPolicy(config.llm_fallback_model, list(config.llm_fallback_chain))
         self._client: Any = None
@@ -272,11 +290,11 @@ class LlmClient:
 
     def _deadline(self) -> float | None:
         """Loop time by which the request now starting must be complete (None: no overall limit)."""
-        secs = self.config.llm_deadline_secs
+        secs = self.limits.deadline_secs
         return asyncio.get_running_loop().time() + secs if secs > 0 else None
 
     def _backoff(self, attempt: int) -> float:
-        return min(_MAX_BACKOFF_SECS, self.config.llm_retry_base_delay * (2 ** max(0, attempt - 1)))
+        return min(_MAX_BACKOFF_SECS, self.limits.retry_base_delay * (2 ** max(0, attempt - 1)))
 
     # -- the model's profile ---------------------------------------------------------------
     async def profile(self, model: str | None = None) -> ModelProfile:
@@ -292,7 +310,7 @@ class LlmClient:
         return self._profiles[name]
 
     async def _discover(self, model: str) -> ModelProfile:
-        setting, max_tokens = int(self.config.llm_context_window), int(self.config.llm_max_tokens)
+        setting, max_tokens = int(self.config.llm_context_window), int(self.limits.max_tokens)
         if setting > 0:
             return make_profile(model, setting, "setting llm_context_window", max_tokens)
         if self.configured and self.config.openai_base_url:  # OpenAI's own API says nothing: the table knows it
@@ -339,8 +357,8 @@ class LlmClient:
 
     def learn_window(self, model: str, window: int, source: str) -> None:
         """The endpoint said the real window (a context-length error): later requests use it."""
-        known = self._profiles.get(model) or make_profile(model, window, source, int(self.config.llm_max_tokens))
-        self._profiles[model] = known.with_window(window, source, int(self.config.llm_max_tokens))
+        known = self._profiles.get(model) or make_profile(model, window, source, int(self.limits.max_tokens))
+        self._profiles[model] = known.with_window(window, source, int(self.limits.max_tokens))
 
     def _final_error(self, failure: _Failure, model: str) -> LlmError:
         if failure.overflow:
@@ -360,13 +378,12 @@ class LlmClient:
         if failure.deadline:
             return LlmError(
                 f"The LLM endpoint at {self.base_url} sent no complete answer within the overall deadline of "
-                f"{self.config.llm_deadline_secs:g} s (model {model!r}, {self.config.llm_max_retries} retries; "
-                "c.AstroConfig.llm_deadline_secs / ASTRO_LLM_DEADLINE)."
+                f"{self.limits.deadline_secs:g} s (model {model!r}, {self.limits.max_retries} retries)."
             )
         if failure.timeout:
             return LlmError(
                 f"The LLM endpoint at {self.base_url} timed out after {self.config.llm_timeout_secs:g} s "
-                f"(model {model!r}, {self.config.llm_max_retries} retries)."
+                f"(model {model!r}, {self.limits.max_retries} retries)."
             )
         return LlmError(f"The LLM request failed (model {model!r}): {failure.describe()}")
 
@@ -396,7 +413,7 @@ class LlmClient:
             try:
                 while True:
                     try:
-                        item = await _next_before(attempt, deadline, self.config.llm_deadline_secs)
+                        item = await _next_before(attempt, deadline, self.limits.deadline_secs)
                     except StopAsyncIteration:
                         return
                     started = True
@@ -421,7 +438,7 @@ class LlmClient:
                     continue
                 if failure.overload:
                     overloads += 1
-                    if overloads >= self.config.overload_switch_after:
+                    if overloads >= self.limits.overload_switch_after:
                         nxt = self.policy.next_model(current, tried)
                         if nxt is None:
                             raise LlmError(
@@ -436,7 +453,7 @@ class LlmClient:
                         continue
                     await asyncio.sleep(self._backoff(overloads))
                     continue
-                if failure.transient and retries < self.config.llm_max_retries:
+                if failure.transient and retries < self.limits.max_retries:
                     retries += 1
                     await asyncio.sleep(self._backoff(retries))
                     continue
@@ -563,7 +580,7 @@ class LlmClient:
 
     async def _call(self, what: str, model: str, op: Any, *, retries: int | None = None) -> Any:
         self._openai()
-        most = self.config.llm_max_retries if retries is None else retries
+        most = self.limits.max_retries if retries is None else retries
         retries = 0
         while True:
             try:
@@ -576,7 +593,7 @@ class LlmClient:
                         return await self._on_io(op())
                 except TimeoutError:
                     if limit.expired():
-                        raise DeadlineExceeded(self.config.llm_deadline_secs) from None
+                        raise DeadlineExceeded(self.limits.deadline_secs) from None
                     raise
             except asyncio.CancelledError:
                 raise

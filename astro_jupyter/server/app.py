@@ -16,7 +16,7 @@ from jupyter_server.extension.application import ExtensionApp
 
 from ..config import AstroConfig
 from . import auth, bookmarklet, catalogs, llm_models, notes, openapi, papers, runs, search, sessions, sse
-from .base import SERVICE_KEY
+from .base import SERVICE_KEY, TUNING_KEY
 from ..app import AstroApp
 
 ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, llm_models, auth, openapi, bookmarklet, catalogs)
@@ -35,7 +35,9 @@ class AstroExtensionApp(ExtensionApp):
         self.astro_config = AstroConfig(parent=self)
         if self.astro_config.llm_io == "auto":  # the server's interpreter stays free for requests
             self.astro_config.llm_io = "process"
-        self.service = AstroApp(self.astro_config, serve=True, source="sidebar")
+        # internal tuning is no setting; an embedding application (the test suite) may hand one in
+        tuning = self.serverapp.tornado_settings.get(TUNING_KEY)
+        self.service = AstroApp(self.astro_config, serve=True, source="sidebar", tuning=tuning)
         from ..services.notebooks import NotebookService
         from .notebooks import ServerNotebookBackend
 
@@ -61,7 +63,7 @@ class AstroExtensionApp(ExtensionApp):
         defaults under ``c.IdentityProvider.cookie_options``: keys set there win.
         """
         provider = getattr(self.serverapp, "identity_provider", None)
-        if provider is None or not self.astro_config.strict_login_cookie:
+        if provider is None:
             return
         options = dict(getattr(provider, "cookie_options", {}) or {})
         options.setdefault("httponly", True)

@@ -117,7 +117,7 @@ async def test_empty_tool_call_id_is_repaired(services: Any, ctx: Any, recorder:
 @pytest.mark.asyncio
 async def test_duplicate_detector_spans_turns(services: Any, ctx: Any) -> None:
     ex = make_executor(services, [EchoTool()])  # threshold 3 (config default)
-    assert services.config.duplicate_threshold == 3
+    assert ex.limits.duplicate_threshold == 3
     (r1,) = await ex.execute([call("echo", '{"text": "x"}')], ctx)
     (r2,) = await ex.execute([call("echo", '{"count": 1, "text": "x"}')], ctx)  # same args, other key order
     (r3,) = await ex.execute([call("echo", '{"text": "x", "count": 1}')], ctx)
@@ -211,7 +211,7 @@ async def test_cancel_stops_cancel_tools_within_poll_and_answers_every_call(
     cancelled_at = time.perf_counter()
     ctx.cancelled.set()
     results = await asyncio.wait_for(task, 2)
-    assert time.perf_counter() - cancelled_at < services.config.cancel_poll_secs + 0.1
+    assert time.perf_counter() - cancelled_at < ex.limits.cancel_poll_secs + 0.1
     assert [r.id for r in results] == ["c1", "c2", "c3"]
     assert all(r.output.is_error for r in results)
     assert "cancelled by the user" in results[0].output.content
@@ -229,7 +229,7 @@ async def test_cancel_is_noticed_by_polling_even_without_a_wakeup(services: Any,
     ctx.cancelled._value = True  # flag only: asyncio.Event.wait() waiters are not woken
     start = time.perf_counter()
     (res,) = await asyncio.wait_for(task, 2)
-    assert time.perf_counter() - start <= services.config.cancel_poll_secs + 0.1
+    assert time.perf_counter() - start <= ex.limits.cancel_poll_secs + 0.1
     assert "cancelled by the user" in res.output.content
 
 

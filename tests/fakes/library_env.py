@@ -44,19 +44,16 @@ def file_fake() -> Iterator[FakeServer]:
 def make_paper_config(
     home: Path, ads: FakeServer, arxiv: FakeServer, files: FakeServer | None = None, **overrides: object
 ) -> AstroConfig:
+    urls = {"ads": ads.url, "arxiv": f"{arxiv.url}/api/query"}
+    if files is not None:
+        urls.update(arxiv_pdf=f"{files.url}/pdf", doi=f"{files.url}/doi")
     settings: dict[str, object] = {
         "home": str(home),
         "project_root": str(home.parent),
-        "ads_url": ads.url,
+        "service_urls": urls,
         "ads_token": TOKEN,
-        "arxiv_url": f"{arxiv.url}/api/query",
-        "arxiv_min_interval_secs": 0.0,
-        "http_timeout_secs": 5.0,
-        "allow_private_downloads": True,
+        "download_allowed_hosts": ["127.0.0.1"],  # the fakes listen on loopback
     }
-    if files is not None:
-        settings["arxiv_pdf_url"] = f"{files.url}/pdf"
-        settings["doi_resolver_url"] = f"{files.url}/doi"
     settings.update(overrides)
     return AstroConfig(**settings)
 

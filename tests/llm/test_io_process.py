@@ -22,6 +22,7 @@ import pytest
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import LlmError
 from astro_jupyter.llm import Completed, TextChunk, ToolCallReady
+from astro_jupyter.llm.client import LlmLimits
 from astro_jupyter.llm.io_process import LLM_PROCESS
 from tests.fakes.openai_server import ScriptedCall, Turn
 from tests.llm.test_client import collect, make_client
@@ -64,7 +65,7 @@ async def test_chunks_are_parsed_in_the_worker_not_here(openai_server: Any, monk
 @pytest.mark.asyncio
 async def test_a_worker_killed_mid_stream_ends_the_stream_cleanly_and_the_next_starts_a_new_one(openai_server: Any) -> None:
     openai_server.script(Turn.say("y" * 400, chunk_size=1, delay=0.02), Turn.say("Still here.", chunk_size=4))
-    client = make_client(openai_server.url, llm_max_retries=0)
+    client = make_client(openai_server.url, max_retries=0)
     first = asyncio.Event()
     got: list[str] = []
 
@@ -129,7 +130,7 @@ def test_the_worker_ignores_modules_in_the_servers_working_directory(tmp_path: P
         "import asyncio\n"
         "from tests.llm.test_client import collect, make_client\n"
         "from astro_jupyter.llm import TextChunk\n"
-        f"items = asyncio.run(collect(make_client({openai_server.url!r}, llm_max_retries=0)))\n"
+        f"items = asyncio.run(collect(make_client({openai_server.url!r}, max_retries=0)))\n"
         "print(''.join(i.delta for i in items if isinstance(i, TextChunk)))\n"
     )
     env = {**os.environ, "ASTRO_LLM_IO": "process"}
@@ -155,7 +156,7 @@ def test_unknown_env_value_falls_back_to_auto(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.asyncio
 async def test_a_request_that_is_not_json_fails_alone(openai_server: Any) -> None:
     """A bug upstream (a non-JSON value in the history) fails that request, not the pipe."""
-    client = make_client(openai_server.url, llm_max_retries=0)
+    client = make_client(openai_server.url, max_retries=0)
     with pytest.raises(LlmError, match="could not be encoded as JSON"):
         await asyncio.wait_for(collect(client, [{"role": "user", "content": b"bytes"}]), 10)
     openai_server.script(Turn.say("Next request fine."))
@@ -207,7 +208,7 @@ async def test_a_long_stream_survives_many_other_endpoints(openai_server: Any) -
     from astro_jupyter.llm import LlmClient
 
     def client(key: str) -> LlmClient:
-        return LlmClient(AstroConfig(openai_base_url=openai_server.url, openai_api_key=key, llm_max_retries=0))
+        return LlmClient(AstroConfig(openai_base_url=openai_server.url, openai_api_key=key), limits=LlmLimits(max_retries=0))
 
     openai_server.respond_with(
         lambda body: Turn.say("long " * 60, chunk_size=5, delay=0.02) if body["messages"][-1]["content"] == "long"

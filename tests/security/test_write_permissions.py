@@ -65,7 +65,7 @@ def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def home_config(home: Path, llm_url: str = "", **kw: Any) -> AstroConfig:
     """The setup of the issue: project root = $HOME, library in ~/.astro_jupyter."""
     settings: dict[str, Any] = dict(home=str(home / ".astro_jupyter"), project_root=str(home), openai_base_url=llm_url,
-                                    openai_api_key="k", llm_retry_base_delay=0.01)
+                                    openai_api_key="k")
     settings.update(kw)
     return AstroConfig(**settings)
 

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+MAX_OUTPUT_CHARS = 4000  # longer tool outputs go to tool-results/ with a preview in their place
+PREVIEW_CHARS = 2000  # how much of such an output stays inline
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
