@@ -127,7 +127,7 @@ def test_kill_9_mid_run_loses_no_committed_message(tmp_path, openai_server, sesa
     home = tmp_path / "home"
     env = cli_env(home, openai_server.url, sesame_server.url)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "astro_jupyter.cli", "ask", "resolve targets forever", "--json", "--max-steps", "500"],
+        [sys.executable, "-m", "astro_jupyter.cli", "ask", "resolve targets forever", "--json", "--max-steps", "200"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )
     seen: list[dict[str, Any]] = []
