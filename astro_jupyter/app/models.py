@@ -14,6 +14,7 @@ NO_ENDPOINT = (
     "no LLM endpoint is configured: set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL (and LLM_MODEL) for another "
     "OpenAI-compatible endpoint, then restart Jupyter; `astro-jupyter doctor` checks it"
 )
+MODELS_LIST_SECS = 30.0  # the longest the model list of the endpoint is waited for
 MODELS_SHOWN = 40  # names listed when a model is refused (an endpoint may serve hundreds)
 
 
@@ -46,9 +47,9 @@ class ModelsMixin(AppBase):
             return {"current": self.current_model(owner), "models": configured, "configured": configured,
                     "source": "none", "warning": NO_ENDPOINT}
         try:
-            available = list(await asyncio.wait_for(llm.list_models(), timeout=cfg.http_timeout_secs))
+            available = list(await asyncio.wait_for(llm.list_models(), timeout=MODELS_LIST_SECS))
         except asyncio.TimeoutError:
-            warning = f"the LLM endpoint did not list its models within {cfg.http_timeout_secs:g} s"
+            warning = f"the LLM endpoint did not list its models within {MODELS_LIST_SECS:g} s"
         except AstroError as exc:
             warning = f"could not list the endpoint's models: {exc}"
         current = self.current_model(owner)
@@ -81,7 +82,7 @@ class ModelsMixin(AppBase):
             raise InvalidRequest("'model' must be a non-empty model name", reason="invalid_model")
         name = model.strip()
         try:
-            available = list(await asyncio.wait_for(self._llm().list_models(), timeout=self.config.http_timeout_secs))
+            available = list(await asyncio.wait_for(self._llm().list_models(), timeout=MODELS_LIST_SECS))
         except (asyncio.TimeoutError, AstroError):
             return name
         if available and name not in available:

@@ -115,10 +115,12 @@ class Host:
     async def start(self, init: dict[str, Any]) -> None:
         from ..app import AstroApp
         from ..config import AstroConfig
+        from ..services.container import Tuning
         from ..services.notebooks import NotebookService
 
         config = AstroConfig(**init.get("config", {}))
-        self.app = AstroApp(config, serve=False, source=str(init.get("source") or "sidebar"))
+        self.app = AstroApp(config, serve=False, source=str(init.get("source") or "sidebar"),
+                            tuning=Tuning.from_wire(init.get("tuning")))
         self.app.services.notebooks = NotebookService(config, ChannelNotebookBackend(self, str(init.get("root_dir") or os.getcwd())))
         await self.app.start()
         await self.app.runtime.start()  # runs a dead host left 'running' are closed as interrupted

@@ -7,6 +7,7 @@ real ipykernel for the session kernel.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -16,6 +17,10 @@ import nbformat
 import nbformat.v4 as nbf
 import pytest
 
+from astro_jupyter.agent.executor import ToolLimits
+from astro_jupyter.server.sse import SsePacing
+from astro_jupyter.services.container import Tuning
+from tests.agent.runtime_helpers import fast
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -27,10 +32,17 @@ def astro_overrides(openai_server: Any) -> dict[str, Any]:
     return {
         "openai_base_url": openai_server.url,
         "openai_api_key": "test-key",
-        "sse_keepalive_secs": 0.2,
-        "notebook_bridge_timeout_secs": 5.0,
-        "permission_timeout_secs": 10.0,
     }
+
+
+@pytest.fixture
+def astro_tuning() -> Tuning:
+    return fast(notebook_bridge_secs=5.0, tools=ToolLimits(permission_timeout_secs=10.0))
+
+
+@pytest.fixture
+def sse_pacing() -> SsePacing:
+    return SsePacing(keepalive_secs=0.2)
 
 
 @pytest.fixture
@@ -208,7 +220,7 @@ async def test_bridge_failures_are_clear_and_touch_nothing(
         api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path, astro_service: Any) -> None:
     notebook(jp_root_dir)
     before = (jp_root_dir / "analysis.ipynb").read_text()
-    astro_service.config.notebook_bridge_timeout_secs = 0.5
+    astro_service.services.tuning = dataclasses.replace(astro_service.services.tuning, notebook_bridge_secs=0.5)
     openai_server.script(
         Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "a"}),
         Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "b"}),
