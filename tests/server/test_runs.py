@@ -155,6 +155,9 @@ async def test_bad_run_requests(api: Api, sse: Any, openai_server: Any, sesame_s
     assert status == 400 and err["reason"] == "invalid_prompt"
     status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "session_id": "ses_nope"})
     assert status == 404 and err["reason"] == "session_not_found"
+    for steps in (0, 201, "5", True):  # the app's 1..200 rule, before any host is asked
+        status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "max_steps": steps})
+        assert status == 400 and err["reason"] == "invalid_max_steps", (steps, err)
     status, err = await api("POST", "astro/api/runs", body={"prompt": "hi", "coordinator": "yes"})
     assert status == 400
     for path in ("astro/api/runs/run_nope/events", ):
