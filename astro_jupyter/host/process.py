@@ -1,8 +1,8 @@
 """The agent host: ``python -m astro_jupyter.host``, started by the server extension like a kernel.
 
 It owns the sidebar's runtime: ``AstroApp`` with its runs, tools and the store's writer, on one
-asyncio loop. The first line it reads is ``{"op": "init", "config": {...}, "root_dir": ...}``
-(the server's ``AstroConfig`` values and the Jupyter root); it answers ``{"ready": pid}`` or dies
+asyncio loop. The first line it reads is ``{"op": "init", "config": {...}, "tuning": {...}, "root_dir": ...}``
+(the server's ``AstroConfig`` values, the internal ``Tuning`` it was given, and the Jupyter root); it answers ``{"ready": pid}`` or dies
 with the reason on stderr. Every request names its ``owner`` (the server authenticated the
 user); the host applies the same ownership rules as everywhere (``app/``), so a run of one
 identity cannot be followed, cancelled or answered by another.
