@@ -109,7 +109,9 @@ async def test_resume_mid_run_two_clients_and_disconnect(api: Api, sse: Any, ope
     assert _types(full)[-1] == "done" and full[-1][1]["reason"] == "finished"
     status, session = await api("GET", "astro/api/sessions", started["session_id"])
     assert session["runs"][0]["status"] == "finished"
-    # stored events are the ones streamed
+    # stored events are the ones streamed, once the agent host says the run has ended (its last batch of
+    # events is written then; the stream may show "done" a moment earlier)
+    await until(lambda: run_id not in astro_service.host.runs, "the host to finish the run")
     stored = await astro_service.services.runs.events_after(run_id)
     assert [(s, d) for s, d in stored] == full
 
