@@ -136,7 +136,8 @@ class TestTheServersConfigurationHoldsInTheHost:
             Turn.call("notebook_edit", {"path": "root_dir/b.ipynb", "action": "insert", "source": "y = 2"}, id="e1"))
         status, started = await api("POST", "astro/api/runs", body={"prompt": "add a cell"})
         assert status == 201
-        events = await sse(started["run_id"])  # nobody answers: the host's 0.3 s wait (not 300 s) denies it
+        # nobody answers: the host's 0.3 s wait (not the built-in 300 s) denies it
+        events = await asyncio.wait_for(sse(started["run_id"]), 60)
         assert any(e["type"] == "permission_request" for _, e in events)
         result = next(e for _, e in events if e["type"] == "tool_result")
         assert result["is_error"] and "no answer within 0.3s" in result["output"], result["output"]
