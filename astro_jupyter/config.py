@@ -2,7 +2,8 @@
 
 Every setting can be given as ``c.AstroConfig.<name> = ...`` in ``jupyter_server_config.py``
 or ``ipython_config.py``; when it is not, the environment variable named in its help
-is used, then the default. Keeping all knobs here is why no module hard-codes a limit.
+is used, then the default. Only what a person sets is here (issue 23: at most 30 settings);
+a tuning knob is a named constant or a frozen value object beside the code it tunes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any, Callable
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
+from traitlets import Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 
@@ -77,8 +78,43 @@ def _tap_services(data: Any) -> dict[str, str]:
     return out
 
 
+# name -> (env var, built-in address) of the services ``service_urls`` may point elsewhere
+SERVICE_URLS: dict[str, tuple[str, str]] = {
+    "ads": ("ASTRO_ADS_URL", "https://api.adsabs.harvard.edu/v1"),
+    "arxiv": ("ASTRO_ARXIV_URL", "http://export.arxiv.org/api/query"),
+    "arxiv_pdf": ("ASTRO_ARXIV_PDF_URL", "https://arxiv.org/pdf"),
+    "sesame": ("ASTRO_SESAME_URL", "https://cds.unistra.fr/cgi-bin/nph-sesame"),
+    "doi": ("ASTRO_DOI_URL", "https://doi.org"),
+}
+
+
+def _service_urls(data: Any) -> dict[str, str]:
+    """``service_urls``: the built-in addresses with the ones given replacing theirs (unknown names refused)."""
+    if not isinstance(data, dict):
+        raise ValueError('service_urls must be a JSON object {"ads": "https://..."}')
+    out = {name: _env(var, url) for name, (var, url) in SERVICE_URLS.items()}
+    for name, url in data.items():
+        if name not in SERVICE_URLS:
+            raise ValueError(f"service_urls: unknown service {name!r} (known: {', '.join(SERVICE_URLS)})")
+        if not isinstance(url, str) or not re.match(r"^https?://[^\s]+$", url.strip(), re.I):
+            raise ValueError(f"service_urls[{name!r}] must be an http(s) URL, not {url!r}")
+        out[name] = url.strip()
+    return out
+
+
 class AstroConfig(Configurable):
-    """All astro-jupyter settings (env-var fallback named in each ``help``)."""
+    """The settings a person sets (env-var fallback named in each ``help``).
+
+    Internal tuning (retries, batch sizes, cut-offs) is not here: it lives as module constants or
+    small frozen value objects next to the code that uses it (``llm.client.LlmLimits``,
+    ``services.rag.RagTuning``, ...), which tests pass to constructors (``services.container.Tuning``).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        unknown = set(kwargs) - set(self.class_traits(config=True)) - {"config", "parent", "log"}
+        if unknown:  # traitlets would drop them with a warning: a removed setting must not pass silently
+            raise TypeError(f"AstroConfig has no setting {', '.join(sorted(unknown))}")
+        super().__init__(**kwargs)
 
     # -- places -----------------------------------------------------------------
     home = Unicode(
@@ -144,17 +180,6 @@ class AstroConfig(Configurable):
     def _chain_default(self) -> list[str]:
         return [m.strip() for m in _env("LLM_FALLBACK_CHAIN").split(",") if m.strip()]
 
-    overload_switch_after = Int(
-        3, help="Consecutive overload answers (429/503/529) before switching model."
-    ).tag(config=True)
-
-    llm_max_retries = Int(4, help="Retries with backoff for transient LLM errors.").tag(config=True)
-
-    llm_retry_base_delay = Float(
-        0.5, help="First backoff delay in seconds (doubles each retry; env ASTRO_LLM_RETRY_DELAY)."
-    ).tag(config=True)
-    _retry_delay_default = _env_default("llm_retry_base_delay", "ASTRO_LLM_RETRY_DELAY", 0.5)
-
     llm_timeout_secs = Float(120.0, help="Timeout for one LLM request (env ASTRO_LLM_TIMEOUT).").tag(config=True)
     _llm_timeout_default = _env_default("llm_timeout_secs", "ASTRO_LLM_TIMEOUT", 120.0)
 
@@ -164,76 +189,11 @@ class AstroConfig(Configurable):
     ).tag(config=True)
     _context_window_default = _env_default("llm_context_window", "ASTRO_LLM_CONTEXT_WINDOW", 0)
 
-    llm_max_tokens = Int(
-        help="Tokens one answer may generate (sent as max_tokens); 0 = a quarter of the context window, at most "
-        "8192 (env ASTRO_LLM_MAX_TOKENS)."
-    ).tag(config=True)
-    _max_tokens_default = _env_default("llm_max_tokens", "ASTRO_LLM_MAX_TOKENS", 0)
-
-    llm_deadline_secs = Float(
-        help="Overall limit on one LLM request, from sending it to the end of its stream; llm_timeout_secs only "
-        "bounds each read, so a server sending keep-alive comments could hold a run forever. Counted as a "
-        "transient error (retried). 0 disables (env ASTRO_LLM_DEADLINE)."
-    ).tag(config=True)
-    _llm_deadline_default = _env_default("llm_deadline_secs", "ASTRO_LLM_DEADLINE", 600.0)
-
     embed_model = Unicode(
         help="Embedding model: an endpoint model name, 'local' (the local-embeddings extra), 'lexical', or empty "
         "for auto: the endpoint's own embedding model, else local, else lexical (env ASTRO_EMBED_MODEL)."
     ).tag(config=True)
     _embed_default = _env_default("embed_model", "ASTRO_EMBED_MODEL", "")
-
-    embed_probe_timeout_secs = Float(
-        5.0, help="Seconds to wait for the endpoint's model list when choosing the embedding backend "
-        "(env ASTRO_EMBED_PROBE_TIMEOUT); past that, the local or lexical backend is used."
-    ).tag(config=True)
-    _embed_probe_default = _env_default("embed_probe_timeout_secs", "ASTRO_EMBED_PROBE_TIMEOUT", 5.0)
-
-    embed_threads = Int(
-        -1, help="BLAS threads the local embedding model may use: 0 = all cores; negative = auto: one for a query, "
-        "for a batch of chunks the cores the load average leaves idle. One is fastest on a shared, busy machine; "
-        "more helps a large re-embedding on an idle one (env ASTRO_EMBED_THREADS)."
-    ).tag(config=True)
-    _embed_threads_default = _env_default("embed_threads", "ASTRO_EMBED_THREADS", -1)
-
-    embed_window_tokens = Int(
-        128, help="The local model embeds a passage longer than this many tokens as the mean of windows this "
-        "long, each starting with the section path, instead of truncating it at 256 tokens; 128 is the length "
-        "all-MiniLM-L6-v2 was trained on. 0 = truncate (env ASTRO_EMBED_WINDOW_TOKENS)."
-    ).tag(config=True)
-    _embed_window_default = _env_default("embed_window_tokens", "ASTRO_EMBED_WINDOW_TOKENS", 128)
-
-    embed_inline_max = Int(
-        64, help="Chunks without a vector that a search embeds before answering; more (a new backend, a big "
-        "library) are re-embedded by a background job while searches go on (env ASTRO_EMBED_INLINE_MAX)."
-    ).tag(config=True)
-    _embed_inline_default = _env_default("embed_inline_max", "ASTRO_EMBED_INLINE_MAX", 64)
-
-    hybrid_vector_weight = Float(
-        -1.0, help="Share of the vector similarity in hybrid ranking, 0-1 (the rest is BM25); negative = by backend: "
-        "0.5 for a real embedding, hybrid_lexical_weight for lexical-v2 (env ASTRO_HYBRID_VECTOR_WEIGHT)."
-    ).tag(config=True)
-    _hybrid_weight_default = _env_default("hybrid_vector_weight", "ASTRO_HYBRID_VECTOR_WEIGHT", -1.0)
-
-    hybrid_lexical_weight = Float(
-        0.3, help="The vector share in hybrid ranking when the embedding is lexical-v2, a bag of words that mostly "
-        "repeats what BM25 sees (env ASTRO_HYBRID_LEXICAL_WEIGHT)."
-    ).tag(config=True)
-    _hybrid_lexical_default = _env_default("hybrid_lexical_weight", "ASTRO_HYBRID_LEXICAL_WEIGHT", 0.3)
-
-    rerank = Bool(
-        True, help="With an LLM, re-rank the top hybrid passages by one batched relevance-scoring call and answer "
-        "only from those above rerank_threshold (env ASTRO_RERANK)."
-    ).tag(config=True)
-    _rerank_default = _env_default("rerank", "ASTRO_RERANK", True)
-
-    rerank_pool = Int(24, help="Hybrid passages sent to the re-ranking call (env ASTRO_RERANK_POOL).").tag(config=True)
-    _rerank_pool_default = _env_default("rerank_pool", "ASTRO_RERANK_POOL", 24)
-
-    rerank_threshold = Float(
-        5.0, help="Relevance (0-10) a passage needs to be used as evidence (env ASTRO_RERANK_THRESHOLD)."
-    ).tag(config=True)
-    _rerank_threshold_default = _env_default("rerank_threshold", "ASTRO_RERANK_THRESHOLD", 5.0)
 
     llm_prices = Dict(
         help="USD per million tokens by model, e.g. {\"gpt-4o-mini\": {\"input\": 0.15, \"output\": 0.6}}, so "
@@ -249,11 +209,6 @@ class AstroConfig(Configurable):
         except ValueError:
             return {}
         return value if isinstance(value, dict) else {}
-
-    rerank_passage_chars = Int(
-        900, help="Characters of each passage shown to the re-ranking call (env ASTRO_RERANK_PASSAGE_CHARS)."
-    ).tag(config=True)
-    _rerank_chars_default = _env_default("rerank_passage_chars", "ASTRO_RERANK_PASSAGE_CHARS", 900)
 
     # -- hub limits (docs/jupyterhub.md: an administrator sets these for every user) --------------
     allowed_models = List(
@@ -274,86 +229,18 @@ class AstroConfig(Configurable):
     _max_runs_default = _env_default("max_runs_per_user", "ASTRO_MAX_RUNS_PER_USER", 0)
 
     # -- the loop -------------------------------------------------------------------
-    max_steps = Int(help="Maximum LLM turns per run (env ASTRO_MAX_STEPS).").tag(config=True)
+    max_steps = Int(help="Maximum LLM turns per run, 1-200 (env ASTRO_MAX_STEPS).").tag(config=True)
     _max_steps_default = _env_default("max_steps", "ASTRO_MAX_STEPS", 20)
+
+    @validate("max_steps")
+    def _validate_max_steps(self, proposal: Any) -> int:
+        if not 1 <= proposal["value"] <= 200:  # the bound app/runs.py holds every front end's request to
+            raise TraitError(f"max_steps must be from 1 to 200, not {proposal['value']}")
+        return int(proposal["value"])
 
     tool_timeout_secs = Float(help="Timeout for one tool call in seconds (env ASTRO_TOOL_TIMEOUT).").tag(config=True)
     _tool_timeout_default = _env_default("tool_timeout_secs", "ASTRO_TOOL_TIMEOUT", 300.0)
 
-    max_output_chars = Int(
-        help="Tool outputs longer than this are persisted to tool-results/ and replaced by a stub "
-        "(env ASTRO_MAX_OUTPUT_CHARS)."
-    ).tag(config=True)
-    _max_output_default = _env_default("max_output_chars", "ASTRO_MAX_OUTPUT_CHARS", 4000)
-
-    persisted_preview_chars = Int(
-        2000, help="How much of a persisted large tool output stays inline as a preview."
-    ).tag(config=True)
-
-    duplicate_threshold = Int(
-        help="Consecutive identical (tool, arguments) calls that count as a loop (env ASTRO_DUPLICATE_THRESHOLD)."
-    ).tag(config=True)
-    _dup_default = _env_default("duplicate_threshold", "ASTRO_DUPLICATE_THRESHOLD", 3)
-
-    cancel_poll_secs = Float(0.25, help="How often a running tool checks for cancellation.").tag(config=True)
-
-    event_flush_secs = Float(
-        0.1, help="How long a run's events gather before one batch is written to agent_events (live watchers are not delayed)."
-    ).tag(config=True)
-
-    stream_slice_ms = Float(
-        1.0, help="A run processing a burst of streamed LLM chunks yields the event loop after this many ms, "
-        "so requests and other runs are served in between (server latency under load)."
-    ).tag(config=True)
-
-    event_id_reserve_block = Int(
-        1000, help="Event ids a run reserves in the store per write before watchers see them, so ids never go "
-        "backwards after a crash (larger: fewer writes; ids of a crashed run jump by up to this much)."
-    ).tag(config=True)
-
-    db_busy_timeout_ms = Int(
-        help="How long a write waits for another process's lock on astro.db before failing (env ASTRO_DB_BUSY_TIMEOUT_MS)."
-    ).tag(config=True)
-    _db_busy_timeout_default = _env_default("db_busy_timeout_ms", "ASTRO_DB_BUSY_TIMEOUT_MS", 10_000)
-
-    # -- filesystem tools -----------------------------------------------------------------
-    bash_timeout_secs = Float(help="Default timeout of one run_bash command (env ASTRO_BASH_TIMEOUT).").tag(config=True)
-    _bash_timeout_default = _env_default("bash_timeout_secs", "ASTRO_BASH_TIMEOUT", 120.0)
-
-    bash_max_output_chars = Int(
-        30_000, help="run_bash keeps the head and tail of longer output, dropping the middle."
-    ).tag(config=True)
-
-    fs_max_file_bytes = Int(
-        20_000_000, help="read_file and grep_files skip files larger than this many bytes."
-    ).tag(config=True)
-
-    max_prompt_chars = Int(100_000, help="Longest prompt accepted from a user.").tag(config=True)
-
-    # -- notebook tools ---------------------------------------------------------------------
-    notebook_cell_max_chars = Int(
-        3000, help="notebook_read/notebook_run cut each cell's source and each output at this many characters."
-    ).tag(config=True)
-    notebook_traceback_frames = Int(
-        3, help="How many of an error's last traceback entries the notebook tools show the model."
-    ).tag(config=True)
-    notebook_run_timeout_secs = Float(
-        help="Longest one notebook_run cell may execute (env ASTRO_NOTEBOOK_RUN_TIMEOUT)."
-    ).tag(config=True)
-    _nb_run_timeout_default = _env_default("notebook_run_timeout_secs", "ASTRO_NOTEBOOK_RUN_TIMEOUT", 600.0)
-
-    notebook_kernel_startup_secs = Float(60.0, help="How long notebook_run waits for a notebook's kernel to start.").tag(config=True)
-    notebook_bridge_timeout_secs = Float(
-        help="How long a sidebar run waits for the sidebar to apply a notebook edit/run to the open document "
-        "(env ASTRO_NOTEBOOK_BRIDGE_TIMEOUT)."
-    ).tag(config=True)
-    _nb_bridge_timeout_default = _env_default("notebook_bridge_timeout_secs", "ASTRO_NOTEBOOK_BRIDGE_TIMEOUT", 60.0)
-
-    kernel_inspect_max_chars = Int(4000, help="kernel_inspect cuts one summary at this many characters.").tag(config=True)
-    kernel_inspect_max_vars = Int(200, help="kernel_inspect without a name lists at most this many variables.").tag(config=True)
-    kernel_run_max_output_chars = Int(
-        20_000, help="kernel_run keeps at most this many characters of stdout and of stderr for the model."
-    ).tag(config=True)
 
     # -- permissions ------------------------------------------------------------------
     permission_mode = Enum(
@@ -386,8 +273,6 @@ class AstroConfig(Configurable):
             return []
         return [r for r in rules if isinstance(r, dict)] if isinstance(rules, list) else []
 
-    permission_timeout_secs = Float(300.0, help="How long a permission question waits for an answer.").tag(config=True)
-
     unattended_allow = List(
         Unicode(),
         help="Tools allowed without asking when no one can answer (a notebook run by nbconvert, nbclient or "
@@ -412,26 +297,10 @@ class AstroConfig(Configurable):
 
     fs_secret_names = List(
         Unicode(),
-        [".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".pgpass", ".git-credentials", ".npmrc",
-         ".pypirc", ".env", ".env.*", ".envrc", ".config", ".local", ".jupyter", ".ipython", ".password-store",
-         ".vault-token", ".mozilla", ".*history"],
-        help="Dotfile/dot-directory names (globs) where credentials live: the file tools may not even read them. "
-        "(Writing any dotfile is refused regardless.)",
+        help="More dotfile/dot-directory names (globs) where credentials live, which the file tools may not even "
+        "read; added to the built-in list (SECRET_NAMES in agent/tools/filesystem/protected.py); writing any "
+        "dotfile is refused regardless",
     ).tag(config=True)
-
-    prompt_width = Int(
-        help="Columns a permission prompt wraps at when the terminal width is unknown, e.g. in a notebook "
-        "(env ASTRO_PROMPT_WIDTH)."
-    ).tag(config=True)
-
-    @default("prompt_width")
-    def _prompt_width_default(self) -> int:
-        return max(40, _env_int("ASTRO_PROMPT_WIDTH", 100))
-
-    ask_user_timeout_secs = Float(
-        help="How long ask_user waits for an answer (env ASTRO_ASK_USER_TIMEOUT)."
-    ).tag(config=True)
-    _ask_default = _env_default("ask_user_timeout_secs", "ASTRO_ASK_USER_TIMEOUT", 300.0)
 
     # -- hooks ----------------------------------------------------------------------------
     command_hooks = List(
@@ -439,8 +308,6 @@ class AstroConfig(Configurable):
         help='Shell hooks: {"event": "PreToolUse", "command": "...", "matcher": "tool name or *", '
         '"timeout": 10}. The event arrives as JSON on stdin; JSON on stdout may answer.',
     ).tag(config=True)
-
-    hook_timeout_secs = Float(10.0, help="Default timeout of a command hook.").tag(config=True)
 
     # -- MCP servers others publish (astro_jupyter/mcp/client.py) -----------------------------
     mcp_servers = Dict(
@@ -451,36 +318,26 @@ class AstroConfig(Configurable):
     ).tag(config=True)
 
     # -- external services --------------------------------------------------------------
-    ads_url = Unicode(help="NASA ADS API base (env ASTRO_ADS_URL).").tag(config=True)
-    _ads_default = _env_default("ads_url", "ASTRO_ADS_URL", "https://api.adsabs.harvard.edu/v1")
+    service_urls = Dict(
+        help="Where the outside services are, by name; names given here replace the built-in address, the "
+        "others keep theirs: ads (NASA ADS API), arxiv (arXiv API query), arxiv_pdf (arXiv PDFs, the id is "
+        "appended), sesame (CDS Sesame resolver), doi (DOI resolver, the DOI is appended). Environment: one "
+        "variable per service, ASTRO_ADS_URL, ASTRO_ARXIV_URL, ASTRO_ARXIV_PDF_URL, ASTRO_SESAME_URL, ASTRO_DOI_URL."
+    ).tag(config=True)
+
+    @default("service_urls")
+    def _service_urls_default(self) -> dict[str, str]:
+        return {name: _env(var, url) for name, (var, url) in SERVICE_URLS.items()}
+
+    @validate("service_urls")
+    def _validate_service_urls(self, proposal: Any) -> dict[str, str]:
+        try:
+            return _service_urls(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(str(exc)) from exc
 
     ads_token = Unicode(help="NASA ADS API token (env ADS_API_TOKEN).").tag(config=True)
     _ads_token_default = _env_default("ads_token", "ADS_API_TOKEN", "")
-
-    arxiv_url = Unicode(help="arXiv API query endpoint (env ASTRO_ARXIV_URL).").tag(config=True)
-    _arxiv_default = _env_default("arxiv_url", "ASTRO_ARXIV_URL", "http://export.arxiv.org/api/query")
-
-    arxiv_min_interval_secs = Float(
-        help="Minimum seconds between requests to arXiv (env ASTRO_ARXIV_INTERVAL)."
-    ).tag(config=True)
-    _arxiv_interval_default = _env_default("arxiv_min_interval_secs", "ASTRO_ARXIV_INTERVAL", 3.0)
-
-    arxiv_pdf_url = Unicode(help="arXiv PDF base, the id is appended (env ASTRO_ARXIV_PDF_URL).").tag(config=True)
-    _arxiv_pdf_default = _env_default("arxiv_pdf_url", "ASTRO_ARXIV_PDF_URL", "https://arxiv.org/pdf")
-
-    sesame_url = Unicode(help="CDS Sesame resolver base (env ASTRO_SESAME_URL).").tag(config=True)
-    _sesame_default = _env_default("sesame_url", "ASTRO_SESAME_URL", "https://cds.unistra.fr/cgi-bin/nph-sesame")
-
-    http_timeout_secs = Float(help="Timeout for ADS/arXiv/Sesame requests (env ASTRO_HTTP_TIMEOUT).").tag(config=True)
-    _http_timeout_default = _env_default("http_timeout_secs", "ASTRO_HTTP_TIMEOUT", 30.0)
-
-    allow_private_downloads = Bool(
-        help="Let download_paper fetch from loopback/private/link-local hosts (env ASTRO_ALLOW_PRIVATE_DOWNLOADS)."
-    ).tag(config=True)
-    _private_default = _env_default("allow_private_downloads", "ASTRO_ALLOW_PRIVATE_DOWNLOADS", False)
-
-    doi_resolver_url = Unicode(help="DOI resolver base, the DOI is appended (env ASTRO_DOI_URL).").tag(config=True)
-    _doi_resolver_default = _env_default("doi_resolver_url", "ASTRO_DOI_URL", "https://doi.org")
 
     download_max_bytes = Int(
         help="Largest PDF download_paper accepts, in bytes (env ASTRO_DOWNLOAD_MAX_BYTES)."
@@ -489,8 +346,9 @@ class AstroConfig(Configurable):
 
     download_allowed_hosts = List(
         Unicode(),
-        help="Host names download_paper may fetch even when they resolve to private addresses, e.g. an "
-        "institutional mirror (env ASTRO_DOWNLOAD_ALLOWED_HOSTS, comma-separated). Redirects are checked again.",
+        help="Host names (or IP addresses) download_paper may fetch even when they resolve to private, loopback "
+        "or link-local addresses, e.g. an institutional mirror (env ASTRO_DOWNLOAD_ALLOWED_HOSTS, "
+        "comma-separated). Redirects are checked again.",
     ).tag(config=True)
 
     @default("download_allowed_hosts")
@@ -518,87 +376,28 @@ class AstroConfig(Configurable):
             raise TraitError(str(exc)) from exc
 
     # -- orchestration --------------------------------------------------------------------
-    subagent_max_steps = Int(5, help="Default max_steps of a subagent (at most subagent_step_limit).").tag(config=True)
-    subagent_step_limit = Int(10, help="Hard ceiling on a subagent's max_steps.").tag(config=True)
     coordinator_workers = Int(4, help="Worker-pool size in coordinator mode.").tag(config=True)
-    coordinator_task_timeout_secs = Float(600.0, help="Timeout of one delegated task.").tag(config=True)
 
-    # -- context compaction -----------------------------------------------------------------
-    context_soft_limit_tokens = Int(
-        help="Estimated prompt tokens above which older messages are summarised (env ASTRO_CONTEXT_SOFT_LIMIT)."
-    ).tag(config=True)
-    _soft_limit_default = _env_default("context_soft_limit_tokens", "ASTRO_CONTEXT_SOFT_LIMIT", 80_000)
+    # -- the built-in service addresses (service_urls) -------------------------------------
+    @property
+    def ads_url(self) -> str:
+        return self.service_urls["ads"]
 
-    micro_compact_ratio = Float(
-        0.6, help="Old tool results become placeholders once the estimate passes this share of the soft limit."
-    ).tag(config=True)
-    micro_compact_keep_recent = Int(4, help="Most recent tool results micro-compaction leaves intact.").tag(config=True)
-    compaction_keep_recent_messages = Int(
-        6, help="Most recent messages kept verbatim when older ones are summarised."
-    ).tag(config=True)
-    compaction_breaker_threshold = Int(
-        3, help="Consecutive automatic-compaction failures that open the circuit breaker."
-    ).tag(config=True)
-    compaction_restore_files = Int(3, help="Recently read files re-inserted after a compaction.").tag(config=True)
-    compaction_restore_chars = Int(4000, help="Characters of each restored file.").tag(config=True)
-    compaction_memory_bridge = Bool(
-        True, help="Let a restricted subagent save durable memories from messages dropped by compaction."
-    ).tag(config=True)
-    memory_jaccard_threshold = Float(
-        0.7, help="A new memory whose word set overlaps a stored one at least this much (Jaccard) is a duplicate."
-    ).tag(config=True)
-    history_search_window = Int(
-        help="History search ranks (BM25) the newest this-many matches; older ones come as \"more results\" "
-        "(env ASTRO_HISTORY_SEARCH_WINDOW). Bounds a search's cost however common the words are."
-    ).tag(config=True)
-    _history_search_window_default = _env_default("history_search_window", "ASTRO_HISTORY_SEARCH_WINDOW", 200)
+    @property
+    def arxiv_url(self) -> str:
+        return self.service_urls["arxiv"]
 
-    history_search_scan_limit = Int(
-        help="Most matches one history-search request examines while filters (session, owner) skip them; "
-        "past it the page ends early with a cursor to continue (env ASTRO_HISTORY_SEARCH_SCAN_LIMIT)."
-    ).tag(config=True)
-    _history_search_scan_limit_default = _env_default("history_search_scan_limit", "ASTRO_HISTORY_SEARCH_SCAN_LIMIT", 20000)
+    @property
+    def arxiv_pdf_url(self) -> str:
+        return self.service_urls["arxiv_pdf"]
 
-    @validate("history_search_window", "history_search_scan_limit")
-    def _validate_history_search(self, proposal: Any) -> int:
-        if proposal["value"] < 1:
-            raise TraitError(f"{proposal['trait'].name} must be at least 1")
-        return int(proposal["value"])
+    @property
+    def sesame_url(self) -> str:
+        return self.service_urls["sesame"]
 
-    # -- server extension -------------------------------------------------------------------
-    sse_keepalive_secs = Float(help="Seconds between SSE keep-alive comments (env ASTRO_SSE_KEEPALIVE).").tag(config=True)
-    _sse_keepalive_default = _env_default("sse_keepalive_secs", "ASTRO_SSE_KEEPALIVE", 15.0)
-
-    replay_page_events = Int(
-        help="Stored events read per page when the sidebar reopens a session (consecutive text deltas are "
-        "folded before they are sent) (env ASTRO_REPLAY_PAGE_EVENTS)."
-    ).tag(config=True)
-    _replay_page_events_default = _env_default("replay_page_events", "ASTRO_REPLAY_PAGE_EVENTS", 50000)
-
-    sse_batch_ms = Float(
-        help="While events keep coming, an SSE stream sends at most one batch per this many ms (the first event "
-        "after a pause goes at once): fewer writes and wake-ups per event on a busy server. 0: every event at once "
-        "(env ASTRO_SSE_BATCH_MS)."
-    ).tag(config=True)
-    _sse_batch_ms_default = _env_default("sse_batch_ms", "ASTRO_SSE_BATCH_MS", 30.0)
-
-    sse_merge_backlog = Int(
-        help="When at least this many events queued up for an SSE reader (a slow client, a long replay), "
-        "consecutive text/thinking deltas go out as one delta event (same type, every character in order, the id "
-        "of the last merged); a reader that keeps up sees each event. 0: never merge (env ASTRO_SSE_MERGE_BACKLOG)."
-    ).tag(config=True)
-    _sse_merge_backlog_default = _env_default("sse_merge_backlog", "ASTRO_SSE_MERGE_BACKLOG", 64)
-
-    intake_rate_per_minute = Int(
-        help="Bookmarklet intake requests accepted per token per minute (env ASTRO_INTAKE_RATE)."
-    ).tag(config=True)
-    _intake_rate_default = _env_default("intake_rate_per_minute", "ASTRO_INTAKE_RATE", 30)
-
-    strict_login_cookie = Bool(
-        help="The server extension makes Jupyter's login cookie HttpOnly + SameSite=Strict unless "
-        "c.IdentityProvider.cookie_options says otherwise (env ASTRO_STRICT_LOGIN_COOKIE)."
-    ).tag(config=True)
-    _strict_cookie_default = _env_default("strict_login_cookie", "ASTRO_STRICT_LOGIN_COOKIE", True)
+    @property
+    def doi_resolver_url(self) -> str:
+        return self.service_urls["doi"]
 
     # -- derived paths --------------------------------------------------------------------
     @property

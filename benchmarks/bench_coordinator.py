@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from astro_jupyter.agent.runtime import AgentRuntime  # noqa: E402
 from astro_jupyter.agent.tools.registry import ToolRegistry  # noqa: E402
 from astro_jupyter.config import AstroConfig  # noqa: E402
-from astro_jupyter.services.container import ServiceContainer  # noqa: E402
+from astro_jupyter.services.container import ServiceContainer, Tuning  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, ScriptedCall, Turn  # noqa: E402
 
 WORKER_MARK = "worker of an astro-jupyter coordinator"
@@ -52,9 +52,9 @@ async def one_run(server: FakeOpenAIServer, workers: int, n_tasks: int, cost: fl
     with tempfile.TemporaryDirectory() as home:
         config = AstroConfig(
             home=home, project_root=home, openai_base_url=server.url, openai_api_key="k",
-            coordinator_workers=workers, coordinator_task_timeout_secs=120.0,
+            coordinator_workers=workers,
         )
-        services = ServiceContainer(config)
+        services = ServiceContainer(config, tuning=Tuning(delegated_task_secs=120.0))
         await services.start()
         runtime = AgentRuntime(services, registry=ToolRegistry())
         try:

@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--pdf", type=Path, default=DEFAULT_PDF)
     ap.add_argument("--threads", default="1", help="comma-separated BLAS thread counts to try")
     ap.add_argument("--batch-tokens", default="2048", help="comma-separated batch sizes in tokens")
-    ap.add_argument("--window", default="128", help="comma-separated embed_window_tokens values (0: truncate at 256)")
+    ap.add_argument("--window", default="128", help="comma-separated window lengths (embed.WINDOW_TOKENS) (0: truncate at 256)")
     ap.add_argument("--ffn-rows", default="", help="comma-separated feed-forward block sizes to compare")
     ap.add_argument("--limit", type=int, default=0, help="embed only the first N chunks (0: all)")
     args = ap.parse_args()

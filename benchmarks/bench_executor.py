@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from astro_jupyter.agent.executor import ToolCallRequest, ToolExecutor  # noqa: E402
+from astro_jupyter.agent.executor import ToolCallRequest, ToolExecutor, ToolLimits  # noqa: E402
 from astro_jupyter.agent.hooks import HookRegistry  # noqa: E402
 from astro_jupyter.agent.permissions import PermissionChecker  # noqa: E402
 from astro_jupyter.agent.tools.base import AgentTool, ToolContext, ToolOutput  # noqa: E402
@@ -69,8 +69,8 @@ def _ctx(services: ServiceContainer) -> ToolContext:
 
 
 def _executor(services: ServiceContainer, tool: AgentTool) -> ToolExecutor:
-    services.config.duplicate_threshold = 0  # the bench repeats calls on purpose
-    return ToolExecutor(ToolRegistry([tool]), PermissionChecker([], "auto"), HookRegistry(), services.config)
+    return ToolExecutor(ToolRegistry([tool]), PermissionChecker([], "auto"), HookRegistry(), services.config,
+                        ToolLimits(duplicate_threshold=0))  # the bench repeats calls on purpose
 
 
 async def bench_parallel(services: ServiceContainer, n: int, repeats: int) -> tuple[float, float]:

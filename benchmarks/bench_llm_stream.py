@@ -59,9 +59,9 @@ async def _bare(url: str) -> int:
 
 async def _ours(url: str, deadline: float) -> int:
     from astro_jupyter.config import AstroConfig
-    from astro_jupyter.llm.client import LlmClient
+    from astro_jupyter.llm.client import LlmClient, LlmLimits
 
-    client = LlmClient(AstroConfig(openai_base_url=url, openai_api_key="k", llm_deadline_secs=deadline))
+    client = LlmClient(AstroConfig(openai_base_url=url, openai_api_key="k"), limits=LlmLimits(deadline_secs=deadline))
     n = 0
     try:
         async for item in client.stream([{"role": "user", "content": "hi"}]):

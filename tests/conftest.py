@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -62,13 +62,29 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
+def astro_tuning() -> Any:
+    """Internal tuning the server extension is handed (no setting): quick LLM retries, short HTTP waits."""
+    from tests.agent.runtime_helpers import FAST
+
+    return FAST
+
+
+@pytest.fixture
+def sse_pacing() -> Any:
+    """How the extension's SSE streams pace their writes; a module overrides it for quick keep-alives."""
+    from astro_jupyter.server.sse import SsePacing
+
+    return SsePacing()
+
+
+@pytest.fixture
 def astro_home(tmp_path: Path) -> Path:
     return tmp_path / "astro_home"
 
 
 @pytest.fixture
 def astro_config(astro_home: Path, tmp_path: Path) -> AstroConfig:
-    return AstroConfig(home=str(astro_home), project_root=str(tmp_path), arxiv_min_interval_secs=0.0)
+    return AstroConfig(home=str(astro_home), project_root=str(tmp_path))
 
 
 @pytest_asyncio.fixture
@@ -102,7 +118,7 @@ def openai_server():
 
 @pytest.fixture
 def sesame_server():
-    """A fake CDS Sesame on loopback (tests/fakes/sesame_server.py); point ``sesame_url`` at ``.url``."""
+    """A fake CDS Sesame on loopback (tests/fakes/sesame_server.py); point ``service_urls["sesame"]`` at ``.url``."""
     from tests.fakes.sesame_server import FakeSesameServer
 
     server = FakeSesameServer().start()

@@ -52,9 +52,9 @@ def tour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: Any, se
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_", "ASTRO_", "ADS_"))}
     env.update(
         ASTRO_HOME=str(tmp_path / "home"), ASTRO_PROJECT_ROOT=str(project), PYTHONPATH=str(ROOT),
-        OPENAI_BASE_URL=openai_server.url, OPENAI_API_KEY="k", ASTRO_LLM_RETRY_DELAY="0.01",
+        OPENAI_BASE_URL=openai_server.url, OPENAI_API_KEY="k",
         ASTRO_SESAME_URL=sesame_server.url, ASTRO_ADS_URL=ads_fake.url, ADS_API_TOKEN=TOKEN,
-        ASTRO_ARXIV_URL=f"{arxiv_fake.url}/api/query", ASTRO_ARXIV_INTERVAL="0",
+        ASTRO_ARXIV_URL=f"{arxiv_fake.url}/api/query",
         ASTRO_ARXIV_PDF_URL=f"{file_fake.url}/pdf", ASTRO_DOI_URL=f"{file_fake.url}/doi",
     )
     return {"env": env, "project": project, "home": tmp_path / "home", "llm": openai_server}

@@ -50,7 +50,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from ..app.follow import follow, is_question
+from ..app.follow import PERMISSION_ANSWERS, follow, is_question
 from ..errors import AstroError, InvalidRequest, RunConflict, SessionNotFound
 from ..events import from_wire
 from .updates import call_content, stop_reason, to_update, tool_call_id, tool_title
@@ -267,7 +267,6 @@ class AstroAcpAgent:
         if not self.app.config.llm_configured:
             raise RequestError(-32603, NOT_CONFIGURED, {"reason": "llm_unavailable"})
         try:
-            self.app.check_prompt(text)
             files = AcpFiles(self.conn, session_id, self.client_capabilities)
             handle = await self.app.start_run_handle(OWNER, text, session_id=session_id, model=session.model,
                                                      client_files=files if files.can_read or files.can_write else None)
@@ -353,7 +352,7 @@ class AstroAcpAgent:
             return
         chosen = outcome.option_id
         if question.type == "permission_request":
-            reply = chosen if chosen in ("allow", "always", "deny") else "deny"
+            reply = chosen if chosen in PERMISSION_ANSWERS else "deny"
         else:
             reply = str(question.options[int(chosen)]) if chosen.isdigit() and int(chosen) < len(question.options) else refusal
         handle.answer(question.request_id, reply)

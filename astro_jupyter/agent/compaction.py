@@ -1,12 +1,12 @@
 """Context compaction, run before every LLM call: micro, automatic and manual layers.
 
-* **micro**: once the estimate passes ``micro_compact_ratio`` of the soft limit, old tool
-  results (all but the ``micro_compact_keep_recent`` newest) become one-line placeholders in
+* **micro**: once the estimate passes ``CompactionPolicy.micro_ratio`` of the soft limit, old tool
+  results (all but the ``micro_keep_recent`` newest) become one-line placeholders in
   the in-memory prompt. The stored messages keep their full text.
-* **auto**: above ``context_soft_limit_tokens``: snapshot the recently read files, summarise
-  the older messages with the LLM, keep the newest ``compaction_keep_recent_messages`` verbatim
+* **auto**: above ``CompactionPolicy.soft_limit_tokens``: snapshot the recently read files, summarise
+  the older messages with the LLM, keep the newest ``keep_recent_messages`` verbatim
   and re-insert the snapshot files. Repeated failures open a circuit breaker
-  (``compaction_breaker_threshold``) so a broken summariser cannot make every step fail.
+  (``breaker_threshold``) so a broken summariser cannot make every step fail.
 * **manual**: ``compress_context`` sets ``RunState.compact_requested``; applied here, and not
   subject to the breaker.
 
@@ -29,7 +29,7 @@ from ..events import Compaction, Event
 from ..llm.profile import COMPACT_SHARE
 from .context import CHARS_PER_TOKEN, raw_tokens
 from .hooks.base import HookEventName
-from .subagents import readonly_registry
+from .subagents import SUBAGENT_MAX_STEPS, readonly_registry
 
 if TYPE_CHECKING:
     from ..config import AstroConfig
@@ -46,6 +46,20 @@ SUMMARY_PREFIX = "[Summary of the earlier conversation; older messages were comp
 RESTORE_PREFIX = "[Files read before the compaction, restored]\n"
 TRANSCRIPT_MESSAGE_CHARS = 3000
 TRANSCRIPT_TOTAL_CHARS = 60_000
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When and how much to compact (internal tuning, not settings; tests pass their own to ``AgentRuntime``)."""
+
+    soft_limit_tokens: int = 80_000  # estimated prompt tokens above which older messages are summarised
+    micro_ratio: float = 0.6  # old tool results become placeholders past this share of the soft limit
+    micro_keep_recent: int = 4  # most recent tool results micro-compaction leaves intact
+    keep_recent_messages: int = 6  # most recent messages kept verbatim when older ones are summarised
+    breaker_threshold: int = 3  # consecutive automatic-compaction failures that open the circuit breaker
+    restore_files: int = 3  # recently read files re-inserted after a compaction
+    restore_chars: int = 4000  # characters of each restored file
+    memory_bridge: bool = True  # a restricted subagent may save durable memories from the dropped messages
+
+
 RESTORE_MIN_CHARS = 200  # less room than this for a restored file: it is not restored (read_file reads it again)
 
 SUMMARY_SYSTEM = """You compress an astronomy research assistant's conversation so the work can continue.
@@ -173,6 +187,7 @@ class CompactionHost(Protocol):
     services: "ServiceContainer"
     config: "AstroConfig"
     hooks: "HookRegistry"
+    compaction: CompactionPolicy
 
     @property
     def llm(self) -> Summarizer: ...
@@ -195,10 +210,11 @@ class Compactor:
         self.runtime = runtime
         self.services: "ServiceContainer" = runtime.services
         self.config = runtime.config
+        self.policy = runtime.compaction
 
     def stats(self, state: "RunState") -> CompactionStats:
         if state.compaction is None:
-            state.compaction = CompactionStats(CircuitBreaker(self.config.compaction_breaker_threshold))
+            state.compaction = CompactionStats(CircuitBreaker(self.policy.breaker_threshold))
         return state.compaction
 
     def _emitter(self, state: "RunState") -> Callable[[Event], Awaitable[None]]:
@@ -215,9 +231,9 @@ class Compactor:
 
         The budget is the model's window less the answer's bound (``ModelProfile``); what compaction
         cannot shrink (the system prompt and the tool schemas) is taken off first, and compaction starts
-        at ``COMPACT_SHARE`` of the room left, capped by ``context_soft_limit_tokens``. So a 4k model
+        at ``COMPACT_SHARE`` of the room left, capped by ``CompactionPolicy.soft_limit_tokens``. So a 4k model
         compacts in time, and a small room is not summarised again at every step."""
-        soft = int(self.config.context_soft_limit_tokens)
+        soft = self.policy.soft_limit_tokens
         profile_of = getattr(self.runtime.llm, "profile", None)
         if profile_of is None:  # an LLM double without profiles: the setting alone
             return soft, soft * 2, soft
@@ -238,10 +254,10 @@ class Compactor:
         estimate = state.meter.estimate
         tokens = estimate(state.messages)
         overflowed = state.overflowed
-        if overflowed or tokens > soft * float(self.config.micro_compact_ratio):
+        if overflowed or tokens > soft * self.policy.micro_ratio:
             # the newest results stay whole, as many as the setting says and a third of the room holds
             keep = 1 if overflowed else recent_results_within(
-                state.messages, int(self.config.micro_compact_keep_recent), room // 3, state.meter.scale)
+                state.messages, self.policy.micro_keep_recent, room // 3, state.meter.scale)
             cleared = micro_compact(state.messages, keep)
             if cleared:
                 after = estimate(state.messages)
@@ -257,7 +273,7 @@ class Compactor:
         if tokens <= soft and not overflowed:
             return
         if not overflowed and tokens <= budget and 0 <= stats.messages_after_last and (
-            len(state.messages) - stats.messages_after_last < int(self.config.compaction_keep_recent_messages)
+            len(state.messages) - stats.messages_after_last < self.policy.keep_recent_messages
         ):
             return  # just compacted and still large but fits: wait for new messages instead of re-summarising the summary
         if stats.breaker.is_open:
@@ -289,7 +305,7 @@ class Compactor:
             return False
         # keep the newest messages verbatim, as many as the setting says and a third of the room holds
         scale = state.meter.scale
-        keep = fitting_tail(state.messages, int(self.config.compaction_keep_recent_messages), room // 3,
+        keep = fitting_tail(state.messages, self.policy.keep_recent_messages, room // 3,
                             lambda tail: int(raw_tokens(tail) * scale))
         cut = choose_cut(state.messages, keep)
         if cut is None:
@@ -298,7 +314,7 @@ class Compactor:
                 await emit(Compaction(layer=layer, tokens_before=before, tokens_after=before, message="nothing old enough to compact"))  # type: ignore[arg-type]
             return False
         ctx = state.tool_ctx
-        recent = ctx.file_state.recent_paths(int(self.config.compaction_restore_files)) if ctx is not None else []
+        recent = ctx.file_state.recent_paths(self.policy.restore_files) if ctx is not None else []
         dropped, kept = state.messages[1:cut], state.messages[cut:]
         focus, state.compact_focus = state.compact_focus, ""
         try:
@@ -343,7 +359,7 @@ class Compactor:
                 message=f"summarised {len(dropped)} message(s) ({marked} marked compacted); restored files: {files}",
             )
         )
-        if self.config.compaction_memory_bridge and ctx is not None:
+        if self.policy.memory_bridge and ctx is not None:
             await self._bridge(ctx, dropped)
         return True
 
@@ -361,7 +377,7 @@ class Compactor:
         from .tools.filesystem.security import PathNotAllowed, resolve_path, run_owner
 
         restored: list[tuple[str, str]] = []
-        limit = int(self.config.compaction_restore_chars)
+        limit = self.policy.restore_chars
         left = room * CHARS_PER_TOKEN // 4  # restored files take at most a quarter of the conversation's room
         for path in paths:
             limit = min(limit, left)
@@ -423,7 +439,7 @@ class Compactor:
             await self.runtime.run_subagent(
                 task,
                 parent_ctx=bridge_ctx,
-                max_steps=int(self.config.subagent_max_steps),
+                max_steps=SUBAGENT_MAX_STEPS,
                 registry=registry,
                 system_prompt=BRIDGE_PROMPT,
             )

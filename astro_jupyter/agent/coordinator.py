@@ -2,7 +2,7 @@
 
 Each coordinator run gets one :class:`WorkerPool`, held by its run scope (``RunScope.pool``). ``delegate_task`` stores a row in
 ``coordinator_tasks`` and schedules a worker; at most ``coordinator_workers`` workers run
-at once (an ``asyncio.Semaphore``), each under ``coordinator_task_timeout_secs`` counted
+at once (an ``asyncio.Semaphore``), each under ``TASK_TIMEOUT_SECS`` counted
 from when it starts running (not while it queues). Workers are ordinary subagents (the
 runtime's standard tools, same permissions and hooks). Every state change is written to
 the table before the tools report it. When the run ends (its scope is closed right after the
@@ -28,13 +28,16 @@ with your tools, without asking questions. Finish with a concise, self-contained
 result (facts, numbers, identifiers, sources): the coordinator sees only that report."""
 
 
+TASK_TIMEOUT_SECS = 600.0  # one delegated task
+
+
 class WorkerPool:
     def __init__(self, ctx: "ToolContext") -> None:
         self.ctx = ctx
         self.config = ctx.config
         self.repo = ctx.services.coordinator_tasks
         self.size = max(1, int(self.config.coordinator_workers))
-        self.timeout = float(self.config.coordinator_task_timeout_secs)
+        self.timeout = ctx.services.tuning.delegated_task_secs or TASK_TIMEOUT_SECS
         self.semaphore = asyncio.Semaphore(self.size)
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.running = 0

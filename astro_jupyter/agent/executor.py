@@ -36,11 +36,11 @@ from ..errors import QuestionCancelled, QuestionUnanswered
 from ..events import Error, PermissionRequest, ToolCall, ToolProgress, ToolResult
 from ..textsafe import clean_text
 from .hooks import HookEventName, HookOutcome, HookRegistry
-from .permissions import PermissionChecker, PermissionDecision, permission_scope
+from .permissions import ANSWERS, PermissionChecker, PermissionDecision, permission_scope
 from .tools.base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .tools.filesystem.protected import tool_results_dir_for
 from .tools.filesystem.security import run_owner
-from .tools.persist import maybe_persist_tool_result
+from .tools.persist import MAX_OUTPUT_CHARS, PREVIEW_CHARS, maybe_persist_tool_result
 from .validation import ArgumentError, DuplicateDetector, parse_arguments, validate_arguments
 
 if TYPE_CHECKING:
@@ -110,7 +110,19 @@ def elapsed_ms(start: float) -> int:
     return int((time.perf_counter() - start) * 1000)
 
 
-ALLOW_ANSWERS = frozenset({"allow", "yes", "y", "ok", "once", "approve", "always"})
+
+@dataclass(frozen=True)
+class ToolLimits:
+    """Internal tuning of tool calls (not settings; tests pass their own to ``AgentRuntime``)."""
+
+    max_output_chars: int = MAX_OUTPUT_CHARS  # longer outputs go to tool-results/ (preview inline)
+    preview_chars: int = PREVIEW_CHARS
+    duplicate_threshold: int = 3  # consecutive identical (tool, arguments) calls that count as a loop
+    cancel_poll_secs: float = 0.25  # how often a running tool checks for cancellation
+    permission_timeout_secs: float = 300.0  # how long a permission question waits for an answer
+
+
+ALLOW_ANSWERS = frozenset(ANSWERS) - {"deny"}  # anything else (a typo, "yes") is no consent
 
 
 class ToolExecutor:
@@ -122,6 +134,7 @@ class ToolExecutor:
         permissions: PermissionChecker | None = None,
         hooks: HookRegistry | None = None,
         config: "AstroConfig | None" = None,
+        limits: ToolLimits | None = None,
     ) -> None:
         if config is None:
             from ..config import AstroConfig
@@ -129,9 +142,10 @@ class ToolExecutor:
             config = AstroConfig()
         self.registry = registry
         self.config = config
+        self.limits = limits or ToolLimits()
         self.permissions = permissions if permissions is not None else PermissionChecker.from_config(config)
         self.hooks = hooks if hooks is not None else HookRegistry()
-        self.detector = DuplicateDetector(config.duplicate_threshold)
+        self.detector = DuplicateDetector(self.limits.duplicate_threshold)
         self.metrics: dict[str, ToolMetrics] = {}
 
     # -- entry points ------------------------------------------------------------------------
@@ -296,7 +310,7 @@ class ToolExecutor:
             verdict = PermissionDecision("deny", f"{decision.reason} (asking failed: {type(exc).__name__}: {exc})", "ask")
             return await self._permission_answered(slot, ctx, verdict, "")
         await self.emit(ctx, request)
-        timeout = self.config.permission_timeout_secs
+        timeout = self.limits.permission_timeout_secs
         try:
             done, _ = await asyncio.wait({asking, cancel}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
@@ -364,7 +378,7 @@ class ToolExecutor:
         assert tool is not None and args is not None
         loop = asyncio.get_running_loop()
         timeout = float(getattr(tool, "timeout_secs", None) or self.config.tool_timeout_secs)
-        poll = max(0.01, float(self.config.cancel_poll_secs))
+        poll = max(0.01, float(self.limits.cancel_poll_secs))
         call_ctx = replace(ctx.for_call(slot.id, ctx.step), question_pin=slot.question_pin,
                            confirm=lambda reason: self.confirm(slot, ctx, reason, cancel))
         task = loop.create_task(tool.execute_with_progress(args, call_ctx, self._reporter(slot, ctx)))
@@ -459,13 +473,13 @@ class ToolExecutor:
         return ExecutedCall(slot.id, slot.name, slot.args, final, duration_ms, message)
 
     async def _persist(self, key: str, content: str, metadata: dict[str, Any], directory: "Path") -> str:
-        limit = self.config.max_output_chars
+        limit = self.limits.max_output_chars
         if limit <= 0 or len(content) <= limit:
             return content
         try:
             result = await asyncio.to_thread(
                 maybe_persist_tool_result, content, key, directory, limit,
-                self.config.persisted_preview_chars,
+                self.limits.preview_chars,
             )
         except OSError as exc:  # disk full / read-only: truncate rather than lose the turn
             log.warning("could not persist tool output %s: %s", key, exc)

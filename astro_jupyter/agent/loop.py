@@ -121,7 +121,8 @@ class LoopInput:
     sink: MessageSink | None = None  # stores a turn's messages; None: kept in memory only
     hold_results: bool = False  # the turn's own ToolResults wait until the sink stored the turn
     on_model_switch: ModelSwitched | None = None
-    slice_secs: float = 0.0  # yield the event loop after this long of chunks that arrived together
+    # yield the event loop after this long of chunks that arrived together (requests and other runs go between)
+    slice_secs: float = 0.001
     # the run's ``usage`` event after each answered call (state, that call's usage); None: not announced
     measure: "Callable[[RunState, dict[str, int]], Awaitable[Event]] | None" = None
 
@@ -153,7 +154,7 @@ def _truncated(item: Any, step: int) -> Truncated:
         message = (f"The model reached {bound} while writing the arguments of {cut.name}; "
                    "the call was not run and the model was told.")
     else:
-        message = f"The answer was cut off: the model reached {bound} (c.AstroConfig.llm_max_tokens / ASTRO_LLM_MAX_TOKENS)."
+        message = f"The answer was cut off: the model reached {bound}."
     return Truncated(step=step, max_tokens=max_tokens, tool_name=cut.name if cut else "", message=message)
 
 

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 Action = Literal["allow", "deny", "ask"]
 MODES = ("auto", "ask", "deny")
+# The one vocabulary of answers to a permission question (sidebar buttons, ACP options, the HTTP route; typed
+# replies are mapped onto it by app.follow.permission_answer): this call, this and later ones in the session, no.
+ANSWERS = ("allow", "always", "deny")
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class PermissionDecision:
 @dataclass(frozen=True)
 class Unattended:
     """A run no one can answer (a notebook executed by nbconvert, nbclient or papermill): each question
-    is decided at once instead of waiting out ``permission_timeout_secs``. Tools named in ``allow`` (an
+    is decided at once instead of waiting out the permission timeout (``ToolLimits``). Tools named in ``allow`` (an
     explicit allow-list given for unattended runs) are allowed; every other question is denied, saying
     ``why`` and how to allow it. Deny rules and hard deny lists are decided before any question, so the
     allow-list can never open them."""

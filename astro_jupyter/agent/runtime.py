@@ -24,7 +24,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..errors import AstroError, RunConflict, SessionNotFound, ToolInputError
+from ..errors import AstroError, RunConflict, SessionNotFound
 from ..events import AskUser, Done, Error, Event, PermissionRequest, SessionStarted, Usage
 from .bus import EventBus
 from .hooks.base import HookEventName
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _KEEP_FINISHED = 200
+EVENT_FLUSH_SECS = 0.1  # a run's events gather this long before one batch goes to agent_events (watchers see them at once)
+# Event ids a run reserves per store write before watchers see them, so ids never go backwards after a crash
+# (larger: fewer writes; the ids of a crashed run jump by up to this much).
+EVENT_ID_RESERVE_BLOCK = 1000
 _TITLE_CHARS = 80
 
 
@@ -60,6 +64,8 @@ class AgentRuntime:
         hooks: "HookRegistry | None" = None,
         llm: Any = None,
     ) -> None:
+        from .compaction import CompactionPolicy
+        from .executor import ToolLimits
         from .hooks import HookRegistry
         from .permissions import PermissionChecker
 
@@ -70,6 +76,11 @@ class AgentRuntime:
         # services= adds the audit hook: prompts, session start/end and Stop reach agent_audit_log
         self.hooks = hooks if hooks is not None else HookRegistry.from_config(self.config, services=services)
         self._llm = llm
+        tuning = services.tuning  # internal knobs: each has its default here, tests pass their own
+        self.tool_limits: ToolLimits = tuning.tools or ToolLimits()
+        self.compaction: CompactionPolicy = tuning.compaction or CompactionPolicy()
+        self._event_flush_secs = tuning.event_flush_secs if tuning.event_flush_secs is not None else EVENT_FLUSH_SECS
+        self._reserve_block = tuning.event_id_reserve_block or EVENT_ID_RESERVE_BLOCK
         self.permissions = PermissionChecker.from_config(self.config)
         self.turn_preparers: list[TurnPreparer] = []
         from .compaction import default_turn_preparers  # background results, then compaction (helper F)
@@ -153,13 +164,7 @@ class AgentRuntime:
 
         if self._closing:
             raise RunConflict("the runtime is shutting down")
-        prompt = prompt if isinstance(prompt, str) else str(prompt)
-        if not prompt.strip():
-            raise ToolInputError("the prompt is empty")
-        if len(prompt) > self.config.max_prompt_chars:
-            raise ToolInputError(f"the prompt has {len(prompt)} characters; the limit is {self.config.max_prompt_chars}")
-        if max_steps is not None and max_steps < 1:
-            raise ToolInputError("max_steps must be at least 1")
+        # the prompt and max_steps were checked by the application layer (app/runs.py), the one place
         await self.start()
         await self._settle_runs()
         if session_id:
@@ -187,8 +192,8 @@ class AgentRuntime:
             prompt_context=prompt_context,
             unattended=unattended,
         )
-        block = self.config.event_id_reserve_block
-        bus = EventBus(run_id, self.services.runs, flush_interval=self.config.event_flush_secs,
+        block = self._reserve_block
+        bus = EventBus(run_id, self.services.runs, flush_interval=self._event_flush_secs,
                        reserve_block=block, reserved=block)  # the first block is reserved with the row
         handle = RunHandle(state, bus, asyncio.Event())
         if not self.run_locks.acquire(f"ses-{sid}"):  # the session is running in another process
@@ -313,9 +318,9 @@ class AgentRuntime:
             self.hooks.fire_and_forget(HookEventName.NOTIFICATION, {"level": "info", "message": f"model switched to {to_model}"})
 
         outcome = await run_loop(LoopInput(
-            llm=self.llm, executor=ToolExecutor(registry, self.permissions, self.hooks, self.config),
+            llm=self.llm, executor=ToolExecutor(registry, self.permissions, self.hooks, self.config, self.tool_limits),
             registry=registry, ctx=ctx, state=state, cancelled=handle.cancelled, preparers=self.turn_preparers,
-            sink=store, hold_results=True, on_model_switch=switched, slice_secs=self.config.stream_slice_ms / 1000,
+            sink=store, hold_results=True, on_model_switch=switched,
             measure=self._usage,
         ))
         if isinstance(outcome.ending, Failed):
@@ -336,7 +341,9 @@ class AgentRuntime:
         async def ask_user(question: str, options: list[str] | None = None) -> str:
             rid = new_request_id()
             future = handle.answers.create(rid)
-            timeout = self.config.ask_user_timeout_secs
+            from .tools.ask_user import ASK_USER_TIMEOUT_SECS
+
+            timeout = self.services.tuning.ask_user_secs or ASK_USER_TIMEOUT_SECS
             bus.publish(AskUser(request_id=rid, question=question, options=list(options or []), timeout_secs=timeout))
             self.hooks.fire_and_forget(HookEventName.NOTIFICATION, {"level": "question", "message": question, "run_id": state.run_id})
             try:

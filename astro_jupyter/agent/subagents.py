@@ -4,8 +4,8 @@
 questions), the parent's permission checker and hooks, and Subagent start/stop events tagged
 with the subagent id; the runtime hands it to tools as the run scope's subagent runner. The
 ``subagent``, ``load_skill`` (fork), teammate, coordinator-worker and compaction-memory-bridge
-callers share the max_steps rule (default ``subagent_max_steps``, a request above
-``subagent_step_limit`` is an error, not silently clamped) and the restricted registries.
+callers share the max_steps rule (default ``SUBAGENT_MAX_STEPS``, a request above
+``SUBAGENT_STEP_LIMIT`` is an error, not silently clamped) and the restricted registries.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .run import RunScope, RunState, SubagentResult
 
 if TYPE_CHECKING:
     from ..config import AstroConfig
+    from .executor import ToolLimits
     from .hooks import HookRegistry
     from .permissions import PermissionChecker
     from .tools.base import ToolContext
@@ -35,16 +36,20 @@ class SubagentLimitError(InvalidInput):
     """A max_steps request outside the allowed range; the message is for the model."""
 
 
-def resolve_max_steps(config: "AstroConfig", requested: Any) -> int:
+SUBAGENT_MAX_STEPS = 5  # a subagent's max_steps when the model names none
+SUBAGENT_STEP_LIMIT = 10  # the most it may ask for
+
+
+def resolve_max_steps(requested: Any) -> int:
     if requested is None or requested == "":
-        return int(config.subagent_max_steps)
+        return SUBAGENT_MAX_STEPS
     try:
         steps = int(requested)
     except (TypeError, ValueError):
         raise SubagentLimitError(f"max_steps must be an integer, got {requested!r}") from None
     if isinstance(requested, float) and requested != steps:
         raise SubagentLimitError(f"max_steps must be an integer, got {requested!r}")
-    limit = int(config.subagent_step_limit)
+    limit = SUBAGENT_STEP_LIMIT
     if steps < 1:
         raise SubagentLimitError(f"max_steps must be at least 1, got {steps}")
     if steps > limit:
@@ -97,6 +102,7 @@ class SubagentHost(Protocol):
     config: "AstroConfig"
     hooks: "HookRegistry"
     permissions: "PermissionChecker"
+    tool_limits: "ToolLimits"
 
     @property
     def llm(self) -> StreamingLLM: ...
@@ -120,7 +126,7 @@ async def run_subagent(
     from .executor import ToolExecutor
 
     config, hooks = host.config, host.hooks
-    limit = min(max_steps or config.subagent_max_steps, config.subagent_step_limit)
+    limit = min(max_steps or SUBAGENT_MAX_STEPS, SUBAGENT_STEP_LIMIT)
     sub_id = new_id("sub")
     base_registry = registry or host.registry
     if tools is not None:
@@ -147,9 +153,8 @@ async def run_subagent(
     summary, is_error = "", False
     try:
         outcome = await run_loop(LoopInput(
-            llm=host.llm, executor=ToolExecutor(sub_registry, host.permissions, hooks, config),
+            llm=host.llm, executor=ToolExecutor(sub_registry, host.permissions, hooks, config, host.tool_limits),
             registry=sub_registry, ctx=ctx, state=sub_state, cancelled=parent_ctx.cancelled,
-            slice_secs=config.stream_slice_ms / 1000,
         ))
         ending, summary = outcome.ending, outcome.last_text
         if isinstance(ending, Cancelled):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from .common import Owner, encode_wire
 from .core import AstroApp
-from .follow import Answerer, Refuser, follow, permission_answer
+from .follow import PERMISSION_ANSWERS, Answerer, Refuser, follow, permission_answer
 from .tools import ToolRun
 
-__all__ = ["Answerer", "AstroApp", "Owner", "Refuser", "ToolRun", "encode_wire", "follow", "permission_answer"]
+__all__ = ["PERMISSION_ANSWERS", "Answerer", "AstroApp", "Owner", "Refuser", "ToolRun", "encode_wire", "follow",
+           "permission_answer"]

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import AstroConfig
 from ..errors import AstroError, ConfigError
-from ..services.container import ServiceContainer
+from ..services.container import ServiceContainer, Tuning
 from .admin import AdminMixin
 from .bookmarklet import BookmarkletMixin
 from .catalogs import CatalogsMixin
@@ -36,6 +36,9 @@ from .sessions import SessionsMixin
 from .tool_sessions import ToolSessionsMixin
 from .tools import ToolsMixin
 
+if TYPE_CHECKING:
+    from ..agent.runtime import AgentRuntime
+
 log = logging.getLogger(__name__)
 
 
@@ -48,16 +51,17 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
         self,
         config: AstroConfig,
         *,
-        runtime_factory: Callable[[ServiceContainer], Any] | None = None,
+        runtime_factory: Callable[[ServiceContainer], "AgentRuntime"] | None = None,
         serve: bool = False,
         source: str = "sidebar",
         services: ServiceContainer | None = None,
+        tuning: Tuning | None = None,
     ) -> None:
         self.config = config
-        self.services = services if services is not None else ServiceContainer(config)
+        self.services = services if services is not None else ServiceContainer(config, tuning=tuning)
         self.source = source  # what new sessions and runs record as their origin
         self._runtime_factory = runtime_factory
-        self._runtime: Any = None
+        self._runtime: "AgentRuntime | None" = None
         # the long-lived server: checks the agent config at start, closes runs a dead process
         # left 'running', runs the bookmarklet intake worker; a CLI command or a kernel does not
         self._serve = serve
@@ -109,7 +113,7 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
             raise ConfigError(f"the astro configuration is invalid: {exc}") from exc
 
     @property
-    def runtime(self) -> Any:
+    def runtime(self) -> "AgentRuntime":
         """The agent runtime, built on first use so a server without an LLM still serves history."""
         if self._runtime is None:
             try:
@@ -123,6 +127,14 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
                 raise ConfigError(f"the astro configuration is invalid: {exc}") from exc
         return self._runtime
 
+    def question_timeout(self, event: Any) -> float:
+        """How long the run waits on this question: a front end stops offering answers then."""
+        if event.type == "permission_request":
+            return float(self.runtime.tool_limits.permission_timeout_secs)
+        from ..agent.tools.ask_user import ASK_USER_TIMEOUT_SECS
+
+        return float(getattr(event, "timeout_secs", 0) or ASK_USER_TIMEOUT_SECS)
+
     async def close(self) -> None:
         """Cancel live runs, stop the intake worker, close the store."""
         self._closed = True
@@ -130,12 +142,9 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
             await self.intake.stop()
         if self._runtime is not None:
             try:
+                # waits for every run task, also one that sent ``done`` and is still writing its last
+                # events: those land before the store closes
                 await self._runtime.close()
-                # runtime.close() waits for active runs; a run that just sent ``done`` may still be
-                # writing its last events, and those must land before the store closes
-                tasks = [h.task for h in list(getattr(self._runtime, "_runs", {}).values()) if h.task is not None]
-                if tasks:
-                    await asyncio.wait(tasks, timeout=30)
             except Exception:  # noqa: BLE001 - shutdown must reach the database
                 log.exception("closing the agent runtime failed")
             self._runtime = None

@@ -2,7 +2,7 @@
 
 Why: with many runs streaming, the server paid a wake-up, a queue hop and a socket write per
 event per reader. A reader now takes every event that is ready in one batch. When a reader
-has fallen behind (a batch of at least ``AstroConfig.sse_merge_backlog`` events: a slow
+has fallen behind (a batch of at least ``MERGE_BACKLOG`` events: a slow
 client, a long replay), consecutive ``text_delta`` (or ``thinking_delta``) events of the same
 step and subagent become one event of the same type whose ``delta`` is their text joined,
 sent with the id of the last one merged. Nothing is lost or reordered: the client sees every
@@ -19,6 +19,8 @@ from ..events import Event, TextDelta, ThinkingDelta, to_wire
 from ..textsafe import safe_json
 
 MERGEABLE = ("text_delta", "thinking_delta")
+# A reader with at least this many events queued (a slow client, a long replay) gets consecutive deltas merged.
+MERGE_BACKLOG = 64
 Batch = list[tuple[int, str]]
 
 

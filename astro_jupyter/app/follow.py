@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AsyncIterator, Protocol, Union
 
-from ..agent.permissions import Unattended
+from ..agent.permissions import ANSWERS, Unattended
 from ..errors import QuestionUnanswered
 from ..events import AskUser, PermissionRequest
 
@@ -24,6 +24,8 @@ Question = Union[AskUser, PermissionRequest]
 __all__ = ["Answerer", "Refuser", "Unattended", "follow", "is_question", "permission_answer"]
 
 NO_ANSWER = "(no answer: the question was asked where no one can answer)"
+PERMISSION_ANSWERS = ANSWERS  # allow / always / deny: what every front end sends (the executor knows no other)
+# typed replies (CLI, kernel text prompts) onto PERMISSION_ANSWERS; anything else is "deny"
 PERMISSION_REPLIES = {"y": "allow", "yes": "allow", "allow": "allow", "a": "always", "always": "always"}
 
 

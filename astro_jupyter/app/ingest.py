@@ -110,7 +110,7 @@ class IngestMixin(AppBase):
 
     async def _embed_spec(self) -> Any:
         """The library's embedding backend, decided now (``auto`` asks the endpoint once), for the workers."""
-        from ..services.embed import LocalEmbedder
+        from ..services.embed import WINDOW_TOKENS, LocalEmbedder
         from ..services.ingest import EmbedSpec
 
         embedder = self.services.rag.embedder
@@ -118,7 +118,7 @@ class IngestMixin(AppBase):
         backend = await resolve() if resolve is not None else embedder
         directory = getattr(backend, "directory", None) if backend.name == LocalEmbedder.name else None
         cfg = self.config
-        return EmbedSpec(backend=backend.name, threads=1, window=cfg.embed_window_tokens,
+        return EmbedSpec(backend=backend.name, threads=1, window=WINDOW_TOKENS,
                          model_dir=str(directory or ""), base_url=cfg.openai_base_url, api_key=cfg.openai_api_key)
 
     async def _run_ingest(self, todo: list[Path], spec: Any, executor: concurrent.futures.Executor, slots: int,

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 IDLE_WAKE_SECS = 30.0
 MAX_IDENTIFIER_CHARS = 2000
+INTAKE_RATE_PER_MINUTE = 30  # bookmarklet requests accepted per token per minute
 
 
 class RateLimiter:
@@ -64,10 +65,10 @@ def validate_identifier(text: Any) -> tuple[str, str]:
 class IntakeWorker:
     """Accepts intake requests and processes the queue one item at a time."""
 
-    def __init__(self, services: ServiceContainer) -> None:
+    def __init__(self, services: ServiceContainer, *, rate_per_minute: int = INTAKE_RATE_PER_MINUTE) -> None:
         self.services = services
         self.repo = BookmarkletRepository(services.db)
-        self.limiter = RateLimiter(services.config.intake_rate_per_minute)
+        self.limiter = RateLimiter(rate_per_minute)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 

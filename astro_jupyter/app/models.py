@@ -14,6 +14,7 @@ NO_ENDPOINT = (
     "no LLM endpoint is configured: set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL (and LLM_MODEL) for another "
     "OpenAI-compatible endpoint, then restart Jupyter; `astro-jupyter doctor` checks it"
 )
+MODELS_LIST_SECS = 30.0  # the longest the model list of the endpoint is waited for
 MODELS_SHOWN = 40  # names listed when a model is refused (an endpoint may serve hundreds)
 
 
@@ -47,7 +48,7 @@ class ModelsMixin(AppBase):
         try:
             available = await self.endpoint_models()
         except asyncio.TimeoutError:
-            warning = f"the LLM endpoint did not list its models within {cfg.http_timeout_secs:g} s"
+            warning = f"the LLM endpoint did not list its models within {MODELS_LIST_SECS:g} s"
         except AstroError as exc:
             warning = f"could not list the endpoint's models: {exc}"
         current = self.current_model(owner)
@@ -62,8 +63,8 @@ class ModelsMixin(AppBase):
         }
 
     async def endpoint_models(self) -> list[str]:
-        """The endpoint's model list within ``http_timeout_secs`` (``asyncio.TimeoutError`` past it)."""
-        return list(await asyncio.wait_for(self._llm().list_models(), timeout=self.config.http_timeout_secs))
+        """The endpoint's model list within ``MODELS_LIST_SECS`` (``asyncio.TimeoutError`` past it)."""
+        return list(await asyncio.wait_for(self._llm().list_models(), timeout=MODELS_LIST_SECS))
 
     def current_model(self, owner: str) -> str:
         """The model ``owner``'s next run uses: its own choice, else the server's current model."""

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import InvalidRequest, PermissionDenied, RateLimited, RunConflict, RunNotFound
 from .common import AppBase, Owner, can_see, encode_wire, may_change, visible_to
-from .event_batches import Batch, coalesce, live_batches
+from .event_batches import MERGE_BACKLOG, Batch, coalesce, live_batches
 
 if TYPE_CHECKING:
     from ..agent.run import RunHandle
     from ..store.runs import RunRecord
 
 STORE_PAGE = 500
+MAX_PROMPT_CHARS = 100_000  # the longest prompt accepted from a user
+MAX_STEPS_LIMIT = 200  # the most LLM turns one run may be given (the default is AstroConfig.max_steps)
 STORE_POLL_SECS = 0.25
 RUN_CAP_RETRY_SECS = 15.0  # Retry-After of a refused run: a typical answer's length, not a promise
 
@@ -28,17 +30,25 @@ class TooManyRuns(RateLimited):
 
 class RunsMixin(AppBase):
     def check_prompt(self, prompt: Any) -> str:
-        """A non-empty string within ``AstroConfig.max_prompt_chars`` (every front end, one rule)."""
+        """A non-empty string of at most ``MAX_PROMPT_CHARS`` (every front end, one rule)."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise InvalidRequest("'prompt' must be a non-empty string", reason="invalid_prompt")
-        if len(prompt) > self.config.max_prompt_chars:
+        if len(prompt) > MAX_PROMPT_CHARS:
             raise InvalidRequest(
-                f"the prompt has {len(prompt)} characters; the limit is {self.config.max_prompt_chars}"
-                " (AstroConfig.max_prompt_chars)",
+                f"the prompt has {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
                 reason="prompt_too_long",
                 status=413,
             )
         return prompt
+
+    def check_max_steps(self, max_steps: Any) -> int | None:
+        """None (the configured default) or an integer from 1 to ``MAX_STEPS_LIMIT`` (every front end, one rule)."""
+        if max_steps is None:
+            return None
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 1 <= max_steps <= MAX_STEPS_LIMIT:
+            raise InvalidRequest(f"'max_steps' must be an integer from 1 to {MAX_STEPS_LIMIT}, not {max_steps!r}",
+                                 reason="invalid_max_steps")
+        return max_steps
 
     async def start_run(
         self,
@@ -79,6 +89,7 @@ class RunsMixin(AppBase):
         prompt = self.check_prompt(prompt)
         if model:
             model = self.check_allowed_model(model)  # type: ignore[attr-defined]
+        max_steps = self.check_max_steps(max_steps)
         from .notebook_context import parse_notebook_context
 
         client, context_note = parse_notebook_context(notebook, self.services)
@@ -213,7 +224,7 @@ class RunsMixin(AppBase):
         if handle is not None:
             if handle.finished and after_seq >= handle.bus.last_seq:
                 return None
-            return live_batches(handle, after_seq, self.config.sse_merge_backlog)
+            return live_batches(handle, after_seq, MERGE_BACKLOG)
         if record is not None and record.status != "running" and after_seq > 0:
             if not await self.services.runs.events_after(run_id, after_seq, limit=1):
                 done_seq = await self.services.runs.done_seq(run_id)
@@ -232,16 +243,16 @@ class RunsMixin(AppBase):
             batch = await self.services.runs.events_after(run_id, last, limit=STORE_PAGE)
             done_at = next((i for i, (_, data) in enumerate(batch) if data.get("type") == "done"), None)
             if done_at is not None:
-                yield coalesce(batch[: done_at + 1], self.config.sse_merge_backlog)
+                yield coalesce(batch[: done_at + 1], MERGE_BACKLOG)
                 return
             if batch:
                 last = batch[-1][0]
-                yield coalesce(batch, self.config.sse_merge_backlog)
+                yield coalesce(batch, MERGE_BACKLOG)
             if len(batch) == STORE_PAGE:
                 continue
             handle = self.live_run(run_id)
             if handle is not None:  # started here meanwhile (or resumed): follow it live
-                async for item in live_batches(handle, last, self.config.sse_merge_backlog):
+                async for item in live_batches(handle, last, MERGE_BACKLOG):
                     yield item
                 return
             record = await self.services.runs.get(run_id)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..store.sessions import SessionRecord
 
 TITLE_MAX = 200
+REPLAY_PAGE_EVENTS = 50_000  # stored events per page when a session is reopened (text deltas folded first)
 
 
 class SessionsMixin(AppBase):
@@ -97,7 +98,7 @@ class SessionsMixin(AppBase):
                 raise InvalidRequest("'cursor' must be the next_cursor of an earlier page of this session", reason="invalid_cursor")
             after_seq = int(raw_seq)
         await self.settle_session(session_id)
-        page = max(1, int(limit or self.config.replay_page_events))
+        page = max(1, int(limit or REPLAY_PAGE_EVENTS))
         rows = await self.services.runs.session_events(session_id, after_run=after_run, after_seq=after_seq, limit=page)
         times = {(run_id, seq): created for run_id, seq, created, _ in rows}
         folded = fold_deltas((run_id, seq, data) for run_id, seq, _, data in rows)

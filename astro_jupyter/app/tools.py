@@ -100,7 +100,7 @@ class ToolsMixin(AppBase):
         from ..agent.executor import ToolCallRequest, ToolExecutor
 
         runtime = self.runtime
-        executor = ToolExecutor(runtime.registry, runtime.permissions, runtime.hooks, self.config)
+        executor = ToolExecutor(runtime.registry, runtime.permissions, runtime.hooks, self.config, runtime.tool_limits)
         events: list[Any] = []
 
         async def emit(event: "Event") -> None:

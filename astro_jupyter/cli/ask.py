@@ -25,7 +25,7 @@ def _ask_args(p: argparse.ArgumentParser) -> None:
 @command("ask", "ask the agent; streams the timeline (JSON lines with --json)", _ask_args)
 async def cmd_ask(args: argparse.Namespace) -> int:
     from ..app import follow
-    from ..errors import AstroError, InvalidRequest
+    from ..errors import AstroError
     from ..llm.client import NOT_CONFIGURED
 
     config = make_config()
@@ -34,11 +34,6 @@ async def cmd_ask(args: argparse.Namespace) -> int:
         return EXIT_UNAVAILABLE
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     async with open_app(config) as app:
-        try:
-            app.check_prompt(prompt)
-        except InvalidRequest as exc:  # a bad argument, not a missing endpoint (README's exit codes)
-            err(str(exc))
-            return EXIT_ERROR
         try:
             # no --coordinator: the session's own mode (a coordinator session stays one)
             handle = await app.start_run_handle(

@@ -45,8 +45,9 @@ class AgentHost:
 
     def __init__(self, config: Any, *, root_dir: str = "", source: str = "sidebar",
                  on_call: CallHandler | None = None, on_death: Callable[[dict[str, str]], Awaitable[None]] | None = None,
-                 argv: list[str] | None = None) -> None:
+                 argv: list[str] | None = None, tuning: Any = None) -> None:
         self.config = config
+        self.tuning = tuning  # services.container.Tuning: internal knobs (tests), sent to the host with the settings
         self.root_dir = root_dir
         self.source = source
         self.on_call = on_call
@@ -93,7 +94,8 @@ class AgentHost:
             raise AgentHostError(f"the agent host could not start: {self.argv[0]}: {exc}") from exc
         stderr_task = self._spawn_task(self._read_stderr(proc))
         assert proc.stdin is not None and proc.stdout is not None
-        init = {"op": "init", "config": config_values(self.config), "root_dir": self.root_dir, "source": self.source}
+        init = {"op": "init", "config": config_values(self.config), "root_dir": self.root_dir, "source": self.source,
+                "tuning": self.tuning.to_wire() if self.tuning is not None else {}}
         try:
             proc.stdin.write(message(init))
             await proc.stdin.drain()

@@ -1,8 +1,8 @@
 """The agent host: ``python -m astro_jupyter.host``, started by the server extension like a kernel.
 
 It owns the sidebar's runtime: ``AstroApp`` with its runs, tools and the store's writer, on one
-asyncio loop. The first line it reads is ``{"op": "init", "config": {...}, "root_dir": ...}``
-(the server's ``AstroConfig`` values and the Jupyter root); it answers ``{"ready": pid}`` or dies
+asyncio loop. The first line it reads is ``{"op": "init", "config": {...}, "tuning": {...}, "root_dir": ...}``
+(the server's ``AstroConfig`` values, the internal ``Tuning`` it was given, and the Jupyter root); it answers ``{"ready": pid}`` or dies
 with the reason on stderr. Every request names its ``owner`` (the server authenticated the
 user); the host applies the same ownership rules as everywhere (``app/``), so a run of one
 identity cannot be followed, cancelled or answered by another.
@@ -115,10 +115,12 @@ class Host:
     async def start(self, init: dict[str, Any]) -> None:
         from ..app import AstroApp
         from ..config import AstroConfig
+        from ..services.container import Tuning
         from ..services.notebooks import NotebookService
 
         config = AstroConfig(**init.get("config", {}))
-        self.app = AstroApp(config, serve=False, source=str(init.get("source") or "sidebar"))
+        self.app = AstroApp(config, serve=False, source=str(init.get("source") or "sidebar"),
+                            tuning=Tuning.from_wire(init.get("tuning")))
         self.app.services.notebooks = NotebookService(config, ChannelNotebookBackend(self, str(init.get("root_dir") or os.getcwd())))
         await self.app.start()
         await self.app.runtime.start()  # runs a dead host left 'running' are closed as interrupted

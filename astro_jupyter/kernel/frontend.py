@@ -3,7 +3,7 @@
 Questions in a ``%%astro`` cell are answered with widget buttons or, failing that, ``input()``.
 Under ``jupyter nbconvert --execute`` / nbclient / papermill neither can be answered: widgets
 are written into the output file but never rendered, so the run used to wait out
-``permission_timeout_secs`` (5 minutes) for every question, and a cell timeout aborted the
+the permission timeout (5 minutes) for every question, and a cell timeout aborted the
 whole notebook. Such a run is *unattended*: each question is decided at once (denied, unless
 the tool is on the explicit allow-list for unattended runs) and the cell says why.
 

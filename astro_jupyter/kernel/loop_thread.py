@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from ..agent.run import RunHandle
     from ..app import AstroApp
+    from ..services.container import Tuning
     from ..app.follow import Question
     from ..app.tools import ToolRun
     from ..config import AstroConfig
@@ -104,6 +105,7 @@ class KernelLoopThread:
         self.session_id: str | None = None  # the session ``%%astro`` continues by default
         self._worker = BackgroundLoop("astro-jupyter-loop")
         self._app: "AstroApp | None" = None
+        self.tuning: "Tuning | None" = None  # internal tuning for the app (tests set it before the first use)
         # work for the waiting kernel thread: (fn, arg, future) questions, or (fn, event, None) to show
         self._questions: "queue.Queue[Any]" = queue.Queue()
         self._boxes: set["queue.Queue[Any]"] = set()  # main-thread waits to wake when work arrives
@@ -193,7 +195,7 @@ class KernelLoopThread:
         if self._app is None:
             from ..app import AstroApp
 
-            app = AstroApp(self.config, runtime_factory=self._make_runtime, source="kernel")
+            app = AstroApp(self.config, runtime_factory=self._make_runtime, source="kernel", tuning=self.tuning)
             await app.start()
             own = own_notebook(self.shell)
             if own is not None:

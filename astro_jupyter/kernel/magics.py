@@ -21,6 +21,8 @@ from ..cells.display import AgentAnswer, AstroResult, CatalogQueryResult, TableR
 from ..cells.parsing import ArgumentSyntaxError, parse_tool_arguments
 from .loop_thread import KernelLoopThread, RunInterrupted
 
+PROMPT_WIDTH = 100  # columns a permission prompt wraps at when the terminal width is unknown (a notebook)
+
 HELP = """\
 %astro                              this help
 %astro tools                        the tools (name, read-only, deferred, summary)
@@ -130,7 +132,7 @@ class AstroMagics(Magics):
     def _ask_permission(self, request: Any) -> str:
         from .widgets import ask_text, print_permission
 
-        print_permission(request, self.rt.config.prompt_width)  # the whole request, escapes visible
+        print_permission(request, PROMPT_WIDTH)  # the whole request, escapes visible
         return ask_text(request, input)
 
     def _tools(self, rest: str) -> TableResult:
@@ -326,15 +328,13 @@ class AstroMagics(Magics):
 
     def _question_timeout(self, event: Any) -> float:
         """Stop waiting on buttons when the run stops waiting: with no one to answer, a permission is denied."""
-        if event.type == "permission_request":
-            return float(self.config_obj.permission_timeout_secs)
-        return float(getattr(event, "timeout_secs", 0) or self.config_obj.ask_user_timeout_secs)
+        return self.rt.call(self.rt.app).question_timeout(event)
 
     def _follow(self, handle: Any, *, text: bool) -> AgentAnswer:
         from .widgets import make_timeline
 
         timeline = make_timeline(self.shell, force_text=text, on_stop=lambda: self.rt.cancel_run(handle),
-                                 width=self.rt.config.prompt_width)
+                                 width=PROMPT_WIDTH)
         calls: list[dict[str, Any]] = []
         errors: list[str] = []
         try:

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ids = itertools.count(1)
+INSPECT_MAX_CHARS = 4000  # kernel_inspect cuts one summary here
+INSPECT_MAX_VARS = 200  # kernel_inspect without a name lists at most this many variables
+RUN_MAX_OUTPUT_CHARS = 20_000  # kernel_run keeps this much of stdout and of stderr for the model
+TRACEBACK_FRAMES = 3  # an error's last traceback entries the model sees
 SECRET_HIDDEN = "(not shown: may hold secrets; kernel_inspect with its name asks you first)"
 
 
@@ -76,7 +80,7 @@ class ShellAccess:
         comes back as ``{"secret": [reasons]}`` unless ``reveal`` (the user allowed showing it)."""
         name, reveal = request
         ns = self.shell.user_ns
-        limit = self.config.kernel_inspect_max_chars
+        limit = INSPECT_MAX_CHARS
         if name is None:
             return self._listing(ns, limit)
         if not _NAME.match(name) or any(part.startswith("__") for part in name.split(".")):
@@ -105,7 +109,7 @@ class ShellAccess:
     def _listing(self, ns: dict[str, Any], limit: int) -> dict[str, Any]:
         """Every user variable with a one-line summary; one that may hold secrets by its type only."""
         variables = user_variables(ns, getattr(self.shell, "user_ns_hidden", None))
-        shown = variables[: self.config.kernel_inspect_max_vars]
+        shown = variables[: INSPECT_MAX_VARS]
         rows = []
         for var, value in shown:
             if secret_reasons([var], [value]):
@@ -150,7 +154,7 @@ class ShellAccess:
             result["error"] = self._error(exc)
         try:
             if value is not None:
-                result["result"] = cut(_repr(value), self.config.kernel_run_max_output_chars)
+                result["result"] = cut(_repr(value), RUN_MAX_OUTPUT_CHARS)
                 ns["_"] = value
                 self._display(value)
             self._show_new_figures(before)
@@ -162,7 +166,7 @@ class ShellAccess:
         return self._finish(result, out, err, started)
 
     def _finish(self, result: dict[str, Any], out: io.StringIO, err: io.StringIO, started: float) -> dict[str, Any]:
-        limit = self.config.kernel_run_max_output_chars
+        limit = RUN_MAX_OUTPUT_CHARS
         result["stdout"], result["stderr"] = cut(out.getvalue(), limit), cut(err.getvalue(), limit)
         result["executed"] = True
         result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
@@ -171,7 +175,7 @@ class ShellAccess:
     def _error(self, exc: BaseException) -> dict[str, Any]:
         frames = traceback.extract_tb(exc.__traceback__)
         frames = [f for f in frames if not f.filename.endswith("namespace.py")]  # drop our exec frame
-        keep = max(1, self.config.notebook_traceback_frames)
+        keep = TRACEBACK_FRAMES
         text = traceback.format_list(frames[-keep:])
         return {"ename": type(exc).__name__, "evalue": str(exc)[:2000], "frames": [t.rstrip() for t in text]}
 

@@ -45,7 +45,7 @@ def _unreachable(url: str, detail: str) -> str:
 
 
 class DeadlineExceeded(ServiceTimeoutError):
-    """One request ran past ``llm_deadline_secs`` in total (each read may still have been quick)."""
+    """One request ran past ``LlmLimits.deadline_secs`` in total (each read may still have been quick)."""
 
     def __init__(self, secs: float) -> None:
         super().__init__(f"no complete answer within the overall deadline of {secs:g} s")
@@ -60,6 +60,22 @@ class ContextOverflowError(LlmError):
     def __init__(self, message: str, window: int | None = None) -> None:
         super().__init__(message)
         self.window = window
+
+
+@dataclasses.dataclass(frozen=True)
+class LlmLimits:
+    """How hard the client tries (internal tuning, not settings; tests pass shorter ones to ``LlmClient``).
+
+    ``deadline_secs`` bounds one request from sending it to the end of its stream (``llm_timeout_secs``
+    only bounds each read, so a server sending keep-alive comments could hold a run forever); 0 disables.
+    ``max_tokens`` 0: a quarter of the context window, at most 8192.
+    """
+
+    max_retries: int = 4  # transient errors retried with backoff
+    retry_base_delay: float = 0.5  # first backoff in seconds, doubling each retry
+    overload_switch_after: int = 3  # consecutive overload answers (429/503/529) before switching model
+    deadline_secs: float = 600.0
+    max_tokens: int = 0
 
 
 PROBE_TIMEOUT_SECS = 5.0  # each request asking the endpoint about the model (a missing route answers at once)
@@ -188,8 +204,10 @@ async def open_chat_stream(client: Any, model: str, body: dict[str, Any]) -> Any
 class LlmClient:
     """Streaming chat, one-shot completion, embeddings and model listing against one endpoint."""
 
-    def __init__(self, config: "AstroConfig", *, holder: ModelHolder | None = None) -> None:
+    def __init__(self, config: "AstroConfig", *, holder: ModelHolder | None = None,
+                 limits: LlmLimits | None = None) -> None:
         self.config = config
+        self.limits = limits or LlmLimits()
         self.holder = holder or ModelHolder(config.llm_model)
         self.policy = FallbackPolicy(config.llm_fallback_model, list(config.llm_fallback_chain))
         self._client: Any = None
@@ -241,11 +259,11 @@ class LlmClient:
 
     def _deadline(self) -> float | None:
         """Loop time by which the request now starting must be complete (None: no overall limit)."""
-        secs = self.config.llm_deadline_secs
+        secs = self.limits.deadline_secs
         return asyncio.get_running_loop().time() + secs if secs > 0 else None
 
     def _backoff(self, attempt: int) -> float:
-        return min(_MAX_BACKOFF_SECS, self.config.llm_retry_base_delay * (2 ** max(0, attempt - 1)))
+        return min(_MAX_BACKOFF_SECS, self.limits.retry_base_delay * (2 ** max(0, attempt - 1)))
 
     # -- the model's profile ---------------------------------------------------------------
     async def profile(self, model: str | None = None) -> ModelProfile:
@@ -261,7 +279,7 @@ class LlmClient:
         return self._profiles[name]
 
     async def _discover(self, model: str) -> ModelProfile:
-        setting, max_tokens = int(self.config.llm_context_window), int(self.config.llm_max_tokens)
+        setting, max_tokens = int(self.config.llm_context_window), int(self.limits.max_tokens)
         if setting > 0:
             return make_profile(model, setting, "setting llm_context_window", max_tokens)
         if self.configured and self.config.openai_base_url:  # OpenAI's own API says nothing: the table knows it
@@ -308,8 +326,8 @@ class LlmClient:
 
     def learn_window(self, model: str, window: int, source: str) -> None:
         """The endpoint said the real window (a context-length error): later requests use it."""
-        known = self._profiles.get(model) or make_profile(model, window, source, int(self.config.llm_max_tokens))
-        self._profiles[model] = known.with_window(window, source, int(self.config.llm_max_tokens))
+        known = self._profiles.get(model) or make_profile(model, window, source, int(self.limits.max_tokens))
+        self._profiles[model] = known.with_window(window, source, int(self.limits.max_tokens))
 
     def _final_error(self, failure: _Failure, model: str) -> LlmError:
         if failure.overflow:
@@ -329,13 +347,12 @@ class LlmClient:
         if failure.deadline:
             return LlmError(
                 f"The LLM endpoint at {self.base_url} sent no complete answer within the overall deadline of "
-                f"{self.config.llm_deadline_secs:g} s (model {model!r}, {self.config.llm_max_retries} retries; "
-                "c.AstroConfig.llm_deadline_secs / ASTRO_LLM_DEADLINE)."
+                f"{self.limits.deadline_secs:g} s (model {model!r}, {self.limits.max_retries} retries)."
             )
         if failure.timeout:
             return LlmError(
                 f"The LLM endpoint at {self.base_url} timed out after {self.config.llm_timeout_secs:g} s "
-                f"(model {model!r}, {self.config.llm_max_retries} retries)."
+                f"(model {model!r}, {self.limits.max_retries} retries)."
             )
         return LlmError(f"The LLM request failed (model {model!r}): {failure.describe()}")
 
@@ -365,7 +382,7 @@ class LlmClient:
             try:
                 while True:
                     try:
-                        item = await _next_before(attempt, deadline, self.config.llm_deadline_secs)
+                        item = await _next_before(attempt, deadline, self.limits.deadline_secs)
                     except StopAsyncIteration:
                         return
                     started = True
@@ -390,7 +407,7 @@ class LlmClient:
                     continue
                 if failure.overload:
                     overloads += 1
-                    if overloads >= self.config.overload_switch_after:
+                    if overloads >= self.limits.overload_switch_after:
                         nxt = self.policy.next_model(current, tried)
                         if nxt is None:
                             raise LlmError(
@@ -405,7 +422,7 @@ class LlmClient:
                         continue
                     await asyncio.sleep(self._backoff(overloads))
                     continue
-                if failure.transient and retries < self.config.llm_max_retries:
+                if failure.transient and retries < self.limits.max_retries:
                     retries += 1
                     await asyncio.sleep(self._backoff(retries))
                     continue
@@ -524,7 +541,7 @@ class LlmClient:
 
     async def _call(self, what: str, model: str, op: Any, *, retries: int | None = None) -> Any:
         self._openai()
-        most = self.config.llm_max_retries if retries is None else retries
+        most = self.limits.max_retries if retries is None else retries
         retries = 0
         while True:
             try:
@@ -537,7 +554,7 @@ class LlmClient:
                         return await op()
                 except TimeoutError:
                     if limit.expired():
-                        raise DeadlineExceeded(self.config.llm_deadline_secs) from None
+                        raise DeadlineExceeded(self.limits.deadline_secs) from None
                     raise
             except asyncio.CancelledError:
                 raise

@@ -19,7 +19,7 @@ from jupyter_server.extension.application import ExtensionApp
 
 from ..config import AstroConfig
 from . import auth, bookmarklet, catalogs, llm_models, notes, openapi, papers, runs, search, sessions, sse
-from .base import SERVICE_KEY
+from .base import SERVICE_KEY, TUNING_KEY
 
 ROUTE_MODULES = (runs, sse, sessions, search, papers, notes, llm_models, auth, openapi, bookmarklet, catalogs)
 
@@ -35,6 +35,8 @@ class AstroExtensionApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.astro_config = AstroConfig(parent=self)
+        # internal tuning is no setting; an embedding application (the test suite) may hand one in
+        tuning = self.serverapp.tornado_settings.get(TUNING_KEY)
         from ..services.notebooks import NotebookService
         from .host import HostedAstroApp
         from .notebooks import ServerNotebookBackend
@@ -43,7 +45,7 @@ class AstroExtensionApp(ExtensionApp):
         # here, over its channel
         backend = ServerNotebookBackend(self.serverapp, self.astro_config)
         self.service = HostedAstroApp(self.astro_config, serve=True, source="sidebar", notebooks=backend,
-                                      root_dir=str(backend.root))
+                                      root_dir=str(backend.root), tuning=tuning)
         self.service.services.notebooks = NotebookService(self.astro_config, backend)
         self.settings[SERVICE_KEY] = self.service
         self.log.info("astro_jupyter: library at %s", self.astro_config.home)
@@ -57,7 +59,7 @@ class AstroExtensionApp(ExtensionApp):
         defaults under ``c.IdentityProvider.cookie_options``: keys set there win.
         """
         provider = getattr(self.serverapp, "identity_provider", None)
-        if provider is None or not self.astro_config.strict_login_cookie:
+        if provider is None:
             return
         options = dict(getattr(provider, "cookie_options", {}) or {})
         options.setdefault("httponly", True)

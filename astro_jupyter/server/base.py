@@ -49,6 +49,10 @@ from ..host.manager import AgentHostError
 
 AUTH_RESOURCE = "astro"
 SERVICE_KEY = "astro_service"
+# ServerApp.tornado_settings keys an embedding application (the test suite) may set: internal tuning
+# objects, no user settings (services.container.Tuning; server.sse.SsePacing)
+TUNING_KEY = "astro_tuning"
+SSE_PACING_KEY = "astro_sse_pacing"
 
 # Most specific first: the first class an error is an instance of decides its status.
 _STATUS: tuple[tuple[type[AstroError], int], ...] = (

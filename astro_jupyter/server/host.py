@@ -35,7 +35,7 @@ class HostedAstroApp(AstroApp):
         self._warming: asyncio.Task[None] | None = None
         self.host_model = ""  # the model the host's runs use now, as of its last model list
         self.host = AgentHost(config, root_dir=root_dir, source=self.source, on_call=self._host_call,
-                              on_death=self._host_died)
+                              on_death=self._host_died, tuning=self.services.tuning)
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def _start_runtime(self) -> None:
@@ -101,6 +101,7 @@ class HostedAstroApp(AstroApp):
                         coordinator: bool | None = None, max_steps: int | None = None,
                         notebook: Any = None) -> dict[str, str]:
         prompt = self.check_prompt(prompt)  # refused here, without waking a host
+        max_steps = self.check_max_steps(max_steps)
         key = owner or ""
         args = {"session_id": session_id, "model": model or self._owner_models.get(key) or None,
                 "coordinator": coordinator, "max_steps": max_steps, "notebook": notebook}

@@ -22,7 +22,7 @@ from jupyter_core.utils import ensure_async
 from tornado import web
 
 from ..errors import NotebookError
-from ..services.notebooks.files import execute_cell
+from ..services.notebooks.files import KERNEL_STARTUP_SECS, RUN_TIMEOUT_SECS, execute_cell
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -128,8 +128,8 @@ class ServerNotebookBackend:
             if client is not None:
                 await _stop(client)
             km = self.serverapp.kernel_manager.get_kernel(kernel_id)
-            client = NotebookClient(nb, km=km, allow_errors=True, timeout=int(self.config.notebook_run_timeout_secs),
-                                    startup_timeout=int(self.config.notebook_kernel_startup_secs))
+            client = NotebookClient(nb, km=km, allow_errors=True, timeout=int(RUN_TIMEOUT_SECS),
+                                    startup_timeout=int(KERNEL_STARTUP_SECS))
             client.kernel_id = kernel_id
             try:
                 await client.async_start_new_kernel_client()

@@ -92,7 +92,7 @@ class SessionEventsHandler(AstroHandler):
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
-        limit = self.int_arg("limit", self.service.config.replay_page_events, 1, 100_000)
+        limit = self.int_arg("limit", 0, 1, 100_000) or None  # None: the app's page size
         cursor = self.get_argument("cursor", None) or None
         self.write_json(await self.service.session_events(self.owner, session_id, cursor=cursor, limit=limit))
 

@@ -9,10 +9,10 @@ that cannot set headers.
 A reader task pulls batches of events (everything ready, deltas merged: ``app/event_batches``)
 into a small queue; the writer sends each batch as one write and flush. The first event
 after a pause goes out at once; while events keep coming, the reader takes a batch at most
-once per ``AstroConfig.sse_batch_ms``, so a busy server pays per batch, not per event. A slow client
+once per ``SsePacing.batch_secs``, so a busy server pays per batch, not per event. A slow client
 holds the reader back (the queue is short), so its events gather in the run's bus and come
 out merged. A comment line goes out when nothing happened for
-``AstroConfig.sse_keepalive_secs`` so proxies keep the connection open. A client that goes
+``SsePacing.keepalive_secs`` so proxies keep the connection open. A client that goes
 away only stops its own reader: the run goes on, other clients too.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from jupyter_server.auth.decorator import authorized
@@ -27,9 +28,19 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..textsafe import clean_text
-from .base import AUTH_RESOURCE, AstroHandler
+from .base import AUTH_RESOURCE, SSE_PACING_KEY, AstroHandler
 from .runs import RUN_ID
 from ..errors import InvalidRequest
+
+@dataclass(frozen=True)
+class SsePacing:
+    """How an SSE stream paces its writes (internal tuning; tests hand a faster one in through
+    ``ServerApp.tornado_settings[SSE_PACING_KEY]``)."""
+
+    keepalive_secs: float = 15.0  # a comment line this often keeps proxies from closing an idle stream
+    # while events keep coming, at most one batch per this long (the first event after a pause goes at once)
+    batch_secs: float = 0.03
+
 
 QUEUE_SIZE = 2  # batches: a slow client makes events wait (and merge) in the bus, not here
 _END = object()
@@ -88,8 +99,9 @@ class RunEventsHandler(AstroHandler):
         stream_io = getattr(self.request.connection, "stream", None)
         if stream_io is not None:
             stream_io.set_nodelay(True)  # small event writes must not wait for Nagle + delayed ACK
-        keepalive = max(0.05, float(self.service.config.sse_keepalive_secs))
-        pace = max(0.0, float(self.service.config.sse_batch_ms) / 1000)
+        pacing = self.settings.get(SSE_PACING_KEY) or SsePacing()
+        keepalive = max(0.05, float(pacing.keepalive_secs))
+        pace = max(0.0, float(pacing.batch_secs))
         queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_SIZE)
         self._queue = queue
         reader = asyncio.create_task(_pump(stream, queue, pace), name=f"sse-{run_id}")

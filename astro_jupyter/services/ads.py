@@ -213,7 +213,6 @@ class AdsClient:
             try:
                 response = await self.http.request(
                     method, f"{self.base}{path}", params=params, json=body, headers=headers,
-                    timeout=self.config.http_timeout_secs,
                 )
             except httpx2.HTTPError as exc:
                 raise http_failure("NASA ADS", exc) from exc

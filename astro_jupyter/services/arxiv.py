@@ -54,6 +54,16 @@ class RateLimiter:
 
 
 RATE_LIMITER = RateLimiter()
+# arXiv's API terms: at most one request every three seconds. They bind arXiv's own hosts; a mirror or
+# a local service named in service_urls is not held to them.
+ARXIV_MIN_INTERVAL_SECS = 3.0
+
+
+def default_interval(url: str) -> float:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return ARXIV_MIN_INTERVAL_SECS if host == "arxiv.org" or host.endswith(".arxiv.org") else 0.0
 
 
 def _text(node: ET.Element | None) -> str:
@@ -147,17 +157,19 @@ def build_search_query(query: str) -> str:
 
 
 class ArxivClient:
-    def __init__(self, config: "AstroConfig", http: "httpx2.AsyncClient", *, limiter: RateLimiter = RATE_LIMITER) -> None:
+    def __init__(self, config: "AstroConfig", http: "httpx2.AsyncClient", *, limiter: RateLimiter = RATE_LIMITER,
+                 min_interval: float | None = None) -> None:
         self.config = config
         self.http = http
         self.limiter = limiter
+        self.min_interval = default_interval(config.arxiv_url) if min_interval is None else min_interval
 
     async def _query(self, params: dict[str, str | int]) -> ArxivResult:
         import httpx2
 
-        await self.limiter.wait(self.config.arxiv_min_interval_secs)
+        await self.limiter.wait(self.min_interval)
         try:
-            response = await self.http.get(self.config.arxiv_url, params=params, timeout=self.config.http_timeout_secs)
+            response = await self.http.get(self.config.arxiv_url, params=params)
         except httpx2.HTTPError as exc:
             raise http_failure("arXiv", exc) from exc
         if response.status_code >= 400:

@@ -271,7 +271,7 @@ class DownloadService:
             for _ in range(MAX_REDIRECTS + 1):
                 await check_url(
                     current,
-                    allow_private=self.config.allow_private_downloads,
+                    allow_private=False,
                     allowed_hosts=self.config.download_allowed_hosts,
                 )
                 try:
@@ -280,7 +280,6 @@ class DownloadService:
                         current,
                         follow_redirects=False,
                         headers={"Accept": "application/pdf,text/html;q=0.5,*/*;q=0.1"},
-                        timeout=self.config.http_timeout_secs,
                     ) as response:
                         location = response.headers.get("location")
                         if response.status_code in (301, 302, 303, 307, 308) and location:

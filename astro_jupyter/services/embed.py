@@ -37,6 +37,13 @@ if TYPE_CHECKING:
 
 LEXICAL_DIM = 384
 LOCAL_MODEL = "all-MiniLM-L6-v2"
+# Seconds the endpoint's model list is waited for when choosing the backend; past that: local or lexical.
+PROBE_TIMEOUT_SECS = 5.0
+# The local model embeds a passage longer than this many tokens as the mean of windows this long (each
+# starting with the section path) instead of truncating it at 256: the length all-MiniLM-L6-v2 was trained on.
+WINDOW_TOKENS = 128
+# BLAS threads of the local model; negative = auto: one for a query, for a batch the cores the load leaves idle.
+THREADS = -1
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have in is it its of on or that the this to was were with we our "
@@ -312,7 +319,7 @@ async def choose_backend(config: "AstroConfig", llm: Any = None) -> BackendChoic
         prepare = getattr(llm, "prepare", None)
         if prepare is not None:  # importing and building the client is not the endpoint's time
             await asyncio.to_thread(prepare)
-        models = await asyncio.wait_for(llm.list_models(), timeout=config.embed_probe_timeout_secs)
+        models = await asyncio.wait_for(llm.list_models(), timeout=PROBE_TIMEOUT_SECS)
     except Exception as exc:  # noqa: BLE001 - an endpoint that cannot list models still leaves local/lexical
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return _offline_choice(f"the endpoint's model list failed ({detail[:200]})", config)
@@ -330,7 +337,7 @@ def build_backend(choice: BackendChoice, llm: Any = None, config: "AstroConfig |
             return LocalEmbedder()
         from .model_download import model_directory
 
-        return LocalEmbedder(threads=config.embed_threads, window=config.embed_window_tokens,
+        return LocalEmbedder(threads=THREADS, window=WINDOW_TOKENS,
                              directory=model_directory(config.home_path))
     return LexicalEmbedder()
 

@@ -9,16 +9,18 @@ from .._version import __version__
 if TYPE_CHECKING:
     import httpx2
 
-    from ..config import AstroConfig
-
 USER_AGENT = f"astro-jupyter/{__version__} (+https://github.com/astro-jupyter/astro-jupyter)"
 
 
-def make_http_client(config: "AstroConfig") -> "httpx2.AsyncClient":
+HTTP_TIMEOUT_SECS = 30.0  # one ADS/arXiv/Sesame/download request (connect: at most 10 s)
+
+
+def make_http_client(timeout: float = HTTP_TIMEOUT_SECS) -> "httpx2.AsyncClient":
+    """The shared client; ``timeout`` is internal tuning (tests pass a short one through the container)."""
     import httpx2
 
     return httpx2.AsyncClient(
-        timeout=httpx2.Timeout(config.http_timeout_secs, connect=min(10.0, config.http_timeout_secs)),
+        timeout=httpx2.Timeout(timeout, connect=min(10.0, timeout)),
         headers={"User-Agent": USER_AGENT},
         follow_redirects=True,
         trust_env=False,

@@ -4,7 +4,7 @@ A URL the model (or a publisher redirect) hands us could point at the notebook s
 cloud metadata endpoint or the LAN. Before every request — the first and each redirect —
 the host is resolved and *every* address it resolves to is checked with ``ipaddress``:
 loopback, private, link-local, reserved, multicast and unspecified addresses are refused
-unless ``allow_private_downloads`` is set. IPv6 transition forms (IPv4-mapped/-compatible,
+unless the host is listed in ``download_allowed_hosts``. IPv6 transition forms (IPv4-mapped/-compatible,
 SIIT, 6to4, NAT64, Teredo) are judged on the IPv4 address they embed. (A DNS answer that changes between this check
 and the connect is not covered; the check still stops every plain private-address target.)
 """
@@ -108,7 +108,7 @@ def _judge(url: str, host: str, addresses: list[str]) -> None:
         if not is_public_address(address):
             raise BlockedAddressError(
                 f"refusing to fetch {url}: {host} resolves to {address}, a loopback/private/link-local/"
-                "reserved address (set allow_private_downloads / ASTRO_ALLOW_PRIVATE_DOWNLOADS=1 to permit)"
+                "reserved address (list the host in download_allowed_hosts / ASTRO_DOWNLOAD_ALLOWED_HOSTS to permit it)"
             )
 
 

@@ -2,7 +2,7 @@
 
 Two rankings of body chunks (references are never retrieved): exact kNN on embeddings
 (``VectorIndex``, sqlite-vec underneath) and FTS5 BM25 on the words. They are fused by a convex
-combination of normalised scores (``fuse``; weight ``hybrid_vector_weight``), which kept hybrid
+combination of normalised scores (``fuse``; weight ``RagTuning.vector_weight``), which kept hybrid
 above both of its parts on the labelled set where reciprocal-rank fusion did not
 (benchmarks/bench_retrieval_labelled.py). With an LLM the top passages go into a prompt asking for an answer citing
 them as [n]; the tool maps each n back to paper, section and pages.
@@ -180,6 +180,19 @@ class RagAnswer:
     weak: str = ""  # why even the best passage looks unrelated to the question ("" = it does not)
 
 
+@dataclass(frozen=True)
+class RagTuning:
+    """Retrieval tuning (not settings; benchmarks and tests pass their own to ``RagService``)."""
+
+    rerank: bool = True  # with an LLM, re-rank the top hybrid passages in one batched scoring call
+    rerank_pool: int = 24  # hybrid passages sent to that call
+    rerank_threshold: float = 5.0  # relevance (0-10) a passage needs to be used as evidence
+    rerank_passage_chars: int = 900  # characters of each passage the call sees
+    embed_inline_max: int = 64  # chunks without a vector a search embeds first; more go to a background job
+    vector_weight: float = -1.0  # vector share in hybrid ranking, 0-1; negative: by backend (0.5, lexical below)
+    lexical_weight: float = 0.3  # the vector share when the embedding is lexical-v2 (mostly BM25 again)
+
+
 class RagService:
     def __init__(
         self,
@@ -188,8 +201,11 @@ class RagService:
         index: "VectorIndex",
         embedder: EmbeddingBackend,
         llm: Any = None,
+        *,
+        tuning: RagTuning | None = None,
     ) -> None:
         self.config = config
+        self.tuning = tuning or RagTuning()
         self.repo = repo
         self.index = index
         self.embedder = embedder
@@ -295,7 +311,7 @@ class RagService:
             self._checked_at = time.monotonic()
             space = await self.space()
             missing = await self.repo.missing_vectors(space)
-            if len(missing) > max(0, self.config.embed_inline_max):
+            if len(missing) > max(0, self.tuning.embed_inline_max):
                 self.start_reembed(missing)
                 return 0
             done = await self.embed_chunks(missing) if missing else 0
@@ -411,12 +427,12 @@ class RagService:
         return ""
 
     def vector_weight(self) -> float:
-        """The vector side's share in hybrid fusion: ``hybrid_vector_weight``, or by backend — an equal
+        """The vector side's share in hybrid fusion: ``RagTuning.vector_weight``, or by backend — an equal
         say for a real embedding, less for ``lexical-v2``, a bag of words mostly redundant with BM25."""
-        configured = self.config.hybrid_vector_weight
+        configured = self.tuning.vector_weight
         if 0.0 <= configured <= 1.0:
             return configured
-        return self.config.hybrid_lexical_weight if self.embedder.name == "lexical-v2" else 0.5
+        return self.tuning.lexical_weight if self.embedder.name == "lexical-v2" else 0.5
 
     # -- answering --------------------------------------------------------------------------
     @staticmethod
@@ -455,13 +471,13 @@ class RagService:
         On a failed or unusable call the hybrid order stands (``result.rerank['error']`` says why)."""
         from .evidence import parse_judgements, rerank_prompt
 
-        info: dict[str, Any] = {"passages": len(hits), "threshold": self.config.rerank_threshold}
+        info: dict[str, Any] = {"passages": len(hits), "threshold": self.tuning.rerank_threshold}
         result.rerank = info
         try:
             text, call = await self._call(rerank_prompt(query, [(h.label(), h.chunk.text) for h in hits],
-                                                        self.config.rerank_passage_chars))
+                                                        self.tuning.rerank_passage_chars))
             info.update(call)
-            judged = parse_judgements(text, [h.chunk.text[: self.config.rerank_passage_chars + 200] for h in hits])
+            judged = parse_judgements(text, [h.chunk.text[: self.tuning.rerank_passage_chars + 200] for h in hits])
         except Exception as exc:  # noqa: BLE001 - ranked passages without re-ranking are still an answer
             info["error"] = f"{type(exc).__name__}: {exc}"[:300]
             return hits[:k]
@@ -471,7 +487,7 @@ class RagService:
             hit.quote = j.quote if j else ""
         order = sorted(range(len(hits)), key=lambda i: (-(hits[i].relevance or 0.0), i))
         ranked = [hits[i] for i in order]
-        evidence = [h for h in ranked if (h.relevance or 0.0) >= self.config.rerank_threshold][:k]
+        evidence = [h for h in ranked if (h.relevance or 0.0) >= self.tuning.rerank_threshold][:k]
         info["kept"] = len(evidence)
         result.hits = evidence or ranked[:k]
         return evidence
@@ -503,8 +519,8 @@ class RagService:
         from .evidence import REFUSAL, check_citations
 
         llm_ready = self.llm is not None and getattr(self.llm, "configured", False)
-        rerank = llm_ready and self.config.rerank
-        hits = await self.search(query, max(k, self.config.rerank_pool) if rerank else k, paper_ids=paper_ids)
+        rerank = llm_ready and self.tuning.rerank
+        hits = await self.search(query, max(k, self.tuning.rerank_pool) if rerank else k, paper_ids=paper_ids)
         result = RagAnswer(query, hits[:k], vector_error=self.last_vector_error)
         result.weak = self.weak_match(query, hits[:k])
         if self.reembed_running:
@@ -514,7 +530,7 @@ class RagService:
         evidence = await self._within(deadline, result, self.rerank(query, hits, k, result)) if rerank else hits[:k]
         if not evidence:
             result.refused = True
-            result.answer = (f"{REFUSAL}: no passage scored {self.config.rerank_threshold:g}/10 or more for relevance. "
+            result.answer = (f"{REFUSAL}: no passage scored {self.tuning.rerank_threshold:g}/10 or more for relevance. "
                              "The closest passages are listed below.")
             return result
         result.hits = evidence

@@ -205,7 +205,7 @@ class SesameClient:
             resp = await self.http.get(url)
         except httpx2.TimeoutException as exc:
             raise ServiceTimeoutError(
-                f"Sesame did not answer within {self.config.http_timeout_secs:g} s for {name!r} ({url})"
+                f"Sesame did not answer within {self.http.timeout.read:g} s for {name!r} ({url})"
             ) from exc
         except httpx2.HTTPError as exc:
             raise ServiceError(f"Cannot reach Sesame at {self.config.sesame_url} ({type(exc).__name__}: {exc})") from exc

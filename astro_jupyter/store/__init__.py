@@ -1,4 +1,4 @@
-"""Storage: aiosqlite + sqlite-vec + FTS5 in one file; one repository module per table family."""
+"""Storage: SQLite (+ sqlite-vec, FTS5) in one file; one repository module per table family."""
 
 from .db import Database, DriverInfo, select_driver
 

@@ -1,4 +1,4 @@
-"""One SQLite file, opened through aiosqlite with a driver that can load sqlite-vec.
+"""One SQLite file, opened with a driver that can load sqlite-vec, each connection on a thread of its own.
 
 Why the driver dance: some Python builds (this project's CI among them) ship a stdlib
 ``sqlite3`` without ``enable_load_extension``, so vector search would silently vanish.
@@ -6,8 +6,12 @@ Why the driver dance: some Python builds (this project's CI among them) ship a s
 to ``pysqlite3`` or ``sqlean``; only when none can does the store open without vec0, and
 ``DriverInfo.vec_error`` says why (``astro-jupyter doctor`` prints it).
 
-Driver exceptions are not ``aiosqlite.Error`` subclasses when a fallback driver is used,
+Driver exceptions are not ``sqlite3.Error`` subclasses when a fallback driver is used,
 so every call goes through ``_mapped`` which turns them into ``StoreError`` kinds.
+
+Each connection lives on one thread (a single-worker executor: ``_Connection``) and every call is
+one hop there, statement, fetch and cursor close together. aiosqlite does the same, but the only
+way to run a function on its thread is private (``Connection._execute``).
 
 Two connections (each with its own thread): writes, transactions and everything inside a
 transaction use the writer; plain reads (``fetch*`` outside a transaction, ``read_sync``) use
@@ -22,15 +26,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import importlib
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, AsyncIterator, Iterable, Sequence
 from urllib.parse import quote
-
-import aiosqlite
 
 from ..errors import StoreError, StoreLockedError, StoreReadOnlyError
 
@@ -118,7 +122,7 @@ def map_driver_error(exc: BaseException) -> StoreError:
 
 
 def _is_driver_error(exc: BaseException) -> bool:
-    return isinstance(exc, (sqlite3.Error, aiosqlite.Error)) or type(exc).__name__ in {
+    return isinstance(exc, sqlite3.Error) or type(exc).__name__ in {
         "OperationalError",
         "IntegrityError",
         "DatabaseError",
@@ -211,6 +215,42 @@ def _sync_in_transaction(conn: Any, fn: Any, *args: Any) -> Any:
     return result
 
 
+class _Connection:
+    """A driver connection living on a thread of its own; ``run`` is one hop there."""
+
+    def __init__(self, executor: ThreadPoolExecutor, conn: Any) -> None:
+        self._executor = executor
+        self._conn = conn
+
+    @classmethod
+    async def open(cls, connector: Any) -> "_Connection":
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="astro-db")
+        try:
+            conn = await asyncio.get_running_loop().run_in_executor(executor, connector)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        return cls(executor, conn)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        """``fn(raw_connection, *args)`` on the connection's thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, self._conn, *args))
+
+    async def close(self) -> None:
+        try:
+            await self.run(_sync_close)
+        finally:
+            self._executor.shutdown(wait=False)
+
+
+def _sync_close(conn: Any) -> None:
+    conn.close()
+
+
+def _sync_executescript(conn: Any, script: str) -> None:
+    conn.executescript(script)
+
+
 _IN_TRANSACTION: contextvars.ContextVar[bool] = contextvars.ContextVar("astro_db_in_transaction", default=False)
 
 
@@ -218,7 +258,7 @@ class Database:
     """An open store. Writes that belong together go through ``transaction()``."""
 
     def __init__(
-        self, conn: aiosqlite.Connection, path: Path, info: DriverInfo, reader: aiosqlite.Connection | None = None
+        self, conn: _Connection, path: Path, info: DriverInfo, reader: _Connection | None = None
     ) -> None:
         self._conn = conn
         self._reader = reader or conn
@@ -258,7 +298,7 @@ class Database:
             return conn
 
         with _mapped():
-            conn = await aiosqlite.Connection(connector, 64)
+            conn = await _Connection.open(connector)
         db = cls(conn, path, info)
         if migrate and not read_only:
             from .migrations import apply_migrations
@@ -266,7 +306,7 @@ class Database:
             await apply_migrations(db)
         if not read_only and str(path) != ":memory:" and "mode=memory" not in str(path):
             with _mapped():  # opened after the migrations, so it never sees a half-made schema
-                db._reader = await aiosqlite.Connection(connector, 64)
+                db._reader = await _Connection.open(connector)
         return db
 
     async def close(self) -> None:
@@ -276,11 +316,11 @@ class Database:
             await self._conn.close()
 
     # Every call below is ONE hop to the connection's thread: statement, fetch and cursor
-    # close run together there (``_hop``). aiosqlite's cursor API costs a hop per step
-    # (execute, fetch, close), and a turn makes a dozen of these calls.
+    # close run together there (``_hop``): a cursor API would cost a hop per step (execute,
+    # fetch, close), and a turn makes a dozen of these calls.
     async def _hop(self, fn: Any, *args: Any) -> Any:
         with _mapped():
-            return await self._conn._execute(fn, self._conn._conn, *args)  # noqa: SLF001
+            return await self._conn.run(fn, *args)
 
     async def _write_hop(self, fn: Any, *args: Any) -> Any:
         """A write outside ``transaction()`` waits for any open transaction of another task to end:
@@ -297,7 +337,7 @@ class Database:
         if _IN_TRANSACTION.get() or self._reader is self._conn or sql.lstrip()[:6].upper() == "PRAGMA":
             return await self._hop(fn, sql, *args)
         with _mapped():
-            return await self._reader._execute(fn, self._reader._conn, sql, *args)  # noqa: SLF001
+            return await self._reader.run(fn, sql, *args)
 
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one statement; returns lastrowid (inserts) so callers need no cursor."""
@@ -311,7 +351,7 @@ class Database:
 
     async def executescript(self, script: str) -> None:
         with _mapped():
-            await self._conn.executescript(script)
+            await self._conn.run(_sync_executescript, script)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
         return await self._read_hop(_sync_fetchall, sql, params)
@@ -356,4 +396,4 @@ class Database:
         if _IN_TRANSACTION.get() or self._reader is self._conn:
             return await self._hop(fn, *args)
         with _mapped():
-            return await self._reader._execute(fn, self._reader._conn, *args)  # noqa: SLF001
+            return await self._reader.run(fn, *args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -13,15 +14,20 @@ from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp._transport import memory_transport_pair
 
 from astro_jupyter.acp import serve
+from astro_jupyter.agent.executor import ToolLimits
 from astro_jupyter.app import AstroApp
+from astro_jupyter.app.runs import MAX_PROMPT_CHARS
+from astro_jupyter.services.container import Tuning
 from tests.acp_agent.client import RecordingClient
+from tests.agent.runtime_helpers import FAST
 from tests.app.conftest import app_config
 from tests.fakes.openai_server import Turn
 
 
 @contextlib.asynccontextmanager
-async def connected(tmp_path: Path, openai_url: str, client: RecordingClient, **settings: Any) -> AsyncIterator[tuple[Any, AstroApp]]:
-    app = AstroApp(app_config(tmp_path, openai_url, **settings), source="acp")
+async def connected(tmp_path: Path, openai_url: str, client: RecordingClient, tuning: Tuning = FAST,
+                    **settings: Any) -> AsyncIterator[tuple[Any, AstroApp]]:
+    app = AstroApp(app_config(tmp_path, openai_url, **settings), source="acp", tuning=tuning)
     await app.start()
     agent_end, client_end = memory_transport_pair()
     server = asyncio.create_task(serve(app, transport=agent_end))
@@ -57,7 +63,8 @@ async def test_a_permission_the_client_dismisses_is_denied_and_said(tmp_path, op
 async def test_a_permission_the_client_never_answers_is_denied_when_the_run_stops_waiting(tmp_path, openai_server):
     openai_server.script(Turn.call("file_write", {"path": "x.txt", "content": "x"}, id="w1"), Turn.say("No answer."))
     client = RecordingClient("never")
-    async with connected(tmp_path, openai_server.url, client, permission_timeout_secs=0.3) as (conn, _app):
+    async with connected(tmp_path, openai_server.url, client,
+                         tuning=dataclasses.replace(FAST, tools=ToolLimits(permission_timeout_secs=0.3))) as (conn, _app):
         new = await conn.new_session(cwd=str(tmp_path / "project"), mcp_servers=[])
         answer = await asyncio.wait_for(conn.prompt(session_id=new.session_id, prompt=[text_block("write x")]), 30)
     assert answer.stop_reason == "end_turn" and client.text() == "No answer."
@@ -122,12 +129,12 @@ async def test_cancel_mid_stream_stops_the_run_and_keeps_what_was_said(tmp_path,
 @pytest.mark.asyncio
 async def test_prompt_over_the_limit_is_a_clear_error_and_starts_nothing(tmp_path, openai_server):
     client = RecordingClient()
-    async with connected(tmp_path, openai_server.url, client, max_prompt_chars=50) as (conn, app):
+    async with connected(tmp_path, openai_server.url, client) as (conn, app):
         new = await conn.new_session(cwd=str(tmp_path / "project"), mcp_servers=[])
         with pytest.raises(RequestError) as info:
-            await conn.prompt(session_id=new.session_id, prompt=[text_block("x" * 51)])
+            await conn.prompt(session_id=new.session_id, prompt=[text_block("x" * (MAX_PROMPT_CHARS + 1))])
         assert info.value.code == -32602
-        assert str(info.value) == "the prompt has 51 characters; the limit is 50 (AstroConfig.max_prompt_chars)"
+        assert str(info.value) == f"the prompt has {MAX_PROMPT_CHARS + 1} characters; the limit is {MAX_PROMPT_CHARS}"
         assert info.value.data == {"reason": "prompt_too_long"}
         with pytest.raises(RequestError) as image:
             await conn.prompt(session_id=new.session_id,

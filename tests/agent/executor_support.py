@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from astro_jupyter.agent.executor import ExecutedCall, ToolCallRequest, ToolExecutor
+from astro_jupyter.agent.executor import ExecutedCall, ToolCallRequest, ToolExecutor, ToolLimits
 from astro_jupyter.agent.hooks import HookRegistry
 from astro_jupyter.agent.permissions import PermissionChecker
 from astro_jupyter.agent.tools.base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
@@ -196,8 +196,10 @@ def make_executor(
     rules: list[dict[str, Any]] | None = None,
     mode: str = "ask",
     hooks: HookRegistry | None = None,
+    limits: ToolLimits | None = None,
 ) -> ToolExecutor:
-    return ToolExecutor(ToolRegistry(tools), PermissionChecker(rules or [], mode), hooks or HookRegistry(), services.config)
+    return ToolExecutor(ToolRegistry(tools), PermissionChecker(rules or [], mode), hooks or HookRegistry(), services.config,
+                        limits)
 
 
 def call(name: str, args: str, id: str | None = None, _n: list[int] = [0]) -> ToolCallRequest:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from astro_jupyter.agent.compaction import (
+    CompactionPolicy,
     PLACEHOLDER_PREFIX,
     RESTORE_PREFIX,
     SUMMARY_PREFIX,
@@ -21,7 +22,7 @@ from astro_jupyter.agent.tools.filesystem.read import ReadFileTool
 from astro_jupyter.agent.tools.memory import SaveMemoryTool
 from astro_jupyter.agent.tools.todo import TodoWriteTool
 from astro_jupyter.events import Compaction, Subagent
-from tests.agent.runtime_helpers import collect, make_config, running
+from tests.agent.runtime_helpers import collect, fast, make_config, running
 from tests.fakes.openai_server import Turn
 
 OLD = [
@@ -82,17 +83,16 @@ async def test_auto_compaction_summarises_restores_files_and_keeps_rows(tmp_path
     notes = tmp_path / "notes.txt"
     notes.write_text("maser anchor notes: D = 7.576 Mpc\n" + "calibration row 0123456789 abcdefghij\n" * 150)
     seen: list[tuple[str, dict[str, Any]]] = []
-    config = make_config(
-        tmp_path,
-        openai_server.url,
-        context_soft_limit_tokens=800,  # step 1 is ~500 tokens, step 2 (with the file) ~1100
-        micro_compact_ratio=5.0,  # micro off: this test is about the summary layer
-        compaction_keep_recent_messages=2,
-        compaction_restore_chars=300,
-        compaction_memory_bridge=False,
-        llm_max_retries=0,
+    config = make_config(tmp_path, openai_server.url)
+    policy = CompactionPolicy(
+        soft_limit_tokens=800,  # step 1 is ~500 tokens, step 2 (with the file) ~1100
+        micro_ratio=5.0,  # micro off: this test is about the summary layer
+        keep_recent_messages=2,
+        restore_chars=300,
+        memory_bridge=False,
     )
-    async with running(config, ReadFileTool(), hooks=_hooks(seen)) as (services, runtime):
+    async with running(config, ReadFileTool(), hooks=_hooks(seen),
+                       tuning=fast({"max_retries": 0}, compaction=policy)) as (services, runtime):
         sid = await _seed(services)
         openai_server.script(
             Turn.call("read_file", {"path": str(notes)}, id="r1"),  # step 1 (below the limit); its result is large
@@ -132,15 +132,14 @@ async def test_auto_compaction_summarises_restores_files_and_keeps_rows(tmp_path
 
 @pytest.mark.asyncio
 async def test_micro_compaction_replaces_old_tool_results_before_the_limit(tmp_path, openai_server) -> None:
-    config = make_config(
-        tmp_path, openai_server.url, context_soft_limit_tokens=100_000, micro_compact_ratio=0.0,
-        micro_compact_keep_recent=1, compaction_memory_bridge=False,
-    )
+    config = make_config(tmp_path, openai_server.url)
+    tuning = fast(compaction=CompactionPolicy(soft_limit_tokens=100_000, micro_ratio=0.0, micro_keep_recent=1,
+                                              memory_bridge=False))
     big = tmp_path / "big.txt"
     big.write_text("line of data\n" * 200)
     small = tmp_path / "small.txt"
     small.write_text("tiny\n" * 60)
-    async with running(config, ReadFileTool()) as (services, runtime):
+    async with running(config, ReadFileTool(), tuning=tuning) as (services, runtime):
         openai_server.script(
             Turn.call("read_file", {"path": str(big)}, id="a"),
             Turn.call("read_file", {"path": str(small)}, id="b"),
@@ -160,11 +159,10 @@ async def test_micro_compaction_replaces_old_tool_results_before_the_limit(tmp_p
 
 @pytest.mark.asyncio
 async def test_repeated_failures_open_the_breaker_but_manual_still_works(tmp_path, openai_server) -> None:
-    config = make_config(
-        tmp_path, openai_server.url, context_soft_limit_tokens=200, compaction_keep_recent_messages=2,
-        compaction_breaker_threshold=3, compaction_memory_bridge=False, llm_max_retries=0, max_steps=10,
-    )
-    async with running(config, TodoWriteTool(), CompressContextTool()) as (services, runtime):
+    config = make_config(tmp_path, openai_server.url, max_steps=10)
+    policy = CompactionPolicy(soft_limit_tokens=200, keep_recent_messages=2, breaker_threshold=3, memory_bridge=False)
+    async with running(config, TodoWriteTool(), CompressContextTool(),
+                       tuning=fast({"max_retries": 0}, compaction=policy)) as (services, runtime):
         sid = await _seed(services)
         openai_server.script(
             Turn.fail(500, "summariser down"), Turn.call("todo_write", _todo(1)),
@@ -194,11 +192,10 @@ async def test_repeated_failures_open_the_breaker_but_manual_still_works(tmp_pat
 @pytest.mark.asyncio
 async def test_memory_bridge_saves_durable_facts_from_dropped_messages(tmp_path, openai_server) -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
-    config = make_config(
-        tmp_path, openai_server.url, context_soft_limit_tokens=300, compaction_keep_recent_messages=1,
-        compaction_memory_bridge=True, llm_max_retries=0,
-    )
-    async with running(config, CompressContextTool(), SaveMemoryTool(), hooks=_hooks(seen)) as (services, runtime):
+    config = make_config(tmp_path, openai_server.url)
+    policy = CompactionPolicy(soft_limit_tokens=300, keep_recent_messages=1, memory_bridge=True)
+    async with running(config, CompressContextTool(), SaveMemoryTool(), hooks=_hooks(seen),
+                       tuning=fast({"max_retries": 0}, compaction=policy)) as (services, runtime):
         sid = await _seed(services)
         fact = "The maser distance to NGC 4258 is 7.576 Mpc according to Reid et al. 2019."
         openai_server.script(
@@ -231,11 +228,9 @@ async def test_a_precompact_hook_can_veto_and_nothing_is_dropped(tmp_path, opena
         return HookDecision.block("audit in progress")
 
     hooks.register("PreCompact", veto)
-    config = make_config(
-        tmp_path, openai_server.url, context_soft_limit_tokens=200, compaction_keep_recent_messages=2,
-        compaction_memory_bridge=False,
-    )
-    async with running(config, hooks=hooks) as (services, runtime):
+    config = make_config(tmp_path, openai_server.url)
+    policy = CompactionPolicy(soft_limit_tokens=200, keep_recent_messages=2, memory_bridge=False)
+    async with running(config, hooks=hooks, tuning=fast(compaction=policy)) as (services, runtime):
         sid = await _seed(services)
         openai_server.script(Turn.say("answer"))  # no summary request is made
         handle = await runtime.start_run("go", session_id=sid)
@@ -248,11 +243,9 @@ async def test_a_precompact_hook_can_veto_and_nothing_is_dropped(tmp_path, opena
 
 @pytest.mark.asyncio
 async def test_still_large_after_compaction_does_not_resummarise_every_step(tmp_path, openai_server) -> None:
-    config = make_config(
-        tmp_path, openai_server.url, context_soft_limit_tokens=150, micro_compact_ratio=5.0,
-        compaction_keep_recent_messages=4, compaction_memory_bridge=False,
-    )
-    async with running(config, TodoWriteTool()) as (services, runtime):
+    config = make_config(tmp_path, openai_server.url)
+    policy = CompactionPolicy(soft_limit_tokens=150, micro_ratio=5.0, keep_recent_messages=4, memory_bridge=False)
+    async with running(config, TodoWriteTool(), tuning=fast(compaction=policy)) as (services, runtime):
         sid = await _seed(services)
         openai_server.script(
             Turn.say("- summary"),  # step 1 compaction

@@ -117,7 +117,7 @@ async def test_empty_tool_call_id_is_repaired(services: Any, ctx: Any, recorder:
 @pytest.mark.asyncio
 async def test_duplicate_detector_spans_turns(services: Any, ctx: Any) -> None:
     ex = make_executor(services, [EchoTool()])  # threshold 3 (config default)
-    assert services.config.duplicate_threshold == 3
+    assert ex.limits.duplicate_threshold == 3
     (r1,) = await ex.execute([call("echo", '{"text": "x"}')], ctx)
     (r2,) = await ex.execute([call("echo", '{"count": 1, "text": "x"}')], ctx)  # same args, other key order
     (r3,) = await ex.execute([call("echo", '{"text": "x", "count": 1}')], ctx)

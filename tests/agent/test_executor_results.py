@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from executor_support import EchoTool, Recorder, SleepTool, Timeline, call, make_ctx, make_executor, settle  # noqa: E402
 
+from astro_jupyter.agent.executor import ToolLimits  # noqa: E402
 from astro_jupyter.agent.tools.base import PermissionRule  # noqa: E402
 from astro_jupyter.agent.tools.persist import maybe_persist_tool_result, safe_file_stem  # noqa: E402
 from astro_jupyter.events import PermissionRequest  # noqa: E402
@@ -23,8 +24,7 @@ from astro_jupyter.events import PermissionRequest  # noqa: E402
 
 @pytest.mark.asyncio
 async def test_large_output_is_persisted_and_stubbed(services: Any) -> None:
-    services.config.max_output_chars = 4000
-    ex = make_executor(services, [EchoTool()])
+    ex = make_executor(services, [EchoTool()])  # outputs over 4000 characters (MAX_OUTPUT_CHARS) persist
     recorder = Recorder()
     text = "".join(f"line {i:05d}\n" for i in range(1000))  # 11 000 chars
     (res,) = await ex.execute([call("echo", json.dumps({"text": text}), id="big1")],
@@ -75,11 +75,10 @@ def test_persist_file_names_are_safe(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_persist_failure_truncates_instead_of_losing_the_result(services: Any) -> None:
-    services.config.max_output_chars = 100
     blocker = services.config.tool_results_dir
     blocker.rmdir()
     blocker.write_text("a file where the directory should be")
-    ex = make_executor(services, [EchoTool()])
+    ex = make_executor(services, [EchoTool()], limits=ToolLimits(max_output_chars=100))
     (res,) = await ex.execute([call("echo", '{"text": "a", "count": 500}')], make_ctx(services, Recorder()))
     assert res.output.content.startswith("a" * 100) and "truncated from 500 characters" in res.output.content
     assert "persist_error" in res.output.metadata

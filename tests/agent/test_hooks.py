@@ -196,7 +196,6 @@ async def test_entry_point_hooks_load_and_broken_ones_are_skipped(tmp_path: Path
 def test_command_hook_specs_from_config(tmp_path: Path) -> None:
     config = AstroConfig(
         home=str(tmp_path),
-        hook_timeout_secs=4,
         command_hooks=[
             {"event": "PreToolUse", "command": "true", "matcher": "run_bash"},
             {"event": "NoSuchEvent", "command": "true"},
@@ -205,7 +204,7 @@ def test_command_hook_specs_from_config(tmp_path: Path) -> None:
     )
     hooks = HookRegistry.from_config(config, entry_points=False)
     [hook] = hooks.hooks_for("PreToolUse", "run_bash")
-    assert isinstance(hook, CommandHook) and hook.timeout == 4 and hook.matcher == "run_bash"
+    assert isinstance(hook, CommandHook) and hook.timeout == 10 and hook.matcher == "run_bash"
     assert hooks.hooks_for("PreToolUse", "read_file") == []
     assert len(hooks.load_warnings) == 2
 

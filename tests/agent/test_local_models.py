@@ -13,7 +13,8 @@ from astro_jupyter.agent.context import ContextMeter, raw_tokens
 from astro_jupyter.agent.tools import build_default_registry
 from astro_jupyter.agent.tools.astro.note import SaveNoteTool
 from astro_jupyter.events import Compaction, Done, Error, ToolCall, ToolCallPreparing, ToolResult, Truncated
-from tests.agent.runtime_helpers import collect, make_config, running
+from astro_jupyter.agent.compaction import CompactionPolicy
+from tests.agent.runtime_helpers import collect, fast, make_config, running
 from tests.fakes.openai_server import FakeOpenAIServer, ScriptedCall, Turn
 
 NAMES = ["M 31", "M 87", "Sgr A*", "NGC 1275"]
@@ -24,7 +25,8 @@ def events_of(items: list[tuple[int, Any]]) -> list[Any]:
 
 
 async def run(config: Any, prompt: str, *tools: Any) -> list[Any]:
-    async with running(config, *tools) as (services, runtime):
+    # the memory bridge would add LLM calls the scripts here do not expect
+    async with running(config, *tools, tuning=fast(compaction=CompactionPolicy(memory_bridge=False))) as (services, runtime):
         handle = await runtime.start_run(prompt)
         return events_of(await collect(handle))
 
@@ -79,8 +81,8 @@ def _chain(steps: int, final: str = "All resolved."):
 async def test_compaction_starts_from_the_models_window_not_a_fixed_80k(tmp_path, openai_server, sesame_server):
     openai_server.props = {"default_generation_settings": {"n_ctx": 2048}}
     openai_server.respond_with(_chain(12))
-    config = make_config(tmp_path, openai_server.url, sesame_server.url, compaction_memory_bridge=False, max_steps=30)
-    assert config.context_soft_limit_tokens == 80_000
+    config = make_config(tmp_path, openai_server.url, sesame_server.url, max_steps=30)
+    assert CompactionPolicy().soft_limit_tokens == 80_000
     events = await run(config, "Resolve a dozen targets one by one.")
     assert events[-1].reason == "finished", [e for e in events if isinstance(e, Error)]
     assert any(isinstance(e, Compaction) and e.layer == "auto" and "summarised" in e.message for e in events)
@@ -93,8 +95,7 @@ async def test_compaction_starts_from_the_models_window_not_a_fixed_80k(tmp_path
 async def test_an_overflow_error_compacts_and_retries_once(tmp_path, openai_server, sesame_server):
     openai_server.n_ctx = 1500  # the server's real window; the setting below claims far more
     openai_server.respond_with(_chain(10))
-    config = make_config(tmp_path, openai_server.url, sesame_server.url, compaction_memory_bridge=False,
-                         llm_context_window=100_000, max_steps=30)
+    config = make_config(tmp_path, openai_server.url, sesame_server.url, llm_context_window=100_000, max_steps=30)
     events = await run(config, "Resolve ten targets one by one.")
     assert openai_server.overflows == 1
     assert events[-1].reason == "finished", [e.message for e in events if isinstance(e, Error)]
@@ -107,7 +108,7 @@ async def test_an_overflow_error_compacts_and_retries_once(tmp_path, openai_serv
 async def test_an_overflow_that_compaction_cannot_fix_ends_with_a_clear_message(tmp_path, openai_server):
     openai_server.n_ctx = 60  # smaller than the system prompt alone
     openai_server.script(Turn.say("never sent"))
-    events = await run(make_config(tmp_path, openai_server.url, compaction_memory_bridge=False), "hello")
+    events = await run(make_config(tmp_path, openai_server.url), "hello")
     error = next(e for e in events if isinstance(e, Error))
     assert "does not fit" in error.message and "still too long after compacting" in error.message
     assert "llm_context_window" in error.message and error.reason == "context_overflow"

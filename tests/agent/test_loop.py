@@ -34,7 +34,7 @@ from astro_jupyter.agent.tools.registry import ToolRegistry
 from astro_jupyter.errors import LlmError
 from astro_jupyter.events import Event, TextDelta, ToolCall, ToolResult
 from astro_jupyter.services.container import ServiceContainer
-from tests.agent.runtime_helpers import make_config
+from tests.agent.runtime_helpers import fast, make_config
 from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 from tests.waiting import until
 
@@ -91,7 +91,7 @@ class Harness:
 
 @pytest_asyncio.fixture
 async def services(tmp_path: Path, openai_server: Any) -> AsyncIterator[ServiceContainer]:
-    container = await ServiceContainer(make_config(tmp_path, openai_server.url, llm_max_retries=0)).start()
+    container = await ServiceContainer(make_config(tmp_path, openai_server.url), tuning=fast({"max_retries": 0})).start()
     try:
         yield container
     finally:

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from executor_support import Recorder, SleepTool, Timeline, call, make_ctx, make_executor  # noqa: E402
 
+from astro_jupyter.agent.executor import ToolLimits  # noqa: E402
 from astro_jupyter.agent.hooks import HookDecision, HookRegistry  # noqa: E402
 from astro_jupyter.agent.permissions import PermissionChecker  # noqa: E402
 from astro_jupyter.agent.tools.base import PermissionRule  # noqa: E402
@@ -151,9 +152,8 @@ async def test_always_does_not_leak_into_other_sessions(services: Any) -> None:
 
 @pytest.mark.asyncio
 async def test_ask_timeout_denies(services: Any) -> None:
-    services.config.permission_timeout_secs = 0.2
     bash = tool()
-    ex = make_executor(services, [bash], rules=ASK_BASH)
+    ex = make_executor(services, [bash], rules=ASK_BASH, limits=ToolLimits(permission_timeout_secs=0.2))
     ctx = make_ctx(services, Recorder(), ask_permission=answering("allow", [], delay=30))
     (res,) = await asyncio.wait_for(ex.execute([call("run_bash", '{"tag": "x", "secs": 0}')], ctx), 5)
     assert res.output.is_error and "no answer within 0.2s" in res.output.content

@@ -11,7 +11,7 @@ import pytest
 from astro_jupyter.agent.hooks import HookRegistry
 from astro_jupyter.agent.tools.base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 from astro_jupyter.events import AskUser, PermissionRequest, Subagent, TextDelta, ToolCall, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, running, types, wires
+from tests.agent.runtime_helpers import collect, fast, make_config, make_runtime, running, types, wires
 from tests.fakes.openai_server import Turn
 
 
@@ -275,8 +275,8 @@ async def test_interrupted_runs_are_marked_at_startup(tmp_path, openai_server, s
 @pytest.mark.asyncio
 async def test_ask_user_without_answer_times_out_cleanly(tmp_path, openai_server, sesame_server):
     openai_server.script(Turn.call("ask_something", {}), Turn.say("gave up waiting"))
-    cfg = make_config(tmp_path, openai_server.url, sesame_server.url, ask_user_timeout_secs=0.3)
-    async with running(cfg, AskTool()) as (services, runtime):
+    cfg = make_config(tmp_path, openai_server.url, sesame_server.url)
+    async with running(cfg, AskTool(), tuning=fast(ask_user_secs=0.3)) as (services, runtime):
         handle = await runtime.start_run("ask me")
         items = await asyncio.wait_for(collect(handle), 10)
         result = next(e for _, e in items if isinstance(e, ToolResult))

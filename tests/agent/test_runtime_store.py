@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, running, types, wires
+from tests.agent.runtime_helpers import collect, fast, make_config, make_runtime, running, types, wires
 from tests.fakes.openai_server import Turn
 from tests.waiting import until
 
@@ -76,8 +76,8 @@ async def test_locked_database_ends_the_run_with_a_clear_error_and_loses_nothing
         Turn.call("query_target", {"name": "M 31"}, id="L1", first_delay=1.0),
         Turn.say("Second run fine."),
     )
-    config = make_config(tmp_path, openai_server.url, sesame_server.url, db_busy_timeout_ms=200)
-    services, runtime = await make_runtime(config)
+    config = make_config(tmp_path, openai_server.url, sesame_server.url)
+    services, runtime = await make_runtime(config, tuning=fast(db_busy_timeout_ms=200))
     holder: LockHolder | None = None
     try:
         first = await runtime.start_run("Where is M 31?")

@@ -53,7 +53,6 @@ def answering(answer: str, seen: list[PermissionRequest]) -> Any:
 
 @pytest.mark.asyncio
 async def test_unattended_denies_at_once_and_allows_only_the_listed_tools(services: Any) -> None:
-    services.config.permission_timeout_secs = 300.0
     bash = SleepTool("run_bash", Timeline())
     ex = make_executor(services, [bash], rules=ASK_BASH)
     recorder = Recorder()

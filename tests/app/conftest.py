@@ -9,11 +9,11 @@ import pytest_asyncio
 
 from astro_jupyter.app import AstroApp
 from astro_jupyter.config import AstroConfig
+from tests.agent.runtime_helpers import FAST
 
 
 def app_config(tmp_path: Path, llm_url: str = "", **kw: Any) -> AstroConfig:
-    settings: dict[str, Any] = dict(home=str(tmp_path / "home"), project_root=str(tmp_path / "project"),
-                                    llm_retry_base_delay=0.01, http_timeout_secs=5.0)
+    settings: dict[str, Any] = dict(home=str(tmp_path / "home"), project_root=str(tmp_path / "project"))
     if llm_url:
         settings.update(openai_base_url=llm_url, openai_api_key="k")
     settings.update(kw)
@@ -23,7 +23,7 @@ def app_config(tmp_path: Path, llm_url: str = "", **kw: Any) -> AstroConfig:
 
 @pytest_asyncio.fixture
 async def local_app(tmp_path: Path, openai_server: Any) -> AsyncIterator[AstroApp]:
-    app = AstroApp(app_config(tmp_path, openai_server.url), source="cli")
+    app = AstroApp(app_config(tmp_path, openai_server.url), source="cli", tuning=FAST)
     await app.start()
     try:
         yield app

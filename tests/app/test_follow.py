@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from astro_jupyter.app import AstroApp, Refuser, follow, permission_answer
+from astro_jupyter.app.runs import MAX_PROMPT_CHARS
 from astro_jupyter.errors import InvalidRequest
 from tests.app.test_tools import Scripted
 from tests.fakes.openai_server import Turn
@@ -68,8 +69,8 @@ async def test_the_local_user_sees_every_session_and_prompts_are_checked(local_a
         await local_app.session("bob", alice["id"])
     with pytest.raises(InvalidRequest, match="non-empty"):
         await local_app.start_run_handle(None, "   ")
-    with pytest.raises(InvalidRequest, match="max_prompt_chars"):
-        local_app.check_prompt("x" * (local_app.config.max_prompt_chars + 1))
+    with pytest.raises(InvalidRequest, match=f"the limit is {MAX_PROMPT_CHARS}"):
+        local_app.check_prompt("x" * (MAX_PROMPT_CHARS + 1))
 
 
 def test_permission_answer_maps_typed_replies() -> None:

@@ -21,7 +21,7 @@ LSST = "2019ApJ...873..111I"
 @pytest.fixture
 def cli_env(monkeypatch: pytest.MonkeyPatch, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
     for key, value in {"ASTRO_ADS_URL": ads_fake.url, "ADS_API_TOKEN": TOKEN,
-                       "ASTRO_ARXIV_URL": f"{arxiv_fake.url}/api/query", "ASTRO_ARXIV_INTERVAL": "0"}.items():
+                       "ASTRO_ARXIV_URL": f"{arxiv_fake.url}/api/query"}.items():
         monkeypatch.setenv(key, value)
 
 

@@ -25,10 +25,9 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, ads_fake: FakeServer, arxiv_fake: F
         "ASTRO_ADS_URL": ads_fake.url,
         "ADS_API_TOKEN": TOKEN,
         "ASTRO_ARXIV_URL": f"{arxiv_fake.url}/api/query",
-        "ASTRO_ARXIV_INTERVAL": "0",
         "ASTRO_ARXIV_PDF_URL": f"{file_fake.url}/pdf",
         "ASTRO_DOI_URL": f"{file_fake.url}/doi",
-        "ASTRO_ALLOW_PRIVATE_DOWNLOADS": "1",
+        "ASTRO_DOWNLOAD_ALLOWED_HOSTS": "127.0.0.1",
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from astro_jupyter.config import AstroConfig
-from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.services.container import ServiceContainer, Tuning
 
 from .ads_server import TOKEN, ads_server
 from .arxiv_server import arxiv_server
@@ -45,19 +45,16 @@ def file_fake() -> Iterator[FakeServer]:
 def make_paper_config(
     home: Path, ads: FakeServer, arxiv: FakeServer, files: FakeServer | None = None, **overrides: object
 ) -> AstroConfig:
+    urls = {"ads": ads.url, "arxiv": f"{arxiv.url}/api/query"}
+    if files is not None:
+        urls.update(arxiv_pdf=f"{files.url}/pdf", doi=f"{files.url}/doi")
     settings: dict[str, object] = {
         "home": str(home),
         "project_root": str(home.parent),
-        "ads_url": ads.url,
+        "service_urls": urls,
         "ads_token": TOKEN,
-        "arxiv_url": f"{arxiv.url}/api/query",
-        "arxiv_min_interval_secs": 0.0,
-        "http_timeout_secs": 5.0,
-        "allow_private_downloads": True,
+        "download_allowed_hosts": ["127.0.0.1"],  # the fakes listen on loopback
     }
-    if files is not None:
-        settings["arxiv_pdf_url"] = f"{files.url}/pdf"
-        settings["doi_resolver_url"] = f"{files.url}/doi"
     settings.update(overrides)
     return AstroConfig(**settings)
 
@@ -68,9 +65,9 @@ def paper_config(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer,
 
 
 @contextlib.asynccontextmanager
-async def started(config: AstroConfig) -> AsyncIterator[ServiceContainer]:
-    """A started ServiceContainer for ``config``, closed when the block ends."""
-    container = await ServiceContainer(config).start()
+async def started(config: AstroConfig, tuning: Tuning | None = None) -> AsyncIterator[ServiceContainer]:
+    """A started ServiceContainer for ``config`` (and internal ``tuning``), closed when the block ends."""
+    container = await ServiceContainer(config, tuning=tuning).start()
     try:
         yield container
     finally:

@@ -174,7 +174,7 @@ c.JupyterHub.services = [{{"name": "astro-test", "api_token": {service_token!r}}
 c.JupyterHub.load_roles = [{{"name": "astro-test", "services": ["astro-test"],
     "scopes": ["admin:users", "admin:servers", "admin:server_state", "tokens", "admin:auth_state"]}}]
 # test only: PDFs come from the loopback file fake
-c.Spawner.environment.update({{"ASTRO_ARXIV_PDF_URL": "{files.url}/pdf", "ASTRO_ALLOW_PRIVATE_DOWNLOADS": "1"}})
+c.Spawner.environment.update({{"ASTRO_ARXIV_PDF_URL": "{files.url}/pdf", "ASTRO_DOWNLOAD_ALLOWED_HOSTS": "127.0.0.1"}})
 """)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASTRO_", "OPENAI_", "LLM_", "ADS_"))}
     env.update({

@@ -46,5 +46,4 @@ def llm_env(openai_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("LLM_MODEL", "scripted-model")
-    monkeypatch.setenv("ASTRO_LLM_RETRY_DELAY", "0")
     return openai_server

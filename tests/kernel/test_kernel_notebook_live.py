@@ -27,7 +27,11 @@ def kernel(llm_env: Any, project: Path) -> Any:
 
     km, kc = start_new_kernel(kernel_name="python3", startup_timeout=60, cwd=str(project))
     try:
-        setup = "get_ipython().config.AstroConfig.permission_timeout_secs = 3.0\n%load_ext astro_jupyter"
+        setup = ("%load_ext astro_jupyter\n"  # a question waits 3 s (internal tuning, handed to the kernel's app)
+                 "from astro_jupyter.agent.executor import ToolLimits\n"
+                 "from astro_jupyter.services.container import Tuning\n"
+                 "get_ipython().magics_manager.registry['AstroMagics'].rt.tuning = "
+                 "Tuning(tools=ToolLimits(permission_timeout_secs=3.0))")
         reply = kc.execute_interactive(setup, timeout=60)
         assert reply["content"]["status"] == "ok"
         yield kc

@@ -20,7 +20,7 @@ from tests.fakes.openai_server import Turn
 
 pytestmark = pytest.mark.slow
 
-CELL_TIMEOUT = 60  # seconds; the question wait (permission_timeout_secs) is 300
+CELL_TIMEOUT = 60  # seconds; the question wait (ToolLimits.permission_timeout_secs) is 300
 RUN = {"code": "made_by_agent = 1\nprint('kernel_run ran')"}
 
 

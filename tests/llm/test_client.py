@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 import time
@@ -13,12 +14,15 @@ import pytest
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import LlmError, LlmUnavailableError
 from astro_jupyter.llm import Completed, LlmClient, ModelSwitched, TextChunk, ThinkingChunk, ToolCallReady
+from astro_jupyter.llm.client import LlmLimits
 from tests.fakes.openai_server import NO_ID, ScriptedCall, Turn
 
 
 def make_client(url: str, **kw: Any) -> LlmClient:
-    cfg = AstroConfig(openai_base_url=url, openai_api_key="test-key", llm_retry_base_delay=0.01, **kw)
-    return LlmClient(cfg)
+    """Settings go to the config, ``LlmLimits`` fields (max_retries ...) to the client's limits."""
+    fields = {f.name for f in dataclasses.fields(LlmLimits)}
+    limits = {"retry_base_delay": 0.01, **{k: kw.pop(k) for k in list(kw) if k in fields}}
+    return LlmClient(AstroConfig(openai_base_url=url, openai_api_key="test-key", **kw), limits=LlmLimits(**limits))
 
 
 async def collect(client: LlmClient, messages: list[dict[str, Any]] | None = None, tools: Any = None, **kw: Any) -> list[Any]:
@@ -149,7 +153,7 @@ async def test_server_error_is_retried_with_backoff(openai_server):
 @pytest.mark.asyncio
 async def test_retries_are_bounded(openai_server):
     openai_server.script(*[Turn.fail(500, "boom")] * 3)
-    client = make_client(openai_server.url, llm_max_retries=2)
+    client = make_client(openai_server.url, max_retries=2)
     with pytest.raises(LlmError, match="HTTP 500: boom"):
         await collect(client)
     assert len(openai_server.chat_requests) == 3
@@ -178,7 +182,7 @@ async def test_slow_response_times_out_then_retry_succeeds(openai_server):
 @pytest.mark.asyncio
 async def test_timeout_every_time_names_the_timeout(openai_server):
     openai_server.script(*[Turn.say("late", first_delay=0.6)] * 2)
-    client = make_client(openai_server.url, llm_timeout_secs=0.2, llm_max_retries=1)
+    client = make_client(openai_server.url, llm_timeout_secs=0.2, max_retries=1)
     with pytest.raises(LlmError, match="timed out after 0.2 s"):
         await collect(client)
     await client.aclose()
@@ -224,7 +228,7 @@ def _free_port() -> int:
 @pytest.mark.asyncio
 async def test_unreachable_endpoint_is_unavailable_with_url():
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    client = make_client(url, llm_max_retries=1)
+    client = make_client(url, max_retries=1)
     with pytest.raises(LlmUnavailableError) as info:
         await collect(client)
     assert url in str(info.value) and "OPENAI_BASE_URL" in str(info.value)
@@ -242,8 +246,8 @@ async def test_refused_connection_is_reported_at_once_not_retried():
     """Issue 24 item 12: a closed port fails the first attempt with the reason, with no backoff sleep
     (the retry delay is an hour, so a single retry would run past the deadline below)."""
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    client = make_client(url, llm_max_retries=4)
-    client.config.llm_retry_base_delay = _NEVER
+    client = make_client(url, max_retries=4)
+    client.limits = dataclasses.replace(client.limits, retry_base_delay=_NEVER)
     for what in (lambda: collect(client), client.list_models, lambda: client.embed(["M 31"], "emb")):
         with pytest.raises(LlmUnavailableError) as info:
             await asyncio.wait_for(what(), timeout=60)
@@ -255,8 +259,8 @@ async def test_refused_connection_is_reported_at_once_not_retried():
 @pytest.mark.asyncio
 async def test_unknown_host_is_reported_at_once_not_retried():
     url = "http://astro-jupyter-no-such-host.invalid/v1"  # .invalid never resolves (RFC 6761)
-    client = make_client(url, llm_max_retries=4)
-    client.config.llm_retry_base_delay = _NEVER
+    client = make_client(url, max_retries=4)
+    client.limits = dataclasses.replace(client.limits, retry_base_delay=_NEVER)
     with pytest.raises(LlmUnavailableError, match="host name does not resolve") as info:
         await asyncio.wait_for(collect(client), timeout=60)
     assert url in str(info.value)

@@ -11,14 +11,15 @@ import pytest
 
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.llm import Completed, LlmClient, TextChunk, ToolCallReady
-from astro_jupyter.llm.client import ContextOverflowError
+from astro_jupyter.llm.client import ContextOverflowError, LlmLimits
 from astro_jupyter.llm.profile import known_window, window_from_error
 from astro_jupyter.llm.types import ToolCallPreparing
 from tests.fakes.openai_server import FakeOpenAIServer, ScriptedCall, Turn
 
 
-def make_client(url: str, **kw: Any) -> LlmClient:
-    return LlmClient(AstroConfig(openai_base_url=url, openai_api_key="k", llm_retry_base_delay=0.01, **kw))
+def make_client(url: str, max_tokens: int = 0, **kw: Any) -> LlmClient:
+    return LlmClient(AstroConfig(openai_base_url=url, openai_api_key="k", **kw),
+                     limits=LlmLimits(retry_base_delay=0.01, max_tokens=max_tokens))
 
 
 async def collect(client: LlmClient, tools: Any = None, **kw: Any) -> list[Any]:
@@ -73,7 +74,7 @@ async def test_the_context_window_comes_from_where_the_endpoint_says_it(openai_s
 async def test_the_settings_override_the_endpoint(openai_server):
     openai_server.props = {"default_generation_settings": {"n_ctx": 8192}}
     openai_server.script(Turn.say("ok"))
-    client = make_client(openai_server.url, llm_context_window=2048, llm_max_tokens=300)
+    client = make_client(openai_server.url, llm_context_window=2048, max_tokens=300)
     await collect(client)
     profile = await client.profile()
     await client.aclose()

@@ -16,6 +16,7 @@ from astro_jupyter.app import AstroApp
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.events import PermissionRequest, ToolCall, ToolResult
 from astro_jupyter.mcp.client import MAX_DESCRIPTION_CHARS, load_specs
+from tests.agent.runtime_helpers import FAST
 from tests.fakes.openai_server import Turn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,7 +154,7 @@ async def test_hostile_server(tmp_path):
     always: list[dict[str, str]] = [{"action": "allow", "tool": f"mcp__hostile__{t}"}
                                     for t in ("huge", "crash", "echo", "flood", "controls")]
     always.append({"action": "allow", "tool": "mcp__stuck__hang"})
-    async with AstroApp(config(tmp_path, servers, permission_rules=always, max_output_chars=4000)) as app:
+    async with AstroApp(config(tmp_path, servers, permission_rules=always)) as app:
         registry = app.tool_registry()
         from astro_jupyter.agent.tools.mcp import install
 
@@ -211,8 +212,8 @@ async def test_an_agent_finds_the_tool_with_load_tool_and_is_asked(tmp_path, ope
         Turn.say("done"),
     )
     cfg = config(tmp_path, {"hostile": hostile(tmp_path)}, openai_base_url=openai_server.url, openai_api_key="k",
-                 llm_retry_base_delay=0.01, permission_mode="auto")
-    async with AstroApp(cfg) as app:
+                 permission_mode="auto")
+    async with AstroApp(cfg, tuning=FAST) as app:
         handle = await app.runtime.start_run("echo something")
         events = []
         async for _, event in handle.events():

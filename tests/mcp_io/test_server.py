@@ -20,7 +20,10 @@ from mcp.shared.exceptions import MCPError
 
 from astro_jupyter.app import AstroApp
 from astro_jupyter.config import AstroConfig
+from astro_jupyter.agent.executor import ToolLimits
 from astro_jupyter.mcp.exposed import EXPOSED
+from astro_jupyter.mcp.server import build_server
+from astro_jupyter.services.container import Tuning
 
 ROOT = Path(__file__).resolve().parents[2]
 READ_ONLY = {"search_papers", "query_target", "get_paper_metadata", "rag_search", "get_paper_content", "object_papers",
@@ -88,9 +91,9 @@ async def test_sdk_client_over_stdio_lists_and_calls_and_each_call_is_a_session(
 async def test_a_long_output_reaches_the_client_whole_not_as_a_path(tmp_path, sesame_server):
     """The agent gets a stub naming a file under tool-results/ for a long output; an MCP client cannot
     read that file, so it gets the whole text and no path."""
-    params = _stdio(tmp_path / "home", sesame_server.url)
-    params.env["ASTRO_MAX_OUTPUT_CHARS"] = "60"
-    async with Client(params) as client:
+    config = AstroConfig(home=str(tmp_path / "home"), service_urls={"sesame": sesame_server.url})
+    tuning = Tuning(tools=ToolLimits(max_output_chars=60))  # the answer is longer: the executor persists it
+    async with AstroApp(config, tuning=tuning) as app, Client(build_server(app)) as client:
         result = await client.call_tool("query_target", {"name": "M 31"})
     text = result.content[0].text
     assert "00:42:44.33" in text and "Aliases" in text and len(text) > 60

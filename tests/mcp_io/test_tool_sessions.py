@@ -18,7 +18,7 @@ ARGS = {"name": "M 31"}
 
 
 def _config(tmp_path, sesame_server) -> AstroConfig:
-    return AstroConfig(home=str(tmp_path / "home"), sesame_url=sesame_server.url)
+    return AstroConfig(home=str(tmp_path / "home"), service_urls={"sesame": sesame_server.url})
 
 
 @pytest.mark.asyncio

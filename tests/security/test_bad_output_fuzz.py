@@ -28,7 +28,7 @@ from astro_jupyter.agent.tools.filesystem.grep import GrepFilesTool
 from astro_jupyter.agent.tools.filesystem.read import ReadFileTool
 from astro_jupyter.app import encode_wire
 from astro_jupyter.server.sse import format_event
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, wires
+from tests.agent.runtime_helpers import collect, fast, make_config, make_runtime, wires
 from tests.fakes.openai_server import ScriptedCall, Turn, raw_delta
 
 SEED = 20261202
@@ -209,9 +209,10 @@ async def test_bad_output_fuzz_has_no_crash_and_no_internal_error(tmp_path: Path
     project.mkdir()
     (project / "notes.txt").write_text("M 87 notes\n")
     openai_server.respond_with(lambda body: Turn.say("recovered"))
-    config = make_config(tmp_path, openai_server.url, sesame_server.url, project_root=str(project), llm_max_retries=1,
-                         llm_timeout_secs=2.0, llm_deadline_secs=0.5, tool_timeout_secs=5.0, max_steps=3)
-    services, runtime = await make_runtime(config, ReadFileTool(), GrepFilesTool(), GlobFilesTool())
+    config = make_config(tmp_path, openai_server.url, sesame_server.url, project_root=str(project),
+                         llm_timeout_secs=2.0, tool_timeout_secs=5.0, max_steps=3)
+    services, runtime = await make_runtime(config, ReadFileTool(), GrepFilesTool(), GlobFilesTool(),
+                                           tuning=fast({"max_retries": 1, "deadline_secs": 0.5}))
     traces = _Traces()
     logging.getLogger("astro_jupyter").addHandler(traces)
     tried: Counter[str] = Counter()

@@ -41,6 +41,10 @@ from astro_jupyter.app import AstroApp
 from astro_jupyter.services.owners import owner_dir, owner_key
 from astro_jupyter.services.team import TeamInbox
 from tests.fakes.openai_server import ScriptedCall, Turn
+from astro_jupyter.agent.executor import ToolLimits
+from astro_jupyter.server.sse import SsePacing
+from astro_jupyter.services.container import Tuning
+from tests.agent.runtime_helpers import fast
 from tests.server.conftest import Api, api, astro_service, jp_server_config, live_url  # noqa: F401 - the server fixtures
 
 TOKENS = {"alice-secret": "alice", "bob-secret": "bob"}
@@ -74,8 +78,18 @@ def extra_server_config() -> dict[str, Any]:
 def astro_overrides(openai_server: Any) -> dict[str, Any]:
     openai_server.models.extend(["shared-default", *(f"{who}-model" for who in WHO)])  # switching checks the list
     return {"openai_base_url": openai_server.url, "openai_api_key": "k", "llm_model": "shared-default",
-            "max_output_chars": 1500, "persisted_preview_chars": 100, "permission_timeout_secs": 20.0,
-            "sse_keepalive_secs": 0.2}
+            }
+
+
+@pytest.fixture
+def astro_tuning() -> Tuning:
+    return fast(tools=ToolLimits(max_output_chars=1500, preview_chars=100, permission_timeout_secs=20.0))
+
+
+@pytest.fixture
+def sse_pacing() -> SsePacing:
+    return SsePacing(keepalive_secs=0.2)
+
 
 
 class Door:

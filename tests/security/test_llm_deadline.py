@@ -8,6 +8,7 @@ regression fails in seconds instead of hanging for the 30 s the server would kee
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,9 @@ import pytest
 
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import LlmError
-from astro_jupyter.llm.client import LlmClient
+from astro_jupyter.llm.client import LlmClient, LlmLimits
 from astro_jupyter.llm.types import Completed, TextChunk
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, wires
+from tests.agent.runtime_helpers import collect, fast, make_config, make_runtime, wires
 from tests.fakes.openai_server import Turn
 
 STALL = dict(keepalive_secs=30.0, keepalive_interval=0.1)
@@ -26,9 +27,12 @@ GUARD = 15.0  # seconds a test may take at most (the stall alone would last 30 s
 
 
 def _config(tmp_path: Path, url: str, **kw: Any) -> AstroConfig:
-    values: dict[str, Any] = dict(llm_timeout_secs=3.0, llm_deadline_secs=1.0, llm_max_retries=1)  # reads never wait 3 s: comments flow
-    values.update(kw)
-    return make_config(tmp_path, url, **values)
+    return make_config(tmp_path, url, **{"llm_timeout_secs": 3.0, **kw})  # reads never wait 3 s: comments flow
+
+
+def _limits(**kw: Any) -> LlmLimits:
+    """A 1 s overall deadline, one retry (internal tuning, passed to the client)."""
+    return LlmLimits(**{"retry_base_delay": 0.01, "deadline_secs": 1.0, "max_retries": 1, **kw})
 
 
 async def _drain(client: LlmClient) -> list[Any]:
@@ -38,7 +42,7 @@ async def _drain(client: LlmClient) -> list[Any]:
 @pytest.mark.asyncio
 async def test_keepalive_stall_hits_the_deadline_after_retries(tmp_path: Path, openai_server: Any) -> None:
     openai_server.script(Turn.say("never", **STALL), Turn.say("never", **STALL))
-    client = LlmClient(_config(tmp_path, openai_server.url))
+    client = LlmClient(_config(tmp_path, openai_server.url), limits=_limits())
     started = time.monotonic()
     try:
         with pytest.raises(LlmError) as info:
@@ -46,15 +50,15 @@ async def test_keepalive_stall_hits_the_deadline_after_retries(tmp_path: Path, o
     finally:
         await client.aclose()
     elapsed = time.monotonic() - started
-    assert "overall deadline of 1 s" in str(info.value) and "ASTRO_LLM_DEADLINE" in str(info.value)
-    assert len(openai_server.chat_requests) == 2  # transient: retried once (llm_max_retries=1)
+    assert "overall deadline of 1 s" in str(info.value)
+    assert len(openai_server.chat_requests) == 2  # transient: retried once (max_retries=1)
     assert 2.0 <= elapsed < 6.0, elapsed
 
 
 @pytest.mark.asyncio
 async def test_deadline_is_retried_like_any_transient_error(tmp_path: Path, openai_server: Any) -> None:
     openai_server.script(Turn.say("never", **STALL), Turn.say("second try works"))
-    client = LlmClient(_config(tmp_path, openai_server.url))
+    client = LlmClient(_config(tmp_path, openai_server.url), limits=_limits())
     try:
         items = await asyncio.wait_for(_drain(client), GUARD)
     finally:
@@ -66,7 +70,7 @@ async def test_deadline_is_retried_like_any_transient_error(tmp_path: Path, open
 @pytest.mark.asyncio
 async def test_stall_after_the_stream_started_is_a_clean_error(tmp_path: Path, openai_server: Any) -> None:
     openai_server.script(Turn.say("hello there", chunk_size=2, keepalive_after=3, **STALL))
-    client = LlmClient(_config(tmp_path, openai_server.url))
+    client = LlmClient(_config(tmp_path, openai_server.url), limits=_limits())
     seen: list[str] = []
     try:
         with pytest.raises(LlmError) as info:
@@ -85,7 +89,8 @@ async def test_stall_after_the_stream_started_is_a_clean_error(tmp_path: Path, o
 @pytest.mark.asyncio
 async def test_run_with_a_stalling_model_ends_with_an_error_event(tmp_path: Path, openai_server: Any) -> None:
     openai_server.script(Turn.say("never", **STALL), Turn.say("never", **STALL))
-    services, runtime = await make_runtime(_config(tmp_path, openai_server.url, llm_deadline_secs=0.8))
+    services, runtime = await make_runtime(_config(tmp_path, openai_server.url),
+                                           tuning=fast(llm=dataclasses.asdict(_limits(deadline_secs=0.8))))
     started = time.monotonic()
     try:
         handle = await runtime.start_run("hello")
@@ -103,8 +108,8 @@ async def test_run_with_a_stalling_model_ends_with_an_error_event(tmp_path: Path
 @pytest.mark.asyncio
 async def test_quick_answers_are_untouched_and_zero_disables(tmp_path: Path, openai_server: Any) -> None:
     openai_server.script(Turn.say("fast", delay=0.05), Turn.say("slow but steady", delay=0.15, chunk_size=3))
-    quick = LlmClient(_config(tmp_path, openai_server.url))  # deadline 1 s
-    unlimited = LlmClient(_config(tmp_path, openai_server.url, llm_timeout_secs=0.5, llm_deadline_secs=0.0))
+    quick = LlmClient(_config(tmp_path, openai_server.url), limits=_limits())  # deadline 1 s
+    unlimited = LlmClient(_config(tmp_path, openai_server.url, llm_timeout_secs=0.5), limits=_limits(deadline_secs=0.0))
     try:
         first = await asyncio.wait_for(_drain(quick), GUARD)
         started = time.monotonic()
@@ -120,7 +125,7 @@ async def test_quick_answers_are_untouched_and_zero_disables(tmp_path: Path, ope
 async def test_one_shot_calls_have_the_same_deadline(tmp_path: Path, openai_server: Any) -> None:
     """Embeddings: a slow answer (within the per-read timeout) still ends at the overall deadline, retried once."""
     openai_server.state["embed_delay"] = 3.0
-    client = LlmClient(_config(tmp_path, openai_server.url, llm_timeout_secs=10.0, llm_deadline_secs=0.5))
+    client = LlmClient(_config(tmp_path, openai_server.url, llm_timeout_secs=10.0), limits=_limits(deadline_secs=0.5))
     started = time.monotonic()
     try:
         with pytest.raises(LlmError) as info:
@@ -133,9 +138,3 @@ async def test_one_shot_calls_have_the_same_deadline(tmp_path: Path, openai_serv
     assert sum(r.path.endswith("/embeddings") for r in openai_server.requests) == 3  # 1 + 1 retry, then the quick one
     assert time.monotonic() - started < 6.0
 
-
-def test_deadline_setting_and_env_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert AstroConfig().llm_deadline_secs == 600.0
-    monkeypatch.setenv("ASTRO_LLM_DEADLINE", "42.5")
-    assert AstroConfig().llm_deadline_secs == 42.5
-    assert AstroConfig(llm_deadline_secs=3).llm_deadline_secs == 3.0

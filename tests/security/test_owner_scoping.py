@@ -17,6 +17,9 @@ from jupyter_server.auth.identity import IdentityProvider, User
 
 from astro_jupyter.app import AstroApp
 from tests.fakes.openai_server import ScriptedCall, Turn
+from astro_jupyter.agent.executor import ToolLimits
+from astro_jupyter.services.container import Tuning
+from tests.agent.runtime_helpers import fast
 from tests.server.conftest import Api, api, astro_service, jp_server_config  # noqa: F401 - the server fixtures
 
 TOKENS = {"alice-secret": "alice", "bob-secret": "bob"}
@@ -42,7 +45,12 @@ def extra_server_config() -> dict[str, Any]:
 @pytest.fixture
 def astro_overrides(openai_server: Any) -> dict[str, Any]:
     return {"openai_base_url": openai_server.url, "openai_api_key": "k", "llm_model": "shared-default",
-            "max_output_chars": 1500, "persisted_preview_chars": 100}
+            }
+
+
+@pytest.fixture
+def astro_tuning() -> Tuning:
+    return fast(tools=ToolLimits(max_output_chars=1500, preview_chars=100))
 
 
 async def _run(api: Api, who: dict[str, str], prompt: str, service: AstroApp) -> list[dict[str, Any]]:

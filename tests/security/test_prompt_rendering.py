@@ -178,7 +178,7 @@ def test_widget_permission_card_in_a_real_kernel(tmp_path: Path, openai_server: 
     marker = project / "pwned"
     command = f"touch {marker} #" + "x" * 250 + "\r\x1b[2Kls \u202etxt.exe"
     openai_server.script(Turn.call("run_bash", {"command": command}), Turn.say("done"))
-    for key, value in {"OPENAI_BASE_URL": openai_server.url, "OPENAI_API_KEY": "k", "ASTRO_LLM_RETRY_DELAY": "0",
+    for key, value in {"OPENAI_BASE_URL": openai_server.url, "OPENAI_API_KEY": "k",
                        "ASTRO_PROJECT_ROOT": str(project), "PYTHONPATH": str(REPO)}.items():
         monkeypatch.setenv(key, value)
     km, kc = start_new_kernel(kernel_name="python3", startup_timeout=60, cwd=str(project))

@@ -118,7 +118,10 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path, openai_server: Any, server
     # a slow answer: many text deltas; the events wait 60 s before being written, so at the
     # kill most ids a client saw were never stored; ids are reserved 8 at a time
     openai_server.script(Turn.say("".join(f"w{i} " for i in range(200)), chunk_size=4, delay=0.03))
-    first = Server(home, openai_server.url, log, "--AstroConfig.event_flush_secs=60", "--AstroConfig.event_id_reserve_block=8")
+    tuning = tmp_path / "tuning_config.py"  # internal tuning, no settings: handed in as a Python object
+    tuning.write_text("from astro_jupyter.services.container import Tuning\n"
+                      "c.ServerApp.tornado_settings = {'astro_tuning': Tuning(event_flush_secs=60, event_id_reserve_block=8)}\n")
+    first = Server(home, openai_server.url, log, f"--config={tuning}")
     servers.append(first)
     started = httpx2.post(f"{first.base}/astro/api/runs", headers=AUTH, json={"prompt": "talk slowly"}, timeout=10).json()
     run_id = started["run_id"]

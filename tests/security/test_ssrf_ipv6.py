@@ -90,7 +90,7 @@ async def test_a_redirect_to_a_6to4_loopback_is_stopped_before_any_connection(
     target = f"http://[{sixtofour('127.0.0.1')}]:{file_fake.port}/real.pdf"
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(status=302, location=target)
     config = make_paper_config(
-        astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False, download_allowed_hosts=["127.0.0.1"]
+        astro_home, ads_fake, arxiv_fake, file_fake, download_allowed_hosts=["127.0.0.1"]
     )
     async with started(config) as services:
         with pytest.raises(DownloadFailed) as info:

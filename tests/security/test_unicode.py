@@ -25,6 +25,7 @@ from astro_jupyter.server.sse import format_event
 from astro_jupyter.textsafe import REPLACEMENT, clean_text, safe_json
 from tests.agent.runtime_helpers import collect, make_config, running, wires
 from tests.fakes.openai_server import Turn
+from astro_jupyter.server.sse import SsePacing
 from tests.server.conftest import api, astro_overrides, astro_service, extra_server_config, jp_server_config, live_url  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +119,7 @@ def test_cli_prints_surrogates_without_traceback(tmp_path: Path, openai_server: 
     _bad_file(project)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_", "ASTRO_"))}
     env.update(ASTRO_HOME=str(tmp_path / "home"), ASTRO_PROJECT_ROOT=str(project), OPENAI_BASE_URL=openai_server.url,
-               OPENAI_API_KEY="k", ASTRO_LLM_RETRY_DELAY="0.01", PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")
+               OPENAI_API_KEY="k", PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")
     for extra in ([], ["--json"]):
         openai_server.script(Turn.call("glob_files", {"pattern": "*.txt"}, text="look \ud800 "), Turn.say("bye \udfff"))
         proc = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "ask", "files?", *extra], env=env,
@@ -136,7 +137,12 @@ def test_cli_prints_surrogates_without_traceback(tmp_path: Path, openai_server: 
 
 @pytest.fixture
 def astro_overrides(openai_server: Any, tmp_path: Path) -> dict[str, Any]:  # noqa: F811 - this module's settings
-    return {"openai_base_url": openai_server.url, "openai_api_key": "k", "sse_keepalive_secs": 0.2}
+    return {"openai_base_url": openai_server.url, "openai_api_key": "k"}
+
+
+@pytest.fixture
+def sse_pacing() -> SsePacing:
+    return SsePacing(keepalive_secs=0.2)
 
 
 async def test_sse_stream_survives_a_surrogate(api: Any, live_url: Callable[[str], str], jp_auth_header: dict[str, str],  # noqa: F811

@@ -65,7 +65,7 @@ def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def home_config(home: Path, llm_url: str = "", **kw: Any) -> AstroConfig:
     """The setup of the issue: project root = $HOME, library in ~/.astro_jupyter."""
     settings: dict[str, Any] = dict(home=str(home / ".astro_jupyter"), project_root=str(home), openai_base_url=llm_url,
-                                    openai_api_key="k", llm_retry_base_delay=0.01)
+                                    openai_api_key="k")
     settings.update(kw)
     return AstroConfig(**settings)
 
@@ -483,14 +483,14 @@ def test_cli_prints_the_notice(user_home: Path, openai_server: Any) -> None:
 def test_compaction_restore_does_not_follow_a_file_turned_into_a_link_to_a_secret(box: Any) -> None:
     """read_file saw a harmless file; later it became a link to a key. The restore after a
     compaction re-reads it: it must be judged again, not trusted from the earlier read."""
-    from astro_jupyter.agent.compaction import Compactor
+    from astro_jupyter.agent.compaction import CompactionPolicy, Compactor
 
     (box.home / ".ssh").mkdir()
     (box.home / ".ssh" / "id_rsa").write_text("PRIVATE KEY s3cret")
     notes = box.home / "proj" / "notes.txt"
     notes.parent.mkdir()
     notes.write_text("harmless")
-    compactor = Compactor(SimpleNamespace(services=None, config=box.config))
+    compactor = Compactor(SimpleNamespace(services=None, config=box.config, compaction=CompactionPolicy()))
     assert compactor._restore([str(notes)], None, 100_000) == [(str(notes), "harmless")]
     notes.unlink()
     notes.symlink_to(box.home / ".ssh" / "id_rsa")

@@ -19,7 +19,9 @@ import httpx2
 import pytest
 from traitlets.config import Config
 
-from astro_jupyter.server.base import SERVICE_KEY
+from astro_jupyter.server.base import SERVICE_KEY, SSE_PACING_KEY, TUNING_KEY
+from astro_jupyter.server.sse import SsePacing
+from astro_jupyter.services.container import Tuning
 from astro_jupyter.app import AstroApp
 
 Api = Callable[..., Awaitable[tuple[int, Any]]]
@@ -36,16 +38,12 @@ def extra_server_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def jp_server_config(astro_home: Path, tmp_path: Path, astro_overrides: dict[str, Any], extra_server_config: dict[str, Any]) -> Config:
-    astro = {
-        "home": str(astro_home),
-        "project_root": str(tmp_path),
-        "llm_retry_base_delay": 0.01,
-        "http_timeout_secs": 2.0,
-        "arxiv_min_interval_secs": 0.0,
-        **astro_overrides,
-    }
-    config = {"ServerApp": {"jpserver_extensions": {"astro_jupyter": True}}, "AstroConfig": astro}
+def jp_server_config(astro_home: Path, tmp_path: Path, astro_overrides: dict[str, Any], extra_server_config: dict[str, Any],
+                     astro_tuning: Tuning, sse_pacing: SsePacing) -> Config:
+    astro = {"home": str(astro_home), "project_root": str(tmp_path), **astro_overrides}
+    tornado = {TUNING_KEY: astro_tuning, SSE_PACING_KEY: sse_pacing}  # internal tuning objects, no settings
+    config = {"ServerApp": {"jpserver_extensions": {"astro_jupyter": True}, "tornado_settings": tornado},
+              "AstroConfig": astro}
     for section, values in extra_server_config.items():
         config.setdefault(section, {}).update(values)
     return Config(config)

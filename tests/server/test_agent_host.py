@@ -27,8 +27,14 @@ Event = tuple[int, dict[str, Any]]
 
 @pytest.fixture
 def astro_overrides(openai_server: Any, sesame_server: Any) -> dict[str, Any]:
-    return {"openai_base_url": openai_server.url, "openai_api_key": "k",
-            "sesame_url": sesame_server.url, "sse_keepalive_secs": 0.2, "permission_timeout_secs": 60.0}
+    return {"openai_base_url": openai_server.url, "openai_api_key": "k", "service_urls": {"sesame": sesame_server.url}}
+
+
+@pytest.fixture
+def sse_pacing() -> Any:
+    from astro_jupyter.server.sse import SsePacing
+
+    return SsePacing(keepalive_secs=0.2)
 
 
 def host_of(jp_serverapp: Any) -> Any:
@@ -92,6 +98,50 @@ async def test_questions_and_notebook_tools_cross_the_channel(
     cells = nbformat.read(jp_root_dir / "a.ipynb", as_version=4).cells
     assert [c.source for c in cells] == ["x = 1", "y = 2"]
     assert rest[-1][1]["reason"] == "finished"
+
+
+class TestTheServersConfigurationHoldsInTheHost:
+    """``c.AstroConfig.X`` and the internal tuning the server was given are what the host's runs obey."""
+
+    @pytest.fixture
+    def astro_overrides(self, openai_server: Any, sesame_server: Any) -> dict[str, Any]:
+        return {"openai_base_url": openai_server.url, "openai_api_key": "k",
+                "service_urls": {"sesame": sesame_server.url}, "max_steps": 1}
+
+    @pytest.fixture
+    def astro_tuning(self) -> Any:
+        import dataclasses
+
+        from astro_jupyter.agent.executor import ToolLimits
+        from tests.agent.runtime_helpers import FAST
+
+        return dataclasses.replace(FAST, tools=ToolLimits(permission_timeout_secs=0.3))
+
+    async def test_max_steps_from_the_server_config_ends_the_hosts_run(
+            self, api: Api, sse: Any, openai_server: Any, sesame_server: Any, jp_serverapp: Any) -> None:
+        openai_server.script(Turn.call("query_target", {"name": "M 87"}, id="c1"), Turn.say("never asked for"))
+        status, started = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+        assert status == 201, started
+        assert host_of(jp_serverapp).alive
+        events = await sse(started["run_id"])
+        assert events[-1][1]["type"] == "done" and events[-1][1]["reason"] == "max_steps", events[-1]
+        assert len(openai_server.chat_requests) == 1  # one step: the host never asked the model again
+        status, body = await api("POST", "astro/api/runs", body={"prompt": "again", "max_steps": 201})
+        assert status == 400, body  # the 1..200 rule is the app's, before the host
+
+    async def test_the_permission_wait_the_server_was_tuned_with_holds_in_the_host(
+            self, api: Api, sse: Any, openai_server: Any, jp_root_dir: Path) -> None:
+        nbformat.write(nbf.new_notebook(cells=[nbf.new_code_cell("x = 1")]), jp_root_dir / "b.ipynb")
+        openai_server.script(
+            Turn.call("notebook_edit", {"path": "root_dir/b.ipynb", "action": "insert", "source": "y = 2"}, id="e1"))
+        status, started = await api("POST", "astro/api/runs", body={"prompt": "add a cell"})
+        assert status == 201
+        # nobody answers: the host's 0.3 s wait (not the built-in 300 s) denies it
+        events = await asyncio.wait_for(sse(started["run_id"]), 60)
+        assert any(e["type"] == "permission_request" for _, e in events)
+        result = next(e for _, e in events if e["type"] == "tool_result")
+        assert result["is_error"] and "no answer within 0.3s" in result["output"], result["output"]
+        assert [c.source for c in nbformat.read(jp_root_dir / "b.ipynb", as_version=4).cells] == ["x = 1"]
 
 
 async def test_a_killed_host_ends_its_run_as_interrupted_and_the_next_prompt_starts_another(

@@ -13,6 +13,7 @@ import pytest
 
 from astro_jupyter.services.container import ServiceContainer
 from tests.fakes.file_server import Route, make_pdf
+from astro_jupyter.app.intake import INTAKE_RATE_PER_MINUTE
 from tests.server.conftest import Api
 
 INTAKE = "astro/api/bookmarklet/intake"
@@ -22,10 +23,8 @@ INTAKE = "astro/api/bookmarklet/intake"
 def astro_overrides(arxiv_fake, file_fake) -> dict[str, Any]:  # noqa: F811
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=make_pdf("Quasars at z = 7"))
     return {
-        "arxiv_url": f"{arxiv_fake.url}/api/query",
-        "arxiv_pdf_url": f"{file_fake.url}/pdf",
-        "allow_private_downloads": True,
-        "intake_rate_per_minute": 6,
+        "service_urls": {"arxiv": f"{arxiv_fake.url}/api/query", "arxiv_pdf": f"{file_fake.url}/pdf"},
+        "download_allowed_hosts": ["127.0.0.1"],
     }
 
 
@@ -136,13 +135,13 @@ async def test_intake_queues_only_paper_identifiers_and_is_rate_limited(api: Api
     status, fresh = await api("POST", "astro/api/bookmarklet/token")  # a new token: a fresh window
     headers = _bearer(fresh["token"])
     accepted = 0
-    for n in range(8):
-        status, body = await api("POST", INTAKE, body={"identifier": f"2301.0123{n}"}, headers=headers)
+    for n in range(INTAKE_RATE_PER_MINUTE + 2):
+        status, body = await api("POST", INTAKE, body={"identifier": f"2301.{10000 + n}"}, headers=headers)
         if status == 202:
             accepted += 1
         else:
             assert status == 429 and body["reason"] == "rate_limited"
-    assert accepted == 6  # intake_rate_per_minute
+    assert accepted == INTAKE_RATE_PER_MINUTE
     response = await jp_fetch(INTAKE, method="POST", body=json.dumps({"identifier": "2301.01234"}),
                               headers=dict(headers), raise_error=False)
     assert response.code == 429 and int(response.headers["Retry-After"]) >= 1

@@ -14,8 +14,8 @@ from tests.server.conftest import Api
 @pytest.fixture
 def astro_overrides(arxiv_fake) -> dict[str, Any]:  # noqa: F811
     # downloads point at a closed port: the background download fails, the library entry stays
-    return {"arxiv_url": f"{arxiv_fake.url}/api/query", "arxiv_pdf_url": "http://127.0.0.1:9/pdf",
-            "allow_private_downloads": True}
+    return {"service_urls": {"arxiv": f"{arxiv_fake.url}/api/query", "arxiv_pdf": "http://127.0.0.1:9/pdf"},
+            "download_allowed_hosts": ["127.0.0.1"]}
 
 
 async def test_add_list_and_get_papers(api: Api) -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from astro_jupyter.services.container import Tuning
+from tests.agent.runtime_helpers import fast
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -52,7 +54,11 @@ class TestUnreachableEndpoint:
     @pytest.fixture
     def astro_overrides(self) -> dict[str, Any]:
         return {"openai_base_url": "http://127.0.0.1:9/v1", "openai_api_key": "k", "llm_model": "m-main",
-                "llm_fallback_model": "m-fallback", "llm_fallback_chain": ["m-c"], "llm_max_retries": 0}
+                "llm_fallback_model": "m-fallback", "llm_fallback_chain": ["m-c"]}
+
+    @pytest.fixture
+    def astro_tuning(self) -> Tuning:
+        return fast({"max_retries": 0})
 
     async def test_configured_models_and_a_warning(self, api: Api) -> None:
         status, models = await api("GET", "astro/api/models")

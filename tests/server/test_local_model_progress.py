@@ -15,7 +15,7 @@ from tests.server.conftest import Api
 
 @pytest.fixture
 def astro_overrides(openai_server: Any) -> dict[str, Any]:
-    return {"openai_base_url": openai_server.url, "openai_api_key": "test-key", "sesame_url": "http://127.0.0.1:9"}
+    return {"openai_base_url": openai_server.url, "openai_api_key": "test-key", "service_urls": {"sesame": "http://127.0.0.1:9"}}
 
 
 async def test_a_call_being_written_streams_progress_before_it_arrives(api: Api, live_url: Any,

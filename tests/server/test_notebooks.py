@@ -16,6 +16,10 @@ import nbformat
 import nbformat.v4 as nbf
 import pytest
 
+from astro_jupyter.agent.executor import ToolLimits
+from astro_jupyter.server.sse import SsePacing
+from astro_jupyter.services.container import Tuning
+from tests.agent.runtime_helpers import fast
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -27,10 +31,17 @@ def astro_overrides(openai_server: Any) -> dict[str, Any]:
     return {
         "openai_base_url": openai_server.url,
         "openai_api_key": "test-key",
-        "sse_keepalive_secs": 0.2,
-        "notebook_bridge_timeout_secs": 5.0,
-        "permission_timeout_secs": 10.0,
     }
+
+
+@pytest.fixture
+def astro_tuning() -> Tuning:
+    return fast(notebook_bridge_secs=5.0, tools=ToolLimits(permission_timeout_secs=10.0))
+
+
+@pytest.fixture
+def sse_pacing() -> SsePacing:
+    return SsePacing(keepalive_secs=0.2)
 
 
 @pytest.fixture
@@ -204,33 +215,39 @@ async def test_open_notebook_goes_through_the_sidebar_bridge(
     assert asked == ["notebook_edit", "notebook_run", "notebook_edit"]  # "always" held for analysis.ipynb only
 
 
-async def test_bridge_failures_are_clear_and_touch_nothing(
-        api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path, astro_service: Any) -> None:
-    notebook(jp_root_dir)
-    before = (jp_root_dir / "analysis.ipynb").read_text()
-    astro_service.config.notebook_bridge_timeout_secs = 0.5
-    openai_server.script(
-        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "a"}),
-        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "b"}),
-        Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "c"}),
-        Turn.call("notebook_read", {"path": "root_dir/analysis.ipynb"}),
-        Turn.say("Gave up."),
-    )
-    replies = iter([{"status": "error", "message": "the document is read-only"}, "not an object", None,
-                    {"status": "ok", "notebook": {"cells": "nope"}}])
+class TestABridgeThatFails:
+    """The sidebar's bridge answers badly or not at all (a short wait: the tuning the host is started with)."""
 
-    def answer(event: dict[str, Any]) -> Any:
-        return "allow" if event["type"] == "permission_request" else next(replies)
+    @pytest.fixture
+    def astro_tuning(self) -> Tuning:
+        return fast(notebook_bridge_secs=0.5, tools=ToolLimits(permission_timeout_secs=10.0))
 
-    status, started = await api("POST", "astro/api/runs", body={
-        "prompt": "edit", "notebook": {"path": "analysis.ipynb", "bridge": True}})
-    events = await sidebar(started["run_id"], answer)
-    refused, garbage, silent, bad_read = tool_results(events)
-    assert refused["is_error"] and "could not edit in analysis.ipynb: the document is read-only" in refused["output"]
-    assert garbage["is_error"] and "not" in garbage["output"] and "status" in garbage["output"]
-    assert silent["is_error"] and "did not answer within 0.5 s" in silent["output"]
-    assert bad_read["is_error"] and "the sidebar sent an invalid notebook for analysis.ipynb" in bad_read["output"]
-    assert (jp_root_dir / "analysis.ipynb").read_text() == before
+    async def test_bridge_failures_are_clear_and_touch_nothing(
+            self, api: Api, sidebar: Any, openai_server: Any, jp_root_dir: Path) -> None:
+        notebook(jp_root_dir)
+        before = (jp_root_dir / "analysis.ipynb").read_text()
+        openai_server.script(
+            Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "a"}),
+            Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "b"}),
+            Turn.call("notebook_edit", {"path": "root_dir/analysis.ipynb", "action": "insert", "source": "c"}),
+            Turn.call("notebook_read", {"path": "root_dir/analysis.ipynb"}),
+            Turn.say("Gave up."),
+        )
+        replies = iter([{"status": "error", "message": "the document is read-only"}, "not an object", None,
+                        {"status": "ok", "notebook": {"cells": "nope"}}])
+
+        def answer(event: dict[str, Any]) -> Any:
+            return "allow" if event["type"] == "permission_request" else next(replies)
+
+        status, started = await api("POST", "astro/api/runs", body={
+            "prompt": "edit", "notebook": {"path": "analysis.ipynb", "bridge": True}})
+        events = await sidebar(started["run_id"], answer)
+        refused, garbage, silent, bad_read = tool_results(events)
+        assert refused["is_error"] and "could not edit in analysis.ipynb: the document is read-only" in refused["output"]
+        assert garbage["is_error"] and "not" in garbage["output"] and "status" in garbage["output"]
+        assert silent["is_error"] and "did not answer within 0.5 s" in silent["output"]
+        assert bad_read["is_error"] and "the sidebar sent an invalid notebook for analysis.ipynb" in bad_read["output"]
+        assert (jp_root_dir / "analysis.ipynb").read_text() == before
 
 
 @pytest.mark.parametrize("context,reason", [

@@ -125,7 +125,7 @@ async def test_history_search_more_results(api: Api, astro_service) -> None:
     ids = [await services.messages.append(s.id, {"role": "user", "content": f"the cepheid note {i}"}) for i in range(25)]
     status, first = await api("GET", "astro/api/search/history", params={"q": "cepheid notes", "limit": "10"})
     assert status == 200 and len(first["results"]) == 10 and first["next_cursor"]
-    assert first["window"] == astro_service.config.history_search_window
+    assert first["window"] == astro_service.services.history.window
     seen = [r["message_id"] for r in first["results"]]
     reply = first
     while reply["next_cursor"]:

@@ -16,6 +16,7 @@ import pytest
 
 from astro_jupyter.server.base import SERVICE_KEY
 from astro_jupyter.app import AstroApp
+from astro_jupyter.server.sse import SsePacing
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -26,7 +27,12 @@ Event = tuple[int, dict[str, Any]]
 
 @pytest.fixture
 def astro_overrides(openai_server) -> dict[str, Any]:
-    return {"openai_base_url": openai_server.url, "openai_api_key": "test-key", "sse_keepalive_secs": 0.2}
+    return {"openai_base_url": openai_server.url, "openai_api_key": "test-key"}
+
+
+@pytest.fixture
+def sse_pacing() -> SsePacing:
+    return SsePacing(keepalive_secs=0.2)
 
 
 def _text(events: list[Event]) -> str:

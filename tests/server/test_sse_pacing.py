@@ -1,4 +1,4 @@
-"""While events keep coming, an SSE stream sends one batch per ``sse_batch_ms``; the first event
+"""While events keep coming, an SSE stream sends one batch per ``SsePacing.batch_secs``; the first event
 after a quiet spell goes at once. (Fewer writes and wake-ups per event on a busy server.)"""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any, Callable
 import httpx2
 import pytest
 
+from astro_jupyter.server.sse import SsePacing
 from tests.fakes.openai_server import Turn
 from tests.server.conftest import Api
 
@@ -19,7 +20,12 @@ PACE_MS = 150
 
 @pytest.fixture
 def astro_overrides(openai_server) -> dict[str, Any]:
-    return {"openai_base_url": openai_server.url, "openai_api_key": "test-key", "sse_batch_ms": PACE_MS}
+    return {"openai_base_url": openai_server.url, "openai_api_key": "test-key"}
+
+
+@pytest.fixture
+def sse_pacing() -> SsePacing:
+    return SsePacing(batch_secs=PACE_MS / 1000)
 
 
 async def _read(url: str, headers: dict[str, str]) -> tuple[list[tuple[float, list[int]]], str]:

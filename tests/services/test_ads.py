@@ -16,13 +16,13 @@ from tests.fakes.base import FakeServer
 
 
 def _config(home: Path, fake: FakeServer, **kw: object) -> AstroConfig:
-    return AstroConfig(home=str(home), ads_url=fake.url, ads_token=TOKEN, http_timeout_secs=5.0, **kw)
+    return AstroConfig(home=str(home), service_urls={"ads": fake.url}, ads_token=TOKEN, **kw)
 
 
 @pytest.mark.asyncio
 async def test_search_sends_solr_params_and_bearer_token(astro_home: Path, ads_fake: FakeServer) -> None:
     config = _config(astro_home, ads_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client(5.0) as http:
         result = await AdsClient(config, http).search("galaxy survey", rows=2, start=0, sort="citations")
     req = ads_fake.requests[-1]
     assert req.path == "/search/query"
@@ -38,7 +38,7 @@ async def test_search_sends_solr_params_and_bearer_token(astro_home: Path, ads_f
 @pytest.mark.asyncio
 async def test_record_mapping_unicode_arxiv_id_and_missing_fields(astro_home: Path, ads_fake: FakeServer) -> None:
     config = _config(astro_home, ads_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client(5.0) as http:
         ads = AdsClient(config, http)
         lsst = await ads.get(parse_identifier("0805.2366v5"))
         old = await ads.get(parse_identifier("2006ApJ...640L..35M"))
@@ -58,7 +58,7 @@ async def test_record_mapping_unicode_arxiv_id_and_missing_fields(astro_home: Pa
 @pytest.mark.asyncio
 async def test_references_and_citations(astro_home: Path, ads_fake: FakeServer) -> None:
     config = _config(astro_home, ads_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client(5.0) as http:
         ads = AdsClient(config, http)
         refs = await ads.references("2019ApJ...873..111I")
         cites = await ads.citations("1929PNAS...15..168H")
@@ -70,7 +70,7 @@ async def test_references_and_citations(astro_home: Path, ads_fake: FakeServer) 
 @pytest.mark.asyncio
 async def test_unknown_paper_is_not_found(astro_home: Path, ads_fake: FakeServer) -> None:
     config = _config(astro_home, ads_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client(5.0) as http:
         ads = AdsClient(config, http)
         empty = await ads.search("nonexistentobject xyzzy")
         with pytest.raises(NotFoundError, match="no paper"):
@@ -80,8 +80,8 @@ async def test_unknown_paper_is_not_found(astro_home: Path, ads_fake: FakeServer
 
 @pytest.mark.asyncio
 async def test_missing_token_names_the_variable(astro_home: Path, ads_fake: FakeServer) -> None:
-    config = AstroConfig(home=str(astro_home), ads_url=ads_fake.url, ads_token="")
-    async with make_http_client(config) as http:
+    config = AstroConfig(home=str(astro_home), service_urls={"ads": ads_fake.url}, ads_token="")
+    async with make_http_client(5.0) as http:
         ads = AdsClient(config, http)
         assert not ads.configured
         with pytest.raises(ConfigError, match="ADS_API_TOKEN"):
@@ -91,12 +91,12 @@ async def test_missing_token_names_the_variable(astro_home: Path, ads_fake: Fake
 
 @pytest.mark.asyncio
 async def test_http_errors_are_mapped(astro_home: Path, ads_fake: FakeServer) -> None:
-    bad = AstroConfig(home=str(astro_home), ads_url=ads_fake.url, ads_token="wrong")
-    async with make_http_client(bad) as http:
+    bad = AstroConfig(home=str(astro_home), service_urls={"ads": ads_fake.url}, ads_token="wrong")
+    async with make_http_client() as http:
         with pytest.raises(ServiceError, match=r"refused the credentials \(HTTP 401\).*ADS_API_TOKEN"):
             await AdsClient(bad, http).search("galaxy")
     config = _config(astro_home, ads_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client(5.0) as http:
         ads = AdsClient(config, http)
         with pytest.raises(ServiceError, match=r"server error \(HTTP 500\)"):
             await ads.search("cause500")
@@ -107,8 +107,8 @@ async def test_http_errors_are_mapped(astro_home: Path, ads_fake: FakeServer) ->
 @pytest.mark.asyncio
 async def test_timeout_is_a_timeout_error(astro_home: Path, ads_fake: FakeServer) -> None:
     ads_fake.state["sleep"] = 1.5
-    config = AstroConfig(home=str(astro_home), ads_url=ads_fake.url, ads_token=TOKEN, http_timeout_secs=0.3)
-    async with make_http_client(config) as http:
+    config = _config(astro_home, ads_fake)
+    async with make_http_client(0.3) as http:
         with pytest.raises(ServiceTimeoutError, match="did not answer in time"):
             await AdsClient(config, http).search("slowquery")
 
@@ -122,7 +122,7 @@ async def test_esource_links_pdf_first(astro_home: Path, ads_fake: FakeServer) -
         ]
     }
     config = _config(astro_home, ads_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client(5.0) as http:
         links = await AdsClient(config, http).esource_links("2019ApJ...873..111I")
         with pytest.raises(NotFoundError):
             await AdsClient(config, http).esource_links("1929PNAS...15..168H")

@@ -18,7 +18,7 @@ from tests.fakes.base import FakeServer
 
 
 def _config(home: Path, fake: FakeServer, **kw: object) -> AstroConfig:
-    settings: dict[str, object] = {"home": str(home), "arxiv_url": f"{fake.url}/api/query", "arxiv_min_interval_secs": 0.0}
+    settings: dict[str, object] = {"home": str(home), "service_urls": {"arxiv": f"{fake.url}/api/query"}}
     settings.update(kw)
     return AstroConfig(**settings)
 
@@ -26,7 +26,7 @@ def _config(home: Path, fake: FakeServer, **kw: object) -> AstroConfig:
 @pytest.mark.asyncio
 async def test_search_parses_entries(astro_home: Path, arxiv_fake: FakeServer) -> None:
     config = _config(astro_home, arxiv_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client() as http:
         result = await ArxivClient(config, http, limiter=RateLimiter()).search("dwarf galaxy", max_results=5)
     req = arxiv_fake.requests[-1]
     assert req.path == "/api/query"
@@ -46,7 +46,7 @@ async def test_search_parses_entries(astro_home: Path, arxiv_fake: FakeServer) -
 @pytest.mark.asyncio
 async def test_id_list_fetch_with_versions_and_old_style(astro_home: Path, arxiv_fake: FakeServer) -> None:
     config = _config(astro_home, arxiv_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client() as http:
         client = ArxivClient(config, http, limiter=RateLimiter())
         records = await client.fetch(["0805.2366v5", "astro-ph/0601001"])
         lsst = await client.get("0805.2366")
@@ -61,7 +61,7 @@ async def test_id_list_fetch_with_versions_and_old_style(astro_home: Path, arxiv
 @pytest.mark.asyncio
 async def test_unknown_and_malformed_ids(astro_home: Path, arxiv_fake: FakeServer) -> None:
     config = _config(astro_home, arxiv_fake)
-    async with make_http_client(config) as http:
+    async with make_http_client() as http:
         client = ArxivClient(config, http, limiter=RateLimiter())
         with pytest.raises(NotFoundError, match="arXiv has no paper 2999.99999"):
             await client.get("2999.99999")
@@ -74,8 +74,8 @@ async def test_unknown_and_malformed_ids(astro_home: Path, arxiv_fake: FakeServe
 @pytest.mark.asyncio
 async def test_server_error_and_timeout(astro_home: Path, arxiv_fake: FakeServer) -> None:
     arxiv_fake.state["sleep"] = 1.5
-    config = _config(astro_home, arxiv_fake, http_timeout_secs=0.3)
-    async with make_http_client(config) as http:
+    config = _config(astro_home, arxiv_fake)
+    async with make_http_client(0.3) as http:
         client = ArxivClient(config, http, limiter=RateLimiter())
         with pytest.raises(ServiceError, match=r"arXiv server error \(HTTP 500\)"):
             await client.search("cause500")
@@ -99,10 +99,10 @@ class _RecordingLimiter(RateLimiter):
 
 @pytest.mark.asyncio
 async def test_rate_limiter_spaces_concurrent_requests(astro_home: Path, arxiv_fake: FakeServer) -> None:
-    config = _config(astro_home, arxiv_fake, arxiv_min_interval_secs=0.2)
+    config = _config(astro_home, arxiv_fake)
     limiter = _RecordingLimiter()
-    async with make_http_client(config) as http:
-        clients = [ArxivClient(config, http, limiter=limiter) for _ in range(2)]
+    async with make_http_client() as http:
+        clients = [ArxivClient(config, http, limiter=limiter, min_interval=0.2) for _ in range(2)]
         await asyncio.gather(*(clients[i % 2].search("galaxy") for i in range(4)))
     assert len(arxiv_fake.state["times"]) == 4  # every request reached arXiv
     # the n-th request (shared by both clients) starts no sooner than n intervals after the first ask;
@@ -110,6 +110,14 @@ async def test_rate_limiter_spaces_concurrent_requests(astro_home: Path, arxiv_f
     first = min(limiter.asked)
     for n, started in enumerate(sorted(limiter.started)):
         assert started >= first + n * 0.2 - 0.01, (n, started - first)
+
+
+def test_arxivs_three_second_rule_binds_arxivs_own_hosts_only(astro_home: Path) -> None:
+    """arXiv's API terms ask for 3 s between requests; a mirror or local service named in service_urls is not arXiv."""
+    assert ArxivClient(AstroConfig(home=str(astro_home)), None).min_interval == 3.0  # type: ignore[arg-type]
+    mirror = AstroConfig(home=str(astro_home), service_urls={"arxiv": "http://127.0.0.1:8080/api/query"})
+    assert ArxivClient(mirror, None).min_interval == 0.0  # type: ignore[arg-type]
+    assert ArxivClient(mirror, None, min_interval=0.5).min_interval == 0.5  # type: ignore[arg-type]
 
 
 def test_parse_feed_rejects_non_atom() -> None:

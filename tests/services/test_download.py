@@ -113,7 +113,7 @@ async def test_no_ads_token_is_a_recorded_skip(astro_home: Path, ads_fake: FakeS
 @pytest.mark.asyncio
 async def test_private_targets_refused_unless_allowed(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer, file_fake: FakeServer) -> None:
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=make_pdf())
-    config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False)
+    config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, download_allowed_hosts=[])
     async with started(config) as services:
         with pytest.raises(DownloadFailed) as info:
             await services.downloads.download("2301.01234")
@@ -131,7 +131,7 @@ async def test_redirect_hops_are_checked_too(astro_home: Path, ads_fake: FakeSer
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(status=302, location=f"http://localhost:{port}/real.pdf")
     file_fake.state["routes"]["/real.pdf"] = Route(body=make_pdf())
     config = make_paper_config(
-        astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False, download_allowed_hosts=["127.0.0.1"]
+        astro_home, ads_fake, arxiv_fake, file_fake, download_allowed_hosts=["127.0.0.1"]
     )
     async with started(config) as services:
         with pytest.raises(DownloadFailed) as info:
@@ -217,8 +217,8 @@ from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 
 async def main():
-    config = AstroConfig(home=sys.argv[1], arxiv_pdf_url=sys.argv[2], arxiv_url=sys.argv[3],
-                         arxiv_min_interval_secs=0.0, allow_private_downloads=True, ads_token="")
+    config = AstroConfig(home=sys.argv[1], service_urls={"arxiv_pdf": sys.argv[2], "arxiv": sys.argv[3]},
+                         download_allowed_hosts=["127.0.0.1"], ads_token="")
     services = await ServiceContainer(config).start()
     await services.downloads.download("2301.01234")
 

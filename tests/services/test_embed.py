@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from astro_jupyter.config import AstroConfig
-from astro_jupyter.llm.client import LlmClient
+from astro_jupyter.llm.client import LlmClient, LlmLimits
 from astro_jupyter.services.embed import (
     LEXICAL_DIM,
     EndpointEmbedder,
@@ -102,8 +102,8 @@ async def test_auto_without_an_endpoint_model_falls_back_offline(openai_server, 
 
 @pytest.mark.asyncio
 async def test_auto_with_a_dead_endpoint_answers_quickly(tmp_path) -> None:
-    cfg = _auto("http://127.0.0.1:9/v1", tmp_path, llm_max_retries=0, embed_probe_timeout_secs=2.0)
-    llm = LlmClient(cfg)
+    cfg = _auto("http://127.0.0.1:9/v1", tmp_path)
+    llm = LlmClient(cfg, limits=LlmLimits(max_retries=0))
     try:
         choice = await asyncio.wait_for(choose_backend(cfg, llm), 60)  # not the 120 s LLM timeout, nor retries
         assert "model list failed" in choice.reason and not choice.name.startswith("endpoint:")

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from astro_jupyter.config import AstroConfig
-from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.services.container import ServiceContainer, Tuning
 from astro_jupyter.services.parse.chunking import Chunk
-from astro_jupyter.services.rag import fts_query, rrf
+from astro_jupyter.services.rag import RagTuning, fts_query, rrf
 from astro_jupyter.services.vector_index import VectorIndex, _Matrix
 from astro_jupyter.store.papers import PaperRecord
 
@@ -183,8 +183,8 @@ async def test_answer_with_llm_cites_passages(openai_server, tmp_path) -> None:
     from tests.fakes.openai_server import Turn
 
     cfg = AstroConfig(home=str(tmp_path / "h"), openai_base_url=openai_server.url, openai_api_key="k",
-                      embed_model="lexical", rerank=False)  # re-ranking off: one answering call
-    c = ServiceContainer(cfg)
+                      embed_model="lexical")
+    c = ServiceContainer(cfg, tuning=Tuning(rag=RagTuning(rerank=False)))  # re-ranking off: one answering call
     await c.start()
     try:
         await _paper_with_chunks(c, "local:pulsar", [("1 Introduction", "Millisecond pulsars are spun up by accretion.")])
@@ -247,7 +247,7 @@ async def test_deletes_during_a_threaded_search_do_not_corrupt_it(library: Servi
 
 @pytest.mark.asyncio
 async def test_backend_change_reembeds_in_the_background_while_searches_go_on(library: ServiceContainer) -> None:
-    """More missing vectors than ``embed_inline_max``: a background job with progress; searches
+    """More missing vectors than ``RagTuning.embed_inline_max``: a background job with progress; searches
     answer meanwhile (full-text finds what has no vector yet), then the new space is complete."""
     import asyncio
 
@@ -264,8 +264,8 @@ async def test_backend_change_reembeds_in_the_background_while_searches_go_on(li
                 await gate.wait()
             return self.embed_many(texts)
 
-    library.config.embed_inline_max = 2
-    rag = RagService(library.config, library.chunks, VectorIndex(library.chunks), Slow())
+    rag = RagService(library.config, library.chunks, VectorIndex(library.chunks), Slow(),
+                     tuning=RagTuning(embed_inline_max=2))
     try:
         result = await rag.answer("Pulsar timing arrays nanohertz gravitational waves", 3)
         assert result.hits and result.hits[0].chunk.section == "2 Timing" and result.hits[0].fts_rank == 1
@@ -299,8 +299,8 @@ async def test_rag_search_tool_reports_reembedding_progress(library: ServiceCont
                 await gate.wait()
             return self.embed_many(texts)
 
-    library.config.embed_inline_max = 0
-    library.__dict__["rag"] = RagService(library.config, library.chunks, VectorIndex(library.chunks), Slow())
+    library.__dict__["rag"] = RagService(library.config, library.chunks, VectorIndex(library.chunks), Slow(),
+                                         tuning=RagTuning(embed_inline_max=0))
     out = await run_tool(library, "rag_search", {"query": "cored Burkert profile"})
     gate.set()
     assert not out.is_error and out.metadata["hits"][0]["paper_id"] == "local:halo"

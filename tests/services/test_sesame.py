@@ -7,15 +7,15 @@ import pytest_asyncio
 
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.errors import NotFoundError, ServiceError, ServiceTimeoutError
-from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.services.container import ServiceContainer, Tuning
 from astro_jupyter.services.sesame import parse_sesame_xml
 from tests.fakes.sesame_server import DATA
 
 
 @pytest_asyncio.fixture
 async def container(tmp_path, sesame_server):
-    cfg = AstroConfig(home=str(tmp_path / "home"), sesame_url=sesame_server.url, http_timeout_secs=0.5)
-    c = ServiceContainer(cfg)
+    cfg = AstroConfig(home=str(tmp_path / "home"), service_urls={"sesame": sesame_server.url})
+    c = ServiceContainer(cfg, tuning=Tuning(http_timeout_secs=0.5))
     await c.start()
     yield c
     await c.close()
@@ -89,8 +89,8 @@ async def test_timeout_is_a_timeout_error(container, sesame_server):
 
 @pytest.mark.asyncio
 async def test_unreachable_sesame(tmp_path):
-    cfg = AstroConfig(home=str(tmp_path / "h"), sesame_url="http://127.0.0.1:9/cgi-bin/nph-sesame", http_timeout_secs=0.5)
-    c = ServiceContainer(cfg)
+    cfg = AstroConfig(home=str(tmp_path / "h"), service_urls={"sesame": "http://127.0.0.1:9/cgi-bin/nph-sesame"})
+    c = ServiceContainer(cfg, tuning=Tuning(http_timeout_secs=0.5))
     await c.start()
     try:
         with pytest.raises(ServiceError, match="Cannot reach Sesame"):
@@ -187,8 +187,8 @@ async def test_offline_cache_answers_other_spellings_and_aliases(tmp_path):
     """The demo's cache, Sesame unreachable: M31, Messier 31, NGC 224 and the alias Andromeda all answer."""
     from astro_jupyter.demo import sample_sesame_files
 
-    cfg = AstroConfig(home=str(tmp_path / "home"), sesame_url="http://127.0.0.1:9", http_timeout_secs=0.5)
-    c = await ServiceContainer(cfg).start()
+    cfg = AstroConfig(home=str(tmp_path / "home"), service_urls={"sesame": "http://127.0.0.1:9"})
+    c = await ServiceContainer(cfg, tuning=Tuning(http_timeout_secs=0.5)).start()
     try:
         for name, xml_text in sample_sesame_files():
             await c.sesame.prime_cache(name, xml_text)

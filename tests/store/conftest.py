@@ -74,7 +74,7 @@ async def make_container(tmp_path: Path) -> AsyncIterator[Any]:
 
     async def make(url: str, *, user: str = "alice", shared_dir: Path | None = None) -> ServiceContainer:
         home = tmp_path / f"home-{user}-{len(made)}"
-        config = AstroConfig(home=str(home), project_root=str(tmp_path), arxiv_min_interval_secs=0.0,
+        config = AstroConfig(home=str(home), project_root=str(tmp_path),
                              shared_library_url=url,
                              shared_library_dir=str(shared_dir or tmp_path / "shared-papers") if url else "")
         container = ServiceContainer(config)

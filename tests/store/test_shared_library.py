@@ -230,3 +230,20 @@ def test_binary_real_arrays_decode_to_float32() -> None:
     assert _float4_array(wire, 3).tolist() == values.tolist()
     with pytest.raises(StoreError):
         _float4_array(wire, 4)
+
+
+def test_the_two_shared_library_settings_move_the_papers_and_only_take_a_postgresql_url(tmp_path: Path) -> None:
+    """``shared_library_url`` + ``shared_library_dir``: PDFs and Markdown live in the shared directory (the
+    SQLite store stays in the user's home); the URL must be PostgreSQL's, else a clear error."""
+    from traitlets import TraitError
+
+    from astro_jupyter.config import AstroConfig
+
+    home, shared = tmp_path / "home", tmp_path / "shared"
+    mine = AstroConfig(home=str(home))
+    assert mine.papers_dir == home / "papers"
+    hub = AstroConfig(home=str(home), shared_library_url="postgresql://astro@db/lib", shared_library_dir=str(shared))
+    assert hub.papers_dir == shared and hub.db_path == home / "astro.db"
+    assert hub.staging_dir.is_relative_to(shared)  # partial downloads move in atomically: same filesystem
+    with pytest.raises(TraitError, match="postgresql://"):
+        AstroConfig(home=str(home), shared_library_url="mysql://astro@db/lib")

@@ -168,8 +168,6 @@ def _run_lab(tmp_path_factory: pytest.TempPathFactory, llm_env: dict[str, str]) 
             "ASTRO_HOME": str(home),
             "ASTRO_PROJECT_ROOT": str(root),
             **llm_env,
-            "ASTRO_MAX_OUTPUT_CHARS": str(MAX_OUTPUT_CHARS),
-            "ASTRO_LLM_RETRY_DELAY": "0.05",
             "ASTRO_LLM_PRICES": json.dumps(LLM_PRICES),  # answers show their cost (tests/ui/test_costs.py)
             "HF_HUB_OFFLINE": "1",
             "JUPYTER_CONFIG_DIR": str(base / "jupyter_config"),
@@ -184,6 +182,16 @@ def _run_lab(tmp_path_factory: pytest.TempPathFactory, llm_env: dict[str, str]) 
     settings = base / "lab_settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    # internal tuning (no settings), handed to the extension as a Python object: quick retries, and
+    # outputs persisted only above MAX_OUTPUT_CHARS
+    tuning = base / "tuning_config.py"
+    tuning.write_text(
+        "from astro_jupyter.agent.executor import ToolLimits\n"
+        "from astro_jupyter.llm.client import LlmLimits\n"
+        "from astro_jupyter.services.container import Tuning\n"
+        "c.ServerApp.tornado_settings = {'astro_tuning': Tuning(llm=LlmLimits(retry_base_delay=0.05), "
+        f"tools=ToolLimits(max_output_chars={MAX_OUTPUT_CHARS}))}}\n"
+    )
     log = base / "lab.log"
     proc = subprocess.Popen(
         [
@@ -194,6 +202,7 @@ def _run_lab(tmp_path_factory: pytest.TempPathFactory, llm_env: dict[str, str]) 
             f"--ServerApp.root_dir={root}",
             "--ServerApp.port_retries=0",
             "--LabApp.news_url=",
+            f"--config={tuning}",
         ],
         cwd=root,
         env=env,

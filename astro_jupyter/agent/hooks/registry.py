@@ -78,7 +78,7 @@ class HookRegistry:
             registry.load_entry_points(config)
         for spec in config.command_hooks:
             try:
-                registry.add(CommandHook.from_spec(spec, default_timeout=config.hook_timeout_secs))
+                registry.add(CommandHook.from_spec(spec))
             except (ValueError, TypeError) as exc:
                 registry._load_warning(f"command hook {spec!r} ignored: {exc}")
         return registry

@@ -1,7 +1,7 @@
 """``ask_user``: pause the loop and ask the person a question (sidebar or notebook cell).
 
 The runtime supplies ``ctx.ask_user``: it emits an ``ask_user`` event and waits for the
-answer (``AstroConfig.ask_user_timeout_secs``, 5 minutes by default). Subagents run silent,
+answer (``ASK_USER_TIMEOUT_SECS``, 5 minutes). Subagents run silent,
 so there is nobody to ask: the tool refuses there instead of hanging.
 """
 
@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import QuestionCancelled
 from .base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
+
+ASK_USER_TIMEOUT_SECS = 300.0  # how long ask_user waits for an answer
 
 if TYPE_CHECKING:
     from ...config import AstroConfig
@@ -46,7 +48,7 @@ class AskUserTool(AgentTool):
                 "information you have and state your assumption in the result"
             )
         options = [str(o) for o in (args.get("options") or []) if str(o).strip()]
-        timeout = float(ctx.config.ask_user_timeout_secs)
+        timeout = ctx.services.tuning.ask_user_secs or ASK_USER_TIMEOUT_SECS
         try:
             answer = await asyncio.wait_for(ctx.ask_user(question, options), timeout=timeout + 5.0)
         except asyncio.TimeoutError:

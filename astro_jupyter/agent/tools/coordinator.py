@@ -48,7 +48,7 @@ class DelegateTaskTool(AgentTool):
         if not description:
             return ToolOutput.error("delegate_task needs a description of the task")
         try:
-            steps = resolve_max_steps(ctx.config, args.get("max_steps"))
+            steps = resolve_max_steps(args.get("max_steps"))
         except SubagentLimitError as exc:
             return ToolOutput.error(str(exc))
         pool = pool_for(ctx) if ctx.scope is not None and ctx.scope.runner is not None else None

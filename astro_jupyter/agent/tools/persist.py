@@ -1,7 +1,7 @@
 """Large tool outputs go to disk once; the model gets a stub with the path and a preview.
 
 A 200 kB paper dump in the conversation would crowd out everything else, so outputs
-longer than ``max_output_chars`` are written to ``tool-results/{tool_call_id}.txt`` and
+longer than ``MAX_OUTPUT_CHARS`` are written to ``tool-results/{tool_call_id}.txt`` and
 replaced by a ``<persisted-output>`` stub the model can follow up with ``read_file``.
 Writes use create-new semantics: a file is never overwritten. Re-persisting the same
 content under the same id reuses the file (idempotent); different content under a
@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+MAX_OUTPUT_CHARS = 4000  # longer tool outputs go to tool-results/ with a preview in their place
+PREVIEW_CHARS = 2000  # how much of such an output stays inline
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 

@@ -70,7 +70,7 @@ class LoadSkillTool(AgentTool):
             return ToolOutput(f"# Skill: {skill.name}\n{skill.description}\n\n{skill.body}", metadata=meta)
         task = str(args.get("task") or "").strip() or f"Carry out the skill {skill.name!r}."
         try:
-            steps = resolve_max_steps(ctx.config, args.get("max_steps"))
+            steps = resolve_max_steps(args.get("max_steps"))
         except SubagentLimitError as exc:
             return ToolOutput.error(str(exc))
         if ctx.subagent_id:

@@ -43,7 +43,7 @@ class SubagentTool(AgentTool):
         if not task:
             return ToolOutput.error("subagent needs a task description")
         try:
-            steps = resolve_max_steps(ctx.config, args.get("max_steps"))
+            steps = resolve_max_steps(args.get("max_steps"))
         except SubagentLimitError as exc:
             return ToolOutput.error(str(exc))
         if ctx.subagent_id:

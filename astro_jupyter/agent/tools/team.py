@@ -161,7 +161,7 @@ class SpawnTeammateTool(AgentTool):
         team = ctx.services.team_for(ctx.owner)
         try:
             name = check_name(str(args.get("name") or ""))
-            steps = resolve_max_steps(ctx.config, args.get("max_steps"))
+            steps = resolve_max_steps(args.get("max_steps"))
         except (TeamError, SubagentLimitError) as exc:
             return ToolOutput.error(str(exc))
         if name == LEAD:

@@ -71,6 +71,7 @@ class NotebookService:
         self.backend: NotebookBackend = backend or FileNotebookBackend(config)
         self._locks: dict[Path, asyncio.Lock] = {}
         self.protected: dict[Path, str] = {}  # real path → why this process must not write it
+        self.limits = RenderLimits()
 
     def protect(self, path: Path, reason: str) -> None:
         """Refuse edits and runs (which save outputs) of ``path``: e.g. the notebook a kernel runs in,
@@ -81,10 +82,6 @@ class NotebookService:
         reason = self.protected.get(Path(os.path.realpath(path)))
         if reason:
             raise NotebookError(reason)
-
-    @property
-    def limits(self) -> RenderLimits:
-        return RenderLimits(self.config.notebook_cell_max_chars, self.config.notebook_traceback_frames)
 
     def _lock(self, path: Path) -> asyncio.Lock:
         return self._locks.setdefault(path, asyncio.Lock())

@@ -28,7 +28,7 @@ _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # nbformat 4.5's pattern
 
 @dataclass(frozen=True)
 class RenderLimits:
-    """How much of a notebook the model gets (from ``AstroConfig``)."""
+    """How much of a notebook the model gets (internal tuning; tests set ``NotebookService.limits``)."""
 
     cell_chars: int = 3000
     traceback_frames: int = 3

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RUN_TIMEOUT_SECS = 600.0  # the longest one notebook_run cell may execute
+KERNEL_STARTUP_SECS = 60.0  # how long notebook_run waits for a notebook's kernel to start
+
 
 def checkpoint_path(path: Path) -> Path:
     """Where jupyter_server's ``FileCheckpoints`` keeps the checkpoint of ``path``."""
@@ -117,8 +120,8 @@ class NotebookKernels:
 
         name = str((nb.metadata.get("kernelspec") or {}).get("name") or "python3")
         client = NotebookClient(
-            nb, kernel_name=name, allow_errors=True, timeout=int(self.config.notebook_run_timeout_secs),
-            startup_timeout=int(self.config.notebook_kernel_startup_secs), resources={"metadata": {"path": str(path.parent)}},
+            nb, kernel_name=name, allow_errors=True, timeout=int(RUN_TIMEOUT_SECS),
+            startup_timeout=int(KERNEL_STARTUP_SECS), resources={"metadata": {"path": str(path.parent)}},
         )
         try:
             client.km = client.create_kernel_manager()
@@ -178,7 +181,7 @@ async def execute_cell(client: Any, nb: "NotebookNode", index: int) -> "Notebook
             log.debug("interrupting the notebook kernel failed", exc_info=True)
         raise
     except CellTimeoutError as exc:
-        raise NotebookError(f"the cell did not finish within {client.timeout} s (AstroConfig.notebook_run_timeout_secs)") from exc
+        raise NotebookError(f"the cell did not finish within {client.timeout} s") from exc
     except DeadKernelError as exc:
         raise NotebookError(f"the kernel died while running the cell: {exc}") from exc
 

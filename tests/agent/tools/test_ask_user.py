@@ -8,7 +8,7 @@ import pytest
 
 from astro_jupyter.agent.tools.ask_user import AskUserTool
 from astro_jupyter.events import AskUser, ToolResult
-from tests.agent.runtime_helpers import make_config, running
+from tests.agent.runtime_helpers import fast, make_config, running
 from tests.fakes.openai_server import Turn, last_tool_results
 
 
@@ -35,8 +35,8 @@ async def test_question_pauses_the_loop_until_answered(tmp_path, openai_server) 
 
 @pytest.mark.asyncio
 async def test_unanswered_question_times_out_with_a_clear_result(tmp_path, openai_server) -> None:
-    config = make_config(tmp_path, openai_server.url, ask_user_timeout_secs=0.2)
-    async with running(config, AskUserTool()) as (services, runtime):
+    config = make_config(tmp_path, openai_server.url)
+    async with running(config, AskUserTool(), tuning=fast(ask_user_secs=0.2)) as (services, runtime):
         openai_server.script(Turn.call("ask_user", {"question": "Which band?"}, id="q1"), Turn.say("Assuming V."))
         handle = await runtime.start_run("photometry please")
         await asyncio.wait_for(handle.wait(), 10)

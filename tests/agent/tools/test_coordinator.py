@@ -10,7 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from astro_jupyter.events import Subagent, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, running
+from tests.agent.runtime_helpers import collect, fast, make_config, running
 from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 
 WORKER_MARK = "worker of an astro-jupyter coordinator"
@@ -90,7 +90,7 @@ async def test_task_stop_and_workers_stopped_with_the_run(tmp_path, openai_serve
         Turn.say("Finished early."),
     ]
     openai_server.respond_with(_router(main, lambda task: Turn.say("late", first_delay=3.0)))
-    config = make_config(tmp_path, openai_server.url, coordinator_workers=3, coordinator_task_timeout_secs=30)
+    config = make_config(tmp_path, openai_server.url, coordinator_workers=3)
     async with running(config) as (services, runtime):
         handle = await runtime.start_run("three tasks", coordinator=True)
         events = [e for _, e in await collect(handle)]
@@ -113,8 +113,8 @@ async def test_task_stop_and_workers_stopped_with_the_run(tmp_path, openai_serve
 async def test_per_task_timeout_is_recorded(tmp_path, openai_server) -> None:
     main = [Turn.call("delegate_task", {"description": "hangs"}, id="d"), Turn.call("synthesize", {}, id="syn"), Turn.say("ok")]
     openai_server.respond_with(_router(main, lambda task: Turn.say("too late", first_delay=1.5)))
-    config = make_config(tmp_path, openai_server.url, coordinator_task_timeout_secs=0.3)
-    async with running(config) as (services, runtime):
+    config = make_config(tmp_path, openai_server.url)
+    async with running(config, tuning=fast(delegated_task_secs=0.3)) as (services, runtime):
         handle = await runtime.start_run("one task", coordinator=True)
         events = [e for _, e in await collect(handle)]
         [row] = await services.coordinator_tasks.list(handle.session_id)

@@ -70,10 +70,10 @@ async def test_failed_channels_are_listed(paper_services: ServiceContainer, file
 @pytest.mark.asyncio
 async def test_private_address_refused_by_default(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer, file_fake: FakeServer) -> None:
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(body=make_pdf())
-    config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, allow_private_downloads=False)
+    config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, download_allowed_hosts=[])
     async with started(config) as services:
         out = await run(services, paper_id="2301.01234")
-    assert out.is_error and "refusing to fetch" in out.content and "ASTRO_ALLOW_PRIVATE_DOWNLOADS" in out.content
+    assert out.is_error and "refusing to fetch" in out.content and "ASTRO_DOWNLOAD_ALLOWED_HOSTS" in out.content
     assert file_fake.requests == []
 
 
@@ -105,14 +105,14 @@ async def test_bad_identifier(paper_services: ServiceContainer) -> None:
     assert out.is_error and "not a paper identifier" in out.content
 
 
-@pytest.mark.parametrize("allowed", [{"download_allowed_hosts": ["127.0.0.1"]}, {"allow_private_downloads": True}])
+@pytest.mark.parametrize("allowed", [{"download_allowed_hosts": ["127.0.0.1"]}, {"download_allowed_hosts": ["127.0.0.1", "localhost"]}])
 @pytest.mark.asyncio
 async def test_redirect_to_a_malformed_url_is_a_clean_error(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer,
                                                             file_fake: FakeServer, allowed: dict[str, Any]) -> None:
     """``http://127.0.0.1:PORT:80/x`` made the guard raise ValueError (a traceback, not a result)."""
     bad = f"http://127.0.0.1:{file_fake.port}:80/x"
     file_fake.state["routes"]["/pdf/2301.01234"] = Route(status=302, location=bad)
-    config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, **{"allow_private_downloads": False, **allowed})
+    config = make_paper_config(astro_home, ads_fake, arxiv_fake, file_fake, **allowed)
     async with started(config) as services:
         out = await run(services, paper_id="2301.01234")
     assert out.is_error and "exception" not in out.metadata, out.content

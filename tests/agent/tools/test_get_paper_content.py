@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from astro_jupyter.agent.tools.astro.paper import GetPaperContentTool
+from astro_jupyter.agent.tools.persist import MAX_OUTPUT_CHARS
 from astro_jupyter.services.container import ServiceContainer
 from tests.agent.tools.paper_support import PDFS, add_and_parse, run_tool
 
@@ -67,7 +68,7 @@ async def test_pages_and_pagination(services: ServiceContainer) -> None:
 async def test_default_limit_fits_one_result(services: ServiceContainer, shared_pdfs: Path) -> None:
     pid = await add_and_parse(services, shared_pdfs / "pasa.pdf")
     out = await run_tool(services, "get_paper_content", {"paper_id": "2501.10120"})
-    assert len(out.content) <= services.config.max_output_chars
+    assert len(out.content) <= MAX_OUTPUT_CHARS
     assert out.content.startswith("PaSa") and out.metadata["next_offset"] is not None
     crawler = await run_tool(services, "get_paper_content", {"paper_id": pid, "section": "crawler"})
     assert "## 4.2 Crawler" in crawler.content or "### 4.2 Crawler" in crawler.content

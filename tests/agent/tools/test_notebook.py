@@ -21,6 +21,7 @@ import pytest
 from astro_jupyter.agent.executor import ToolCallRequest, ToolExecutor
 from astro_jupyter.agent.permissions import PermissionChecker
 from astro_jupyter.agent.tools import build_default_registry
+from astro_jupyter.services.notebooks.cells import RenderLimits
 from astro_jupyter.agent.tools.base import ToolContext
 from astro_jupyter.agent.tools.file_state import FileStateCache
 from astro_jupyter.services.notebooks.files import checkpoint_path
@@ -114,7 +115,7 @@ async def test_notebook_read_shows_ids_outputs_images_and_errors(services: Any, 
 
 @pytest.mark.asyncio
 async def test_notebook_read_cuts_long_cells_and_names_bad_input(services: Any, tmp_path: Path) -> None:
-    services.config.notebook_cell_max_chars = 100
+    services.notebooks.limits = RenderLimits(cell_chars=100)
     nb = nbf.new_notebook()
     nb.cells = [nbf.new_code_cell("x = 1\n" * 200)]
     (tmp_path / "long.ipynb").write_text(nbformat.writes(nb))

@@ -23,7 +23,8 @@ async def make_app(tmp_path: Path, dachs_server: Any, sesame_server: Any) -> Asy
     apps: list[AstroApp] = []
 
     async def make(**extra: Any) -> AstroApp:
-        cfg = AstroConfig(home=str(tmp_path / "home"), project_root=str(tmp_path), sesame_url=sesame_server.url,
+        urls = {"sesame": sesame_server.url, **extra.pop("service_urls", {})}
+        cfg = AstroConfig(home=str(tmp_path / "home"), project_root=str(tmp_path), service_urls=urls,
                           tap_services={"simbad": dachs_server.tap_url}, openai_base_url="http://127.0.0.1:9/v1", **extra)
         app = AstroApp(cfg, source="cli")
         await app.start()
@@ -43,7 +44,7 @@ def test_identifier_spellings_include_simbads_padding() -> None:
 @pytest.mark.asyncio
 async def test_papers_of_an_object_merged_with_ads_metadata(make_app: Any) -> None:
     with ads_server() as ads:
-        app = await make_app(ads_url=ads.url, ads_token=TOKEN)
+        app = await make_app(service_urls={"ads": ads.url}, ads_token=TOKEN)
         run = await app.run_tool("object_papers", {"target": "M 87"})
     assert not run.is_error, run.content
     papers = run.metadata["papers"]

@@ -11,14 +11,14 @@ from astro_jupyter.agent.tools.astro.target import QueryTargetTool, tools
 from astro_jupyter.agent.tools.base import ToolContext
 from astro_jupyter.agent.tools.file_state import FileStateCache
 from astro_jupyter.config import AstroConfig
-from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.services.container import ServiceContainer, Tuning
 from tests.fakes.library_env import started
 
 
 @pytest_asyncio.fixture
 async def ctx(tmp_path, sesame_server):
-    cfg = AstroConfig(home=str(tmp_path / "home"), sesame_url=sesame_server.url, http_timeout_secs=0.5)
-    c = ServiceContainer(cfg)
+    cfg = AstroConfig(home=str(tmp_path / "home"), service_urls={"sesame": sesame_server.url})
+    c = ServiceContainer(cfg, tuning=Tuning(http_timeout_secs=0.5))
     await c.start()
 
     async def emit(event):
@@ -71,8 +71,8 @@ async def test_a_3_mb_name_is_a_clean_error_and_never_sent(tmp_path, sesame_serv
     from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
     import json
 
-    cfg = AstroConfig(home=str(tmp_path / "home"), sesame_url=sesame_server.url, http_timeout_secs=0.5)
-    async with started(cfg) as services:
+    cfg = AstroConfig(home=str(tmp_path / "home"), service_urls={"sesame": sesame_server.url})
+    async with started(cfg, Tuning(http_timeout_secs=0.5)) as services:
         executor = make_executor(services, [QueryTargetTool()], mode="auto")
         before = len(sesame_server.requests)
         [result] = await executor.execute([call("query_target", json.dumps({"name": "M" * 3_000_000}))],

@@ -10,7 +10,10 @@ import pytest
 
 from astro_jupyter.agent.tools.astro.rag import RagSearchTool
 from astro_jupyter.config import AstroConfig
-from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.agent.tools.persist import MAX_OUTPUT_CHARS
+from astro_jupyter.llm.client import LlmLimits
+from astro_jupyter.services.container import ServiceContainer, Tuning
+from astro_jupyter.services.rag import RagTuning
 from tests.agent.tools.paper_support import PDFS, add_and_parse, run_tool
 from tests.fakes.openai_server import Turn
 
@@ -37,7 +40,7 @@ async def test_passages_without_llm(services: ServiceContainer, shared_pdfs: Pat
     assert first["paper_id"] == halo and first["section"] == "3 Results" and first["page_start"] == 1
     assert "[1] Dark Matter in Dwarf Galaxies: A Synthetic Study, 3 Results, pp. 1-2" in out.content
     assert "cored Burkert profile" in out.content and "BM25" in out.content
-    assert len(out.content) <= services.config.max_output_chars
+    assert len(out.content) <= MAX_OUTPUT_CHARS
     # filter to one paper, given by its arXiv id
     only = await run_tool(services, "rag_search", {"query": "dark matter halo", "paper_ids": ["2501.10120"], "k": 4})
     assert {h["paper_id"] for h in only.metadata["hits"]} == {pasa}
@@ -145,7 +148,7 @@ async def test_answer_from_reranked_evidence_with_scripted_llm(openai_server, tm
         assert not out.is_error, out.content
         assert len(openai_server.chat_requests) == 2  # one scoring call for the whole pool, one answer
         scored = _passages(openai_server.chat_requests[0]["messages"][-1]["content"])
-        assert len(scored) == min(cfg.rerank_pool, await c.chunks.searchable_count())
+        assert len(scored) == min(RagTuning().rerank_pool, await c.chunks.searchable_count())
         rerank = out.metadata["rerank"]
         assert rerank["passages"] == len(scored) and rerank["kept"] >= 1 and rerank["latency_ms"] > 0
         assert rerank["usage"]["prompt_tokens"] == 1200 and rerank["cost_usd"] == pytest.approx((1200 * 0.15 + 80 * 0.6) / 1e6)
@@ -154,7 +157,7 @@ async def test_answer_from_reranked_evidence_with_scripted_llm(openai_server, tm
         source = out.metadata["sources"][n]
         assert source["paper_id"] == halo and source["section"] == "3 Results" and source["relevance"] == 9
         # every evidence passage is above the threshold; only they are numbered in the answer prompt
-        assert all(h["relevance"] >= cfg.rerank_threshold for h in out.metadata["hits"])
+        assert all(h["relevance"] >= RagTuning().rerank_threshold for h in out.metadata["hits"])
         answer_prompt = openai_server.chat_requests[1]["messages"][-1]["content"]
         assert len(re.findall(r"^\[\d+\] \(", answer_prompt, re.M)) == len(out.metadata["hits"])
         assert f"[{n}] Dark Matter in Dwarf Galaxies: A Synthetic Study, 3 Results" in out.content
@@ -222,8 +225,8 @@ async def test_llm_failure_still_returns_passages(openai_server, tmp_path: Path)
     from tests.fakes.openai_server import Turn
 
     cfg = AstroConfig(home=str(tmp_path / "h"), project_root=str(tmp_path), openai_base_url=openai_server.url,
-                      openai_api_key="k", llm_max_retries=0)
-    c = ServiceContainer(cfg)
+                      openai_api_key="k")
+    c = ServiceContainer(cfg, tuning=Tuning(llm=LlmLimits(max_retries=0)))
     await c.start()
     try:
         await add_and_parse(c, PDFS / "two_column.pdf")
@@ -239,8 +242,8 @@ async def test_embedding_endpoint_down_then_back(openai_server, tmp_path: Path) 
     """Parsing and searching survive a dead /embeddings; vectors are filled in once it answers."""
     home = str(tmp_path / "h")
     down = AstroConfig(home=home, project_root=str(tmp_path), openai_base_url="http://127.0.0.1:9/v1",
-                       openai_api_key="k", embed_model="emb-small", llm_max_retries=0, llm_timeout_secs=2)
-    c = ServiceContainer(down)
+                       openai_api_key="k", embed_model="emb-small", llm_timeout_secs=2)
+    c = ServiceContainer(down, tuning=Tuning(llm=LlmLimits(max_retries=0)))
     await c.start()
     try:
         pid = await add_pdf_and_parse_allowing_embed_error(c)
@@ -316,8 +319,8 @@ async def test_a_failing_embedding_endpoint_falls_back_to_full_text_at_once(open
     """A local server answering /v1/embeddings with 500: one request, then full-text ranking for that
     query, said in the result (it used to be retried five times per query)."""
     cfg = AstroConfig(home=str(tmp_path / "h"), project_root=str(tmp_path), openai_base_url=openai_server.url,
-                      openai_api_key="k", embed_model="text-embedding-3-small", llm_retry_base_delay=0.01)
-    c = ServiceContainer(cfg)
+                      openai_api_key="k", embed_model="text-embedding-3-small")
+    c = ServiceContainer(cfg, tuning=Tuning(llm=LlmLimits(retry_base_delay=0.01)))
     await c.start()
     try:
         halo = await add_and_parse(c, PDFS / "two_column.pdf")

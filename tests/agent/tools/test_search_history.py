@@ -36,7 +36,7 @@ def test_is_deferred_and_concurrency_safe() -> None:
 
 @pytest.mark.asyncio
 async def test_more_results_through_the_cursor(services) -> None:
-    services.config.history_search_window = 3  # small windows, so paging crosses from tier to tier
+    services.history.window = 3  # small windows, so paging crosses from tier to tier
     s = await services.sessions.create(title="lensing work")
     ids = [await services.messages.append(s.id, {"role": "user", "content": f"microlensing event {i}"}) for i in range(8)]
     ctx, _ = make_ctx(services, session_id=s.id, run_id="run_now")

@@ -14,7 +14,7 @@ from astro_jupyter.agent.tools.astro import search as search_family
 from astro_jupyter.agent.tools.astro.metadata import GetPaperMetadataTool
 from astro_jupyter.agent.tools.astro.search import SearchPapersTool
 from astro_jupyter.config import AstroConfig
-from astro_jupyter.services.container import ServiceContainer
+from astro_jupyter.services.container import ServiceContainer, Tuning
 from tests.agent.executor_support import Recorder, call, make_ctx, make_executor
 from tests.fakes.base import FakeServer
 from tests.fakes.library_env import make_paper_config, started
@@ -124,8 +124,8 @@ async def test_all_sources_failing_is_an_error_result(paper_services: ServiceCon
 async def test_sources_run_concurrently_and_a_timeout_is_named(astro_home: Path, ads_fake: FakeServer, arxiv_fake: FakeServer) -> None:
     ads_fake.state["sleep"] = 0.6
     arxiv_fake.state["sleep"] = 3.0
-    config = make_paper_config(astro_home, ads_fake, arxiv_fake, http_timeout_secs=1.0)
-    async with started(config) as services:
+    config = make_paper_config(astro_home, ads_fake, arxiv_fake)
+    async with started(config, Tuning(http_timeout_secs=1.0)) as services:
         t0 = time.perf_counter()
         out, _ = await run_search(services, query="slowquery")
         elapsed = time.perf_counter() - t0

@@ -14,21 +14,19 @@ from astro_jupyter.agent.tools.ask_user import AskUserTool
 from astro_jupyter.agent.tools.base import AgentTool, ToolContext, ToolOutput
 from astro_jupyter.agent.tools.subagent import SubagentTool
 from astro_jupyter.agent.tools.todo import TodoWriteTool
-from astro_jupyter.config import AstroConfig
 from astro_jupyter.events import Subagent, TodoUpdate, ToolResult
-from tests.agent.runtime_helpers import collect, make_config, make_runtime, running
+from tests.agent.runtime_helpers import collect, fast, make_config, make_runtime, running
 from tests.fakes.openai_server import ScriptedCall, Turn, last_tool_results
 
 PLAN = {"todos": [{"id": "a", "content": "look up the redshift", "status": "in_progress"}]}
 
 
 def test_resolve_max_steps_defaults_and_limits() -> None:
-    config = AstroConfig(home="/tmp/unused")
-    assert resolve_max_steps(config, None) == 5
-    assert resolve_max_steps(config, 10) == 10
+    assert resolve_max_steps(None) == 5
+    assert resolve_max_steps(10) == 10
     for bad, text in ((11, "above the limit of 10"), (0, "at least 1"), ("many", "integer"), (2.5, "integer")):
         with pytest.raises(SubagentLimitError, match=text):
-            resolve_max_steps(config, bad)
+            resolve_max_steps(bad)
 
 
 @pytest.mark.asyncio
@@ -168,7 +166,7 @@ class _SlowTool(AgentTool):
 @pytest.mark.asyncio
 async def test_tools_started_before_the_subagent_stream_breaks_end_before_its_stop(tmp_path, openai_server) -> None:
     services, runtime = await make_runtime(
-        make_config(tmp_path, openai_server.url, llm_max_retries=0), SubagentTool(), _SlowTool()
+        make_config(tmp_path, openai_server.url), SubagentTool(), _SlowTool(), tuning=fast({"max_retries": 0})
     )
     try:
         openai_server.script(

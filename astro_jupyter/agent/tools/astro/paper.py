@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ....errors import AstroError
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
+from ..persist import MAX_OUTPUT_CHARS
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
@@ -193,7 +194,7 @@ class GetPaperContentTool(AgentTool):
         else:
             text = "\n\n".join(s.markdown() for s in sections)
         offset = max(0, int(args.get("offset") or 0))
-        default_limit = max(1000, ctx.config.max_output_chars - 500)
+        default_limit = max(1000, MAX_OUTPUT_CHARS - 500)
         limit = max(200, int(args.get("limit") or default_limit))
         total_chars = len(text)
         if offset >= total_chars and total_chars:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ....errors import AstroError
 from ....services.embed import take_notice
+from ..persist import MAX_OUTPUT_CHARS
 from ..base import AgentTool, ProgressReporter, ToolContext, ToolOutput
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ class RagSearchTool(AgentTool):
             meta["reembed"] = r
             note += (f"\n(re-embedding the library for {r['backend']}: {r['done']}/{r['total']} chunks done; "
                      "passages not embedded yet are found by full-text search)")
-        budget = max(1500, ctx.config.max_output_chars - 400)
+        budget = max(1500, MAX_OUTPUT_CHARS - 400)
         if result.answer and not result.refused:
             lines = [result.answer, "", "Sources:"]
             if result.weak and not result.rerank.get("kept"):

@@ -1,7 +1,7 @@
 """``run_bash``: one shell command in the project root, with its own timeout and output cap.
 
 The command runs in a new process group so a timeout or a cancel kills the whole
-pipeline, not just the shell. Output beyond ``bash_max_output_chars`` keeps its head
+pipeline, not just the shell. Output beyond ``MAX_OUTPUT_CHARS`` keeps its head
 and tail (errors usually sit at the end). Every call asks for permission by default:
 a shell escapes the path sandbox, so a person decides.
 """
@@ -17,6 +17,8 @@ from ...proc import kill_process_group
 from ..base import AgentTool, InterruptBehavior, PermissionRule, ToolContext, ToolOutput
 
 MAX_TIMEOUT_SECS = 3600.0
+DEFAULT_TIMEOUT_SECS = 120.0  # a command the model gave no timeout
+MAX_OUTPUT_CHARS = 30_000  # longer output keeps its head and tail, the middle dropped
 SHORT_COMMAND_CHARS = 80  # a command this short and free of control characters is quoted in the question
 
 
@@ -32,6 +34,7 @@ def truncate_middle(text: str, limit: int) -> tuple[str, bool]:
 class RunBashTool(AgentTool):
     name = "run_bash"
     defer_loading = True
+    max_output_chars = MAX_OUTPUT_CHARS
     description = (
         "Run a shell command (bash) in the project root and return its exit code, stdout and stderr. "
         "Has a timeout (seconds) and truncates long output; asks the user for permission first."
@@ -65,7 +68,7 @@ class RunBashTool(AgentTool):
         if "\x00" in command:
             return ToolOutput.error("run_bash: command contains a NUL byte")
         try:
-            timeout = float(args.get("timeout") or ctx.config.bash_timeout_secs)
+            timeout = float(args.get("timeout") or DEFAULT_TIMEOUT_SECS)
         except (TypeError, ValueError):
             return ToolOutput.error(f"run_bash: timeout must be a number of seconds, got {args.get('timeout')!r}")
         if not 0 < timeout <= MAX_TIMEOUT_SECS:
@@ -103,7 +106,7 @@ class RunBashTool(AgentTool):
     def _result(
         self, command: str, outcome: str, code: int | None, out: bytes, err: bytes, timeout: float, ctx: ToolContext
     ) -> ToolOutput:
-        limit = ctx.config.bash_max_output_chars
+        limit = self.max_output_chars
         stdout, cut_out = truncate_middle(out.decode("utf-8", errors="replace"), limit)
         stderr, cut_err = truncate_middle(err.decode("utf-8", errors="replace"), limit)
         if outcome == "timeout":

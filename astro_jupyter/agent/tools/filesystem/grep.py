@@ -1,6 +1,6 @@
 """``grep_files``: a Python regex over the text files of a directory (or one file).
 
-Binary files (a NUL byte in the first block) and files over ``fs_max_file_bytes`` are
+Binary files (a NUL byte in the first block) and files over ``MAX_FILE_BYTES`` are
 skipped and counted, so the model knows the search was not exhaustive.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from ..base import AgentTool, InterruptBehavior, ToolContext, ToolOutput
 from .glob import check_pattern, glob_to_regex, resolve_search_dir, walk_files
-from .read import MAX_LINE_CHARS, looks_binary
+from .read import MAX_FILE_BYTES, MAX_LINE_CHARS, looks_binary
 from .protected import protection
 from .regular import FileTooLarge, NotRegularFile, kind_of, read_regular, run_fs
 from .security import PathNotAllowed, display_path, project_base, run_owner, sandbox_roots
@@ -139,7 +139,7 @@ class GrepFilesTool(AgentTool):
             if matcher is not None and base.is_dir() and not matcher.match(path.relative_to(base).as_posix()):
                 continue
             try:
-                data = read_regular(path, ctx.config.fs_max_file_bytes)
+                data = read_regular(path, MAX_FILE_BYTES)
             except FileTooLarge:
                 skipped_large += 1
                 continue
@@ -168,7 +168,7 @@ class GrepFilesTool(AgentTool):
         if special:
             notes.append(f"{len(special)} FIFO/device/socket file(s) skipped")
         if skipped_large:
-            notes.append(f"{skipped_large} file(s) over {ctx.config.fs_max_file_bytes} bytes skipped")
+            notes.append(f"{skipped_large} file(s) over {MAX_FILE_BYTES} bytes skipped")
         if more:
             notes.append(f"stopped at max_results={max_results}; narrow the pattern, path or glob")
         meta = {

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 
 __all__ = ["OWNERS_DIR", "owner_key", "protection", "tool_results_dir_for"]
 
+# Dot-names where credentials live: never even read. ``fs_secret_names`` adds to these, never replaces them.
+SECRET_NAMES = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".pgpass", ".git-credentials",
+                ".npmrc", ".pypirc", ".env", ".env.*", ".envrc", ".config", ".local", ".jupyter", ".ipython",
+                ".password-store", ".vault-token", ".mozilla", ".*history")
 # File names that execute or configure code wherever they sit (checked on every write).
 EXECUTING_NAMES = ("*.pth", "sitecustomize.py", "usercustomize.py", "jupyter_*config.py", "jupyter_*config.json",
                    "ipython_*config.py", "ipython_*config.json", "pyvenv.cfg")
@@ -253,7 +257,7 @@ def protection(config: "AstroConfig", owner: str | None = "", *, owner_known: bo
         own_skills=_real(owner_dir(config.skills_dir, owner)),
         secret_dirs=secret_dirs,
         code_dirs=code_dirs,
-        secret_names=tuple(n.casefold() for n in config.fs_secret_names),
+        secret_names=tuple(dict.fromkeys(n.casefold() for n in (*SECRET_NAMES, *config.fs_secret_names) if n.strip())),
         extra=extra,
         owner_known=owner_known,
         bin_dirs=tuple(_fold(d) for d in bin_dirs if any(_under(d, r) for r in roots)),

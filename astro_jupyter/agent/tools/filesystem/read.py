@@ -19,6 +19,7 @@ from .security import PathNotAllowed, display_path, resolve_path, run_owner
 
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
+MAX_FILE_BYTES = 20_000_000  # read_file and grep_files skip larger files
 UNCHANGED_STUB = "File unchanged since last read ({path}, lines {start}-{end}); the earlier read_file result is still current."
 
 
@@ -95,9 +96,9 @@ class ReadFileTool(AgentTool):
         except Exception as exc:  # noqa: BLE001 - the client's failure, told to the model
             return ToolOutput.error(f"read_file: the editor could not read {display_path(path, ctx.config)}: {exc}",
                                     path=str(path))
-        if len(text) > ctx.config.fs_max_file_bytes:
+        if len(text) > MAX_FILE_BYTES:
             return ToolOutput.error(f"read_file: {display_path(path, ctx.config)} is over the "
-                                    f"{ctx.config.fs_max_file_bytes}-byte limit", path=str(path))
+                                    f"{MAX_FILE_BYTES}-byte limit", path=str(path))
         return self._page(text, path, offset, limit, ctx)
 
     def _locate(self, raw_path: Any, ctx: ToolContext) -> "tuple[Path, os.stat_result] | ToolOutput":
@@ -117,9 +118,9 @@ class ReadFileTool(AgentTool):
             return ToolOutput.error(f"read_file: {shown} is a directory; use glob_files to list it", path=str(path))
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block the read: refused before opening
             return ToolOutput.error(f"read_file: {shown} {NotRegularFile(kind_of(st.st_mode))}", path=str(path))
-        if st.st_size > ctx.config.fs_max_file_bytes:
+        if st.st_size > MAX_FILE_BYTES:
             return ToolOutput.error(
-                f"read_file: {shown} is {st.st_size} bytes, over the {ctx.config.fs_max_file_bytes}-byte limit",
+                f"read_file: {shown} is {st.st_size} bytes, over the {MAX_FILE_BYTES}-byte limit",
                 path=str(path),
             )
         return path, st
@@ -138,7 +139,7 @@ class ReadFileTool(AgentTool):
                 metadata={"path": str(path), "unchanged": True, "offset": offset, "limit": limit},
             )
         try:
-            data = read_regular(path, ctx.config.fs_max_file_bytes)
+            data = read_regular(path, MAX_FILE_BYTES)
         except (NotRegularFile, FileTooLarge) as exc:
             return ToolOutput.error(f"read_file: {shown} {exc}", path=str(path))
         except OSError as exc:

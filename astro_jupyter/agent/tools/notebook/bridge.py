@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..base import ToolContext
 
 STATUSES = ("ok", "not_open", "error", "changed")
+BRIDGE_TIMEOUT_SECS = 60.0  # how long a sidebar run waits for the sidebar to apply an edit/run to the open notebook
 
 
 class BridgeTimeout(NotebookError):
@@ -49,9 +50,11 @@ async def ask_client(ctx: "ToolContext", action: str, path: str, arguments: dict
     if info is None or not info.bridge or answers is None:
         raise NotOpen(path)
     request_id = f"nbreq_{uuid.uuid4().hex[:16]}"
-    timeout = float(ctx.config.notebook_bridge_timeout_secs)
-    if action == "run":  # the cell itself may run up to notebook_run_timeout_secs
-        timeout += float(ctx.config.notebook_run_timeout_secs)
+    from ....services.notebooks.files import RUN_TIMEOUT_SECS
+
+    timeout = ctx.services.tuning.notebook_bridge_secs or BRIDGE_TIMEOUT_SECS
+    if action == "run":  # the cell itself may run up to RUN_TIMEOUT_SECS
+        timeout += RUN_TIMEOUT_SECS
     future = answers.create(request_id)  # before the event: an instant answer is not lost
     try:
         await ctx.emit(NotebookRequest(request_id=request_id, tool_call_id=ctx.tool_call_id, action=action,  # type: ignore[arg-type]

@@ -280,10 +280,10 @@ class NotebookRunTool(_NotebookTool):
 
     @property
     def timeout_secs(self) -> float | None:
-        """A cell may run up to ``notebook_run_timeout_secs`` after its kernel started (not the generic tool timeout)."""
-        if self.config is None:
-            return None
-        return float(self.config.notebook_run_timeout_secs + self.config.notebook_kernel_startup_secs + 30)
+        """A cell may run up to ``RUN_TIMEOUT_SECS`` after its kernel started (not the generic tool timeout)."""
+        from ....services.notebooks.files import KERNEL_STARTUP_SECS, RUN_TIMEOUT_SECS
+
+        return float(RUN_TIMEOUT_SECS + KERNEL_STARTUP_SECS + 30)
 
     def check_permissions(self, args: dict[str, Any]) -> list[PermissionRule]:
         # the question itself is built in permission_preview, from where the cell will run

@@ -202,3 +202,33 @@ def test_no_path_outside_the_roots_is_ever_touched(hostile_sandbox) -> None:
         loop.close()
     assert sorted(p.name for p in box.outside.iterdir()) == outside_before
     assert (box.outside / "secret.txt").read_text() == "TOP SECRET\n"
+
+
+# -- the two security lists: a user's entries add to the built-in ones ---------------------------------
+
+
+@pytest.mark.asyncio
+async def test_fs_secret_names_extends_the_built_in_list_never_replaces_it(sandbox) -> None:
+    for name in (".myvault", ".ssh"):
+        (sandbox.project / name).mkdir()
+        (sandbox.project / name / "key").write_text("PRIVATE\n")
+    sandbox.config.fs_secret_names = [".myvault"]
+    mine = await sandbox.call("read_file", path=".myvault/key")
+    builtin = await sandbox.call("read_file", path=".ssh/key")
+    assert mine.is_error and ".myvault holds credentials" in mine.content
+    assert builtin.is_error and ".ssh holds credentials" in builtin.content  # still shut
+    assert "PRIVATE" not in mine.content + builtin.content
+
+
+@pytest.mark.asyncio
+async def test_fs_protected_paths_extends_the_built_in_list_never_replaces_it(sandbox) -> None:
+    (sandbox.project / "raw.fits").write_text("SIMPLE = T\n")
+    (sandbox.project / ".aws").mkdir()
+    (sandbox.project / ".aws" / "credentials").write_text("PRIVATE\n")
+    sandbox.config.fs_protected_paths = ["*.fits"]
+    mine = await sandbox.call("read_file", path="raw.fits")
+    builtin = await sandbox.call("read_file", path=".aws/credentials")
+    assert mine.is_error and "fs_protected_paths" in mine.content
+    assert builtin.is_error and ".aws holds credentials" in builtin.content
+    sandbox.config.fs_protected_paths = []
+    assert not (await sandbox.call("read_file", path="raw.fits")).is_error  # the entry was what shut it

@@ -84,7 +84,7 @@ async def test_run_bash_timeout_kills_the_group(sandbox) -> None:
 
 @pytest.mark.asyncio
 async def test_run_bash_truncates_long_output(sandbox) -> None:
-    sandbox.config.bash_max_output_chars = 1000
+    sandbox.registry.get("run_bash").max_output_chars = 1000  # 30,000 by default (bash.MAX_OUTPUT_CHARS)
     out = await sandbox.call("run_bash", command="seq 1 5000")
     assert out.metadata["truncated"]
     assert "characters truncated" in out.content
