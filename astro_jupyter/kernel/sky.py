@@ -17,6 +17,7 @@ positions (JSON carries the floats exactly both ways); anything else is ignored,
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -123,6 +124,34 @@ def _markers(ra: Any, dec: Any) -> list[Any]:
             if math.isfinite(lon) and math.isfinite(lat)]
 
 
+@functools.lru_cache(maxsize=1)
+def _aladin_class() -> type:
+    """ipyaladin's ``Aladin`` with a queue of its own for calls made before its view has loaded.
+
+    ipyaladin keeps that queue (``_call_store``) on the class, shared by every view, and never
+    empties it: each view that loads re-sends every earlier view's queued calls. With the rows
+    sent as markers, the n-th ``%astro sky`` of a kernel sent n copies of 10,000 rows (~1 MB of
+    JSON each) before its own, so running the cell again drew later, and later each time.
+    Here each view queues its own calls and runs them once."""
+    from ipyaladin import Aladin
+    from ipyaladin.utils.call_store import CallStore
+
+    class _RunOnce(CallStore):
+        def run_all(self) -> None:
+            calls, self.calls = self.calls, []
+            for func, args, kwargs in calls:
+                func(*args, **kwargs)
+
+    class SkyAladin(Aladin):
+        """An ``Aladin`` widget whose calls queued before its view loaded go to this view only, once."""
+
+        def __init__(self, **options: Any) -> None:
+            self._call_store = _RunOnce()  # shadows ipyaladin's class-wide queue before anything is queued
+            super().__init__(**options)
+
+    return SkyAladin
+
+
 class SkyView:
     """An Aladin Lite view (``.widget``) with the rows of ``.table`` overlaid; ``.selection`` is what
     the user selected in it, as rows of ``.table``. Displaying the object shows the widget."""
@@ -180,7 +209,6 @@ def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = Non
     default: the rows' centre) with ``table``'s rows overlaid (positions found by UCD or name)."""
     from astropy.coordinates import SkyCoord
     from astropy.table import Table
-    from ipyaladin import Aladin
 
     if table is None and target is None:
         raise SkyError("show_sky needs a table, a target, or both")
@@ -211,7 +239,7 @@ def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = Non
         if not (isinstance(fov, (int, float)) and math.isfinite(fov) and 0 < fov <= MAX_FOV_DEG):
             raise SkyError(f"fov is in degrees, between 0 and {MAX_FOV_DEG:g}")
         where = Field(where.ra, where.dec, float(fov))
-    widget = Aladin(target=f"{where.ra} {where.dec}", fov=where.fov, height=height)
+    widget = _aladin_class()(target=f"{where.ra} {where.dec}", fov=where.fov, height=height)
     if markers is not None:
         widget.add_markers(markers, name=OVERLAY_NAME, shape="circle", color="#ff9f1c")
     return SkyView(widget, table, name or f"{where.ra:.5f} {where.dec:+.5f}", where, markers)

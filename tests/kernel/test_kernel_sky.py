@@ -117,3 +117,31 @@ def test_sky_bad_input_is_a_clear_error(kernel: Any) -> None:
     assert reply["content"]["status"] == "error" and "no RA column" in reply["content"]["evalue"]
     reply = kernel.execute_interactive("%astro sky --table nope", timeout=60)
     assert reply["content"]["status"] == "error" and "no variable 'nope'" in reply["content"]["evalue"]
+
+
+def _open_and_load(kc: Any) -> tuple[str, list[dict[str, Any]]]:
+    """Run the sky cell, play the front end loading its view; the comm id and the messages that follow."""
+    kc.execute("v = %astro sky M 87 --table t\nv")
+    opened = _collect(kc, lambda ms: any(m["msg_type"] == "comm_open" and m["content"]["data"]["state"].get("_model_name") == "AnyModel" for m in ms)
+                      and any(m["msg_type"] == "status" and m["content"]["execution_state"] == "idle" for m in ms))
+    comm_id = next(m["content"]["comm_id"] for m in opened if m["msg_type"] == "comm_open" and m["content"]["data"]["state"].get("_model_name") == "AnyModel")
+    _update(kc, comm_id, {"_is_loaded": True})
+    sent = _collect(kc, lambda ms: any(m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id
+                                       and m["content"]["data"].get("content", {}).get("event_name") == "add_marker" for m in ms))
+    _run(kc, "pass")  # the kernel has handled the load (and sent whatever it was going to send)
+    while True:
+        try:
+            sent.append(kc.get_iopub_msg(timeout=0.5))
+        except Exception:  # noqa: BLE001 - queue.Empty: nothing more
+            return comm_id, sent
+
+
+def test_running_the_sky_cell_again_sends_only_the_new_views_rows(kernel: Any) -> None:
+    """ipyaladin's queue of calls made before a view loads is shared by all views and never emptied:
+    the second view's load re-sent the first view's 25 rows before its own (the n-th view, n copies)."""
+    views = [_open_and_load(kernel) for _ in range(3)]
+    assert len({comm_id for comm_id, _ in views}) == 3
+    for comm_id, sent in views:
+        adds = [m["content"]["comm_id"] for m in sent if m["msg_type"] == "comm_msg"
+                and m["content"]["data"].get("content", {}).get("event_name") == "add_marker"]
+        assert adds == [comm_id]  # its own rows, once; nothing for the views before it
