@@ -13,7 +13,7 @@ it is created (``ROWS_ESM`` wraps ipyaladin's front end; everything else is ipya
 
 The user's selection comes back as rows of the *original* table (units and UCDs kept):
 ``SkyView.selection`` maps the positions Aladin reports back to the rows sent at exactly those
-positions (JSON carries the floats exactly both ways); anything else is ignored, never trusted.
+positions (float64 to the view, JSON back: exact both ways); anything else is ignored, never trusted.
 """
 
 from __future__ import annotations
@@ -131,12 +131,7 @@ def _markers(ra: Any, dec: Any) -> list[Any]:
 # int32 row numbers, binary buffers of the comm_open) become the same markers ipyaladin's
 # ``add_marker`` handler makes, drawn as the view is created. ipyaladin's ``render`` makes the
 # view's Aladin Lite instance synchronously through ``A.aladin``; the wrapper only notes it.
-ROWS_ESM = """import A from %(aladin_url)s;
-const url = URL.createObjectURL(new Blob([%(ipyaladin_esm)s], {type: "text/javascript"}));
-const base = (await import(url)).default;
-URL.revokeObjectURL(url);
-
-// a buffer arrives as a DataView at any offset (unaligned for a typed array): copy it out
+ROWS_DRAW_JS = """// a buffer arrives as a DataView at any offset (unaligned for a typed array): copy it out
 const column = (view, Kind) => new Kind(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
 
 function draw(aladin, rows) {
@@ -149,8 +144,13 @@ function draw(aladin, rows) {
   }
   catalog.addSources(sources);
 }
+"""
+ROWS_ESM = """import A from %(aladin_url)s;
+const url = URL.createObjectURL(new Blob([%(ipyaladin_esm)s], {type: "text/javascript"}));
+const base = (await import(url)).default;
+URL.revokeObjectURL(url);
 
-function render(context) {
+%(draw)sfunction render(context) {
   const make = A.aladin;
   let aladin = null;
   A.aladin = function (...args) { aladin = make.apply(this, args); return aladin; };
@@ -178,7 +178,7 @@ def _rows_esm() -> str:
     if found is None:
         raise SkyError(f"ipyaladin {getattr(ipyaladin, '__version__', '?')}: its front end does not import Aladin Lite "
                        "the way the sky view expects (an 'import X from \"https://...aladin-lite...\"')")
-    return ROWS_ESM % {"aladin_url": json.dumps(found.group(1)), "ipyaladin_esm": json.dumps(source)}
+    return ROWS_ESM % {"aladin_url": json.dumps(found.group(1)), "ipyaladin_esm": json.dumps(source), "draw": ROWS_DRAW_JS}
 
 
 @functools.lru_cache(maxsize=1)
