@@ -4,19 +4,21 @@
 call. A name is resolved through the ``query_target`` tool (CDS Sesame, its cache, the
 permission pipeline), so the sky view and the agent agree on where an object is.
 
-The rows go to the browser as ipyaladin markers (``add_markers``: a JSON list of positions that
-Aladin Lite turns into sources directly), not as a table (``add_table``: astropy writes a VOTable
-and Aladin Lite parses it in WebAssembly, which took most of the seconds a 10,000-row view needed;
-``benchmarks`` and ``tests/ui/test_sky.py`` have the figures). Only what the view draws travels:
-the position and the row number (the popup's title); the full table stays in Python.
+The rows go to the browser in the widget's own state, as binary columns (RA, Dec, row number:
+~200 KB for 10,000 rows, in the comm_open), and the view draws them as ipyaladin markers the moment
+it is created (``ROWS_ESM`` wraps ipyaladin's front end; everything else is ipyaladin's). Not
+``add_table`` (astropy writes a VOTable that Aladin Lite parses in WebAssembly: seconds) nor
+``add_markers`` (JSON sent only after the view has told the kernel it loaded: a round trip and
+~950 KB). Only what the view draws travels; the full table stays in Python.
 
 The user's selection comes back as rows of the *original* table (units and UCDs kept):
 ``SkyView.selection`` maps the positions Aladin reports back to the rows sent at exactly those
-positions (JSON carries the floats exactly both ways); anything else is ignored, never trusted.
+positions (float64 to the view, JSON back: exact both ways); anything else is ignored, never trusted.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from astropy.table import Table
 
 OVERLAY_NAME = "astro-jupyter rows"
+OVERLAY_OPTIONS = {"name": OVERLAY_NAME, "shape": "circle", "color": "#ff9f1c"}
 DEFAULT_FOV_DEG = 0.5  # a target alone: about a galaxy group's field
 MIN_FOV_DEG, MAX_FOV_DEG = 1 / 60, 180.0
 RA_NAMES = ("ra", "raj2000", "_raj2000", "ra_icrs", "radeg", "ra_deg", "ramean", "s_ra")
@@ -123,6 +126,112 @@ def _markers(ra: Any, dec: Any) -> list[Any]:
             if math.isfinite(lon) and math.isfinite(lat)]
 
 
+# The view's front end: ipyaladin's own module, loaded as it is, plus one step in ``render``: the rows
+# that came with the widget's state (``_astro_rows``: columns of little-endian float64 RA/Dec and
+# int32 row numbers, binary buffers of the comm_open) become the same markers ipyaladin's
+# ``add_marker`` handler makes, drawn as the view is created. ipyaladin's ``render`` makes the
+# view's Aladin Lite instance synchronously through ``A.aladin``; the wrapper only notes it.
+ROWS_DRAW_JS = """// a buffer arrives as a DataView at any offset (unaligned for a typed array): copy it out
+const column = (view, Kind) => new Kind(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
+
+function draw(aladin, rows) {
+  const ra = column(rows.ra, Float64Array), dec = column(rows.dec, Float64Array), row = column(rows.row, Int32Array);
+  const catalog = A.catalog(Object.assign({}, rows.options));
+  aladin.addCatalog(catalog);
+  const sources = new Array(ra.length);
+  for (let i = 0; i < ra.length; i++) {
+    sources[i] = A.marker(ra[i], dec[i], {useMarkerDefaultIcon: false, popupTitle: `row ${row[i]}`, popupDesc: ""});
+  }
+  catalog.addSources(sources);
+}
+"""
+ROWS_ESM = """import A from %(aladin_url)s;
+const url = URL.createObjectURL(new Blob([%(ipyaladin_esm)s], {type: "text/javascript"}));
+const base = (await import(url)).default;
+URL.revokeObjectURL(url);
+
+%(draw)sfunction render(context) {
+  const make = A.aladin;
+  let aladin = null;
+  A.aladin = function (...args) { aladin = make.apply(this, args); return aladin; };
+  let cleanup;
+  try { cleanup = base.render(context); } finally { A.aladin = make; }
+  const rows = context.model.get("_astro_rows");
+  if (aladin && rows && rows.ra) draw(aladin, rows);
+  return cleanup;
+}
+
+export default {initialize: base.initialize, render};
+"""
+
+
+def _rows_esm() -> str:
+    """``ROWS_ESM`` around the installed ipyaladin's front-end module (importing the same Aladin Lite)."""
+    import json
+    import re
+    from pathlib import Path
+
+    import ipyaladin
+
+    source = (Path(ipyaladin.__file__).parent / "static" / "widget.js").read_text(encoding="utf-8")
+    found = re.search(r"""import\s*\w+\s*from\s*["'](https://[^"']*aladin-lite[^"']*)["']""", source)
+    if found is None:
+        raise SkyError(f"ipyaladin {getattr(ipyaladin, '__version__', '?')}: its front end does not import Aladin Lite "
+                       "the way the sky view expects (an 'import X from \"https://...aladin-lite...\"')")
+    return ROWS_ESM % {"aladin_url": json.dumps(found.group(1)), "ipyaladin_esm": json.dumps(source), "draw": ROWS_DRAW_JS}
+
+
+@functools.lru_cache(maxsize=1)
+def _aladin_class() -> type:
+    """ipyaladin's ``Aladin`` whose rows travel in the widget's own state, drawn when its view is made.
+
+    ipyaladin's ``add_markers`` waits until the view has loaded (a round trip to the kernel) and
+    then sends the markers as JSON (10,000 rows: ~950 KB to build, send and parse). Here they are
+    three binary columns in the comm_open (~200 KB), drawn by ``render`` as the view is created.
+
+    ipyaladin also keeps the queue of calls made before a view loads (``_call_store``) on the
+    class, shared by every view, and never empties it: each view that loads re-ran every earlier
+    view's queued calls (the n-th ``%astro sky`` of a kernel re-sent n-1 earlier views' rows first).
+    Here each view queues its own calls and runs them once."""
+    import traitlets
+    from ipyaladin import Aladin
+    from ipyaladin.utils.call_store import CallStore
+
+    class _RunOnce(CallStore):
+        def run_all(self) -> None:
+            calls, self.calls = self.calls, []
+            for func, args, kwargs in calls:
+                func(*args, **kwargs)
+
+    class SkyAladin(Aladin):
+        """An ``Aladin`` widget with the overlaid rows in its state; calls queued before its view
+        loaded go to this view only, once."""
+
+        _esm = _rows_esm()
+        _astro_rows = traitlets.Dict().tag(sync=True)
+
+        def __init__(self, markers: "list[Any] | None" = None, **options: Any) -> None:
+            self._call_store = _RunOnce()  # shadows ipyaladin's class-wide queue before anything is queued
+            if markers is not None:  # set before the comm opens: part of its first state
+                self._astro_rows = _rows_state(markers)
+            super().__init__(**options)
+            if markers is not None:  # known to ipyaladin's overlay list like add_markers' (update, remove)
+                self._overlay_manager.add_overlay({"type": "marker", "markers": [m.__dict__ for m in markers],
+                                                   "update_info": markers, "options": dict(OVERLAY_OPTIONS)})
+
+    return SkyAladin
+
+
+def _rows_state(markers: list[Any]) -> dict[str, Any]:
+    """The ``_astro_rows`` state: the overlay's options and its rows as binary columns."""
+    import numpy as np
+
+    return {"options": dict(OVERLAY_OPTIONS),
+            "ra": np.array([m.lon for m in markers], dtype="<f8").tobytes(),
+            "dec": np.array([m.lat for m in markers], dtype="<f8").tobytes(),
+            "row": np.array([m.row for m in markers], dtype="<i4").tobytes()}
+
+
 class SkyView:
     """An Aladin Lite view (``.widget``) with the rows of ``.table`` overlaid; ``.selection`` is what
     the user selected in it, as rows of ``.table``. Displaying the object shows the widget."""
@@ -180,7 +289,6 @@ def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = Non
     default: the rows' centre) with ``table``'s rows overlaid (positions found by UCD or name)."""
     from astropy.coordinates import SkyCoord
     from astropy.table import Table
-    from ipyaladin import Aladin
 
     if table is None and target is None:
         raise SkyError("show_sky needs a table, a target, or both")
@@ -211,9 +319,7 @@ def show_sky(table: "Table | None" = None, target: "str | SkyCoord | None" = Non
         if not (isinstance(fov, (int, float)) and math.isfinite(fov) and 0 < fov <= MAX_FOV_DEG):
             raise SkyError(f"fov is in degrees, between 0 and {MAX_FOV_DEG:g}")
         where = Field(where.ra, where.dec, float(fov))
-    widget = Aladin(target=f"{where.ra} {where.dec}", fov=where.fov, height=height)
-    if markers is not None:
-        widget.add_markers(markers, name=OVERLAY_NAME, shape="circle", color="#ff9f1c")
+    widget = _aladin_class()(markers, target=f"{where.ra} {where.dec}", fov=where.fov, height=height)
     return SkyView(widget, table, name or f"{where.ra:.5f} {where.dec:+.5f}", where, markers)
 
 
