@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import random
@@ -32,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+BASELINE_ENV = "ASTRO_BENCH_LIBRARY"  # --baseline: the user processes import the library from this checkout
+sys.path.insert(0, os.environ.get(BASELINE_ENV) or str(ROOT))
 
 from astro_jupyter.config import AstroConfig  # noqa: E402
 from astro_jupyter.services.container import ServiceContainer  # noqa: E402
@@ -233,13 +235,19 @@ def _user_process(tmp: str, url: str, u: int, run: int, papers: list[int], chunk
         raise
 
 
-async def users_in_processes(url: str, tmp: Path, users: int, plans: list[list[int]], chunks: int, run: int) -> list[dict]:
+async def users_in_processes(url: str, tmp: Path, users: int, plans: list[list[int]], chunks: int, run: int,
+                             library: str = "") -> list[dict]:
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per user, as JupyterHub spawns them
     barrier, results = ctx.Barrier(users + 1), ctx.Queue()
     procs = [ctx.Process(target=_user_process, args=(str(tmp), url, u, run, plans[u], chunks, barrier, results))
              for u in range(users)]
-    for p in procs:
-        p.start()
+    if library:
+        os.environ[BASELINE_ENV] = library
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        os.environ.pop(BASELINE_ENV, None)
     await asyncio.to_thread(barrier.wait, 900)
     out: dict[int, dict] = {}
     for _ in procs:
@@ -253,7 +261,8 @@ async def users_in_processes(url: str, tmp: Path, users: int, plans: list[list[i
     return [out[u] for u in range(users)]
 
 
-async def users_on_one_loop(url: str, tmp: Path, users: int, plans: list[list[int]], chunks: int, run: int) -> list[dict]:
+async def users_on_one_loop(url: str, tmp: Path, users: int, plans: list[list[int]], chunks: int, run: int,
+                            library: str = "") -> list[dict]:
     containers = [await open_user(tmp, url, u, run) for u in range(users)]
     try:
         return list(await asyncio.gather(*(user_session(c, u, plans[u], chunks) for u, c in enumerate(containers))))
@@ -267,7 +276,8 @@ def pg_statements(server: postgres.PostgresServer, top: int = 8) -> str:
     rows = server.psql(
         "SELECT calls, round(total_exec_time)::int, round(mean_exec_time::numeric, 2), round(max_exec_time)::int,"
         " regexp_replace(left(query, 90), '\\s+', ' ', 'g') FROM pg_stat_statements"
-        f" WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bench') ORDER BY total_exec_time DESC LIMIT {top}",
+        " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bench') AND query NOT LIKE '%pg_stat_activity%'"
+        f" ORDER BY total_exec_time DESC LIMIT {top}",
         database="bench")
     lines = ["    calls   total ms   mean ms   max ms  statement"]
     for row in rows.splitlines():
@@ -288,9 +298,30 @@ def lock_waits(server: postgres.PostgresServer, since: int) -> dict[str, int]:
     return waits
 
 
+async def sample_waits(url: str, samples: dict[str, int], every: float = 0.05) -> None:
+    """What the server's busy backends are doing, sampled (pg_stat_activity): by statement, running on
+    CPU or waiting (for a lock, a buffer another backend holds, I/O, …), until cancelled."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        while True:
+            for r in await conn.fetch(
+                    "SELECT coalesce(wait_event_type || ':' || wait_event, 'on CPU') AS w, left(query, 40) AS q"
+                    " FROM pg_stat_activity WHERE state = 'active' AND datname = current_database()"
+                    " AND pid <> pg_backend_pid()"):
+                key = f"{' '.join(r['q'].split()):<40}  {r['w']}"
+                samples[key] = samples.get(key, 0) + 1
+            await asyncio.sleep(every)  # a sampling period, not a wait for something
+    finally:
+        await conn.close()
+
+
 async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, chunks: int, first: int,
-                        mode: str, run: int, server: postgres.PostgresServer, stats: bool) -> None:
+                        mode: str, run: int, server: postgres.PostgresServer, stats: bool, library: str = "") -> None:
     where = "each in a process of its own" if mode == "processes" else "all on one event loop in one process"
+    if library:
+        where += f", the library of {library}"
     print(f"\n2.{run} {users} users at once, {where}: each adds {common} papers every user adds and {own} of "
           f"their own ({chunks} chunks each), searching after each add (load {os.getloadavg()[0]:.1f})", flush=True)
     c = ServiceContainer(user_config(tmp, url, 99, run))
@@ -301,11 +332,14 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
         server.psql("SELECT pg_stat_statements_reset()", database="bench")
     log_at = (server.root / "server.log").stat().st_size
     load = os.getloadavg()[0]
+    samples: dict[str, int] = {}
+    sampler = asyncio.get_running_loop().create_task(sample_waits(url, samples))
     start = time.perf_counter()
     try:
         runner = users_in_processes if mode == "processes" else users_on_one_loop
-        got = await runner(url, tmp, users, plans, chunks, run)
+        got = await runner(url, tmp, users, plans, chunks, run, library)
         secs = time.perf_counter() - start
+        sampler.cancel()
         load = max(load, os.getloadavg()[0])
         wrote = [pid for r in got for pid in r["wrote"]]
         searches = [s for r in got for s in r["searches"]]
@@ -330,11 +364,17 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
         waits = lock_waits(server, log_at)
         print(f"  lock waits over {LOCK_LOG_MS} ms: {sum(waits.values())}"
               + "".join(f"\n    {n} × {statement}" for statement, n in sorted(waits.items(), key=lambda x: -x[1])))
+        print("  busy backends sampled every 50 ms (statement, what it was doing), most often first:")
+        for key, n in sorted(samples.items(), key=lambda x: -x[1])[:10]:
+            print(f"    {n:>5}  {key}")
         if stats:
             print("  inside PostgreSQL, most total time first:\n" + pg_statements(server))
         print(f"  search latency over all users ({mode}): p50 {statistics.median(latencies):.1f} ms, p95 {p95:.1f} ms "
               f"(target ≤ 200 ms); load {load:.1f} at start → {os.getloadavg()[0]:.1f} at end", flush=True)
     finally:
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await sampler
         await c.close()
 
 
@@ -349,6 +389,8 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="users-at-once runs on the same library (new papers each)")
     ap.add_argument("--mode", choices=("processes", "loop", "both"), default="processes",
                     help="each user a process of its own (as on a hub), all on one event loop, or both alternating")
+    ap.add_argument("--baseline", default="", metavar="DIR",
+                    help="also run the user processes with the library of this checkout (an older commit), alternating")
     ap.add_argument("--pgvector", action="store_true", help="PostgreSQL with pgvector (the pgserver wheel)")
     ap.add_argument("--users-only", action="store_true", help="fill the shared library, skip the SQLite comparison")
     args = ap.parse_args()
@@ -376,10 +418,12 @@ async def main() -> None:
             else:
                 await side_by_side(url, tmp, args.papers, args.chunks, args.queries)
             modes = ["processes", "loop"] if args.mode == "both" else [args.mode]
+            variants = [(m, "") for m in modes] + ([("processes", args.baseline)] if args.baseline else [])
             per_run = args.common + args.users * args.own
-            for run in range(args.rounds * len(modes)):
+            for run in range(args.rounds * len(variants)):
+                mode, library = variants[run % len(variants)]
                 await users_at_once(url, tmp, args.users, args.common, args.own, args.chunks,
-                                    args.papers + run * per_run, modes[run % len(modes)], run + 1, server, stats)
+                                    args.papers + run * per_run, mode, run + 1, server, stats, library)
     finally:
         server.stop()
 
