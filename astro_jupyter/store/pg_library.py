@@ -195,12 +195,21 @@ class PgPaperRepository:
 def _float4_array(data: bytes, dim: int) -> np.ndarray:
     """A one-dimensional ``real[]`` in PostgreSQL's binary array format (a 20-byte header, then a length
     and a big-endian float per element) as float32."""
-    if len(data) != 20 + 8 * dim:
+    return _float4_arrays([data], dim)[0]
+
+
+def _float4_arrays(blobs: Sequence[bytes], dim: int) -> np.ndarray:
+    """Many such arrays as one float32 matrix, decoded at once: row by row, the vectors other users wrote,
+    which a search follows, cost ≈ 13 ms per thousand (384 dimensions, on this 2-core machine under load);
+    at once, under 1 ms."""
+    width = 20 + 8 * dim
+    data = b"".join(blobs)
+    if len(data) != width * len(blobs) or any(len(b) != width for b in blobs):
         raise StoreError(f"a stored vector is not {dim} floats")
-    pairs = np.frombuffer(data, dtype=">i4", offset=20, count=2 * dim).reshape(dim, 2)
-    if (pairs[:, 0] != 4).any():
+    pairs = np.frombuffer(data, dtype=">i4").reshape(len(blobs), width // 4)[:, 5:].reshape(len(blobs), dim, 2)
+    if (pairs[:, :, 0] != 4).any():
         raise StoreError("a stored vector has a null element")
-    return pairs[:, 1].copy().view(">f4").astype(np.float32)
+    return np.ascontiguousarray(pairs[:, :, 1]).view(">f4").astype(np.float32)
 
 
 # the write counter: a fresh sequence reads last_value 1 before and after its first nextval, is_called tells them apart
@@ -526,7 +535,7 @@ class PgChunkRepository:
         if space.kind == "pgvector":
             matrix = np.stack([r[1].to_numpy() for r in rows]).astype(np.float32, copy=False)
         elif isinstance(rows[0][1], bytes):
-            matrix = np.stack([_float4_array(r[1], space.dim) for r in rows])
+            matrix = _float4_arrays([r[1] for r in rows], space.dim)
         else:
             matrix = np.array([r[1] for r in rows], dtype=np.float32)
         return ids, matrix.reshape(len(rows), space.dim)
