@@ -189,7 +189,8 @@ class VectorIndex:
                 if (await self.repo.vector_stamp(space))[0] > self.max_rows:
                     return False
                 ids, rows = await self.repo.load_vectors(space)
-                self._spaces[space.name] = _Matrix.build(space.dim, ids, rows)
+                matrix = self._spaces[space.name] = _Matrix.build(space.dim, ids, rows)
+                matrix.pos  # noqa: B018 - every later search adds others' vectors: map ids now, not in one of them
                 self._marks[space.name] = mark
                 self.loads += 1
                 return True
