@@ -1,17 +1,25 @@
 """The shared library on PostgreSQL against the SQLite library, side by side in one run (issue 27).
 
 Run: ``python benchmarks/bench_shared_library.py`` from the checkout (``--papers 1000 --chunks 100``;
-``--pgvector`` uses the pgserver wheel's PostgreSQL with pgvector instead of Debian's, ``--users 10``).
+``--pgvector`` uses the pgserver wheel's PostgreSQL with pgvector instead of Debian's, ``--users 10``;
+``--users-only`` skips part 1).
 
 1. **rag_search p50**: the same synthetic library in both — N papers × M chunks of text drawn from a
    Zipf-distributed vocabulary, and the same random unit vectors stored in the active embedding space
    (``lexical-v2``, 384 dimensions) — then hybrid ``rag.search`` for the same queries, alternating
    SQLite, PostgreSQL, SQLite, … (the machine is shared: both sides see the same load). Prints both
    medians, their ratio and how many queries return the same top 3.
-2. **users at once**: U users (each a container with its own home, pool and index, as on a hub) add
-   papers — some every user adds, some their own — parse them under the parse claim (chunks + vectors
-   written once) and search between adds. Prints lost papers, duplicates, chunk counts per paper and the
-   search latency p50/p95 over all users.
+2. **users at once**: U users add papers — some every user adds, some their own — parse them under the
+   parse claim (chunks + vectors written once) and search after each add. As on a hub, each user is a
+   process of its own (spawned: its own event loop, pool and in-memory index), all talking to one
+   PostgreSQL; ``--mode loop`` runs them all on one event loop instead (there a search also waits for
+   the other users' parse and embed work on that loop, which no hub user does), ``both`` alternates.
+   Prints lost papers, duplicates, chunk counts per paper, the search latency p50/p95 over all users,
+   and where the time goes: each repository call of a search timed, lock waits over 20 ms from the
+   server's log (``log_lock_waits``), the busy backends sampled from ``pg_stat_activity`` (on CPU or
+   waiting for what), and the statements with the most time inside PostgreSQL (``pg_stat_statements``,
+   when the server has it). ``--rounds`` repeats it on the same library with new papers; ``--baseline
+   DIR`` alternates with the library of another checkout (an older commit) in the user processes.
 
 A real PostgreSQL server is started for the run (tests/fakes/postgres.py) and removed at the end.
 """
@@ -152,6 +160,7 @@ class Phases:
 
     def __init__(self, c: ServiceContainer) -> None:
         self.current: dict[str, float] | None = None
+        self.task: asyncio.Task | None = None
         self.searches: list[dict[str, float]] = []
         for name, label in PHASES:
             self._wrap(c.chunks, name, label)
@@ -165,13 +174,13 @@ class Phases:
             try:
                 return await fn(*args, **kwargs)
             finally:
-                if self.current is not None:
+                if self.current is not None and asyncio.current_task() is self.task:  # not a background job's call
                     self.current[label] = self.current.get(label, 0.0) + (time.perf_counter() - t) * 1000
 
         setattr(obj, name, timed)
 
     async def search(self, c: ServiceContainer, query: str) -> float:
-        self.current = {}
+        self.current, self.task = {}, asyncio.current_task()
         t = time.perf_counter()
         try:
             await c.rag.search(query, 8)
