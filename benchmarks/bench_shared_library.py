@@ -32,6 +32,7 @@ import contextlib
 import multiprocessing
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -400,6 +401,8 @@ async def main() -> None:
                     help="each user a process of its own (as on a hub), all on one event loop, or both alternating")
     ap.add_argument("--baseline", default="", metavar="DIR",
                     help="also run the user processes with the library of this checkout (an older commit), alternating")
+    ap.add_argument("--server-log", default="", metavar="PATH",
+                    help="keep the server's log here, with the plans of statements slower than 100 ms (auto_explain)")
     ap.add_argument("--pgvector", action="store_true", help="PostgreSQL with pgvector (the pgserver wheel)")
     ap.add_argument("--users-only", action="store_true", help="fill the shared library, skip the SQLite comparison")
     args = ap.parse_args()
@@ -410,6 +413,11 @@ async def main() -> None:
     settings = {"log_lock_waits": "on", "deadlock_timeout": f"{LOCK_LOG_MS}ms"}
     if stats:
         settings.update({"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"})
+    if args.server_log and (bindir.parent / "lib" / "auto_explain.so").is_file():
+        # the plan of every slow statement (with its timings) goes to the log kept at the end
+        settings.update({"session_preload_libraries": "auto_explain", "auto_explain.log_min_duration": "100ms",
+                         "auto_explain.log_analyze": "on", "auto_explain.log_buffers": "on",
+                         "auto_explain.log_nested_statements": "on"})
     server = postgres.start(bindir, settings)
     print(f"PostgreSQL {server.psql('SHOW server_version')} from {bindir}; {os.cpu_count()} cores")
     try:
@@ -434,6 +442,8 @@ async def main() -> None:
                 await users_at_once(url, tmp, args.users, args.common, args.own, args.chunks,
                                     args.papers + run * per_run, mode, run + 1, server, stats, library)
     finally:
+        if args.server_log:
+            shutil.copyfile(server.root / "server.log", args.server_log)
         server.stop()
 
 
