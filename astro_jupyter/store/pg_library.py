@@ -555,18 +555,27 @@ class PgChunkRepository:
 
     async def changes_since(self, space: Space, mark: str) -> tuple[np.ndarray, np.ndarray, list[int], str]:
         """(ids, vectors) written and ids removed by transactions from ``mark`` on, and the next mark.
-        Some rows may come again (written just before ``mark`` was taken): re-adding them is harmless.
         One statement, so one snapshot for all three parts without a transaction around them (every search
-        asks this: BEGIN, three queries and COMMIT were five round trips, one is enough)."""
+        asks this: BEGIN, three queries and COMMIT were five round trips, one is enough).
+
+        The mark is the snapshot's xmin and the committed transactions at or after it already read
+        (``xmin:x1,x2``): while any writer is mid-transaction the xmin stays behind it, and every search
+        read again all that the others committed since — with ten users adding papers, thousands of vectors
+        each time. A transaction seen committed writes nothing more (a later change carries a new xid)."""
+        base, _, rest = mark.partition(":")
+        seen = [x for x in rest.split(",") if x]
         rows = await self.db.fetch(
-            f"SELECT 0 AS k, chunk_id, {self._embedding_column(space)} AS e, NULL::text AS nxt FROM {space.name}"
-            " WHERE xid >= $1::text::xid8"
-            " UNION ALL SELECT 1, t.chunk_id, NULL, NULL FROM vector_tombstones t WHERE t.space = $2"
-            f" AND t.xid >= $1::text::xid8 AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = t.chunk_id)"
-            " UNION ALL SELECT 2, NULL, NULL, pg_snapshot_xmin(pg_current_snapshot())::text", mark, space.name)
+            f"SELECT 0 AS k, chunk_id, {self._embedding_column(space)} AS e, xid::text AS x FROM {space.name}"
+            " WHERE xid >= $1::text::xid8 AND xid <> ALL($3::text[]::xid8[])"
+            " UNION ALL SELECT 1, t.chunk_id, NULL, t.xid::text FROM vector_tombstones t WHERE t.space = $2"
+            " AND t.xid >= $1::text::xid8 AND t.xid <> ALL($3::text[]::xid8[])"
+            f" AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = t.chunk_id)"
+            " UNION ALL SELECT 2, NULL, NULL, pg_snapshot_xmin(pg_current_snapshot())::text", base, space.name, seen)
         ids, matrix = self._matrix(space, [(r["chunk_id"], r["e"]) for r in rows if r["k"] == 0])
-        nxt = next(str(r["nxt"]) for r in rows if r["k"] == 2)
-        return ids, matrix, [int(r["chunk_id"]) for r in rows if r["k"] == 1], nxt
+        nxt = next(int(r["x"]) for r in rows if r["k"] == 2)
+        kept = sorted({int(x) for x in seen} | {int(r["x"]) for r in rows if r["k"] != 2})
+        mark = ":".join([str(nxt), ",".join(str(x) for x in kept if x >= nxt)]).rstrip(":")
+        return ids, matrix, [int(r["chunk_id"]) for r in rows if r["k"] == 1], mark
 
     async def vector_stamp(self, space: Space) -> tuple[int, int]:
         row = await self.db.fetchrow(f"SELECT count(*) AS n, coalesce(max(chunk_id), 0) AS m FROM {space.name}")

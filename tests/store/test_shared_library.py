@@ -236,3 +236,39 @@ def test_binary_real_arrays_decode_to_float32() -> None:
     null = struct.pack(">iiiii", 1, 1, 700, 3, 1) + struct.pack(">if", 4, 1.0) + struct.pack(">i", -1) * 2
     with pytest.raises(StoreError):
         _float4_arrays([wire, null], 3)
+
+
+@pytest.mark.asyncio
+async def test_following_reads_each_write_once_while_another_writer_is_mid_transaction(shared_url: str,
+                                                                                      make_container) -> None:
+    """While some user's write is open, the snapshot's xmin stays behind it; a search following the others'
+    writes gets what they committed meanwhile once, not again at every search (ten users adding papers:
+    thousands of vectors each time)."""
+    import asyncpg
+
+    from astro_jupyter.store.papers import PaperRecord
+
+    alice, bob = await make_container(shared_url, user="alice"), await make_container(shared_url, user="bob")
+    space = await bob.chunks.ensure_space("lexical-v2", 8)
+    mark = await bob.chunks.vector_mark()
+    open_writer = await asyncpg.connect(shared_url)  # a third user mid-parse: a transaction with an xid, open
+    try:
+        await open_writer.execute("BEGIN")
+        await open_writer.execute("SELECT pg_current_xact_id()")
+        await alice.library.papers.insert(PaperRecord(id="local:a", title="a", state="parsed"))
+        from astro_jupyter.services.parse.chunking import Chunk
+
+        ids = await alice.chunks.replace("local:a", [Chunk(n, "1 Intro", "body", 1, 1, f"text {n}") for n in range(3)])
+        await alice.chunks.put_vectors(space, ids, np.eye(3, 8, dtype=np.float32))
+        got, rows, removed, mark = await bob.chunks.changes_since(space, mark)
+        assert sorted(got.tolist()) == sorted(ids) and rows.shape == (3, 8) and removed == []
+        got, rows, removed, mark = await bob.chunks.changes_since(space, mark)
+        assert got.tolist() == [] and removed == []  # read once, though the xmin has not moved past them
+        await alice.chunks.replace("local:a", [])  # removed: a tombstone, also reported once
+        got, rows, removed, mark = await bob.chunks.changes_since(space, mark)
+        assert got.tolist() == [] and sorted(removed) == sorted(ids)
+        got, rows, removed, mark = await bob.chunks.changes_since(space, mark)
+        assert got.tolist() == [] and removed == []
+    finally:
+        await open_writer.execute("ROLLBACK")
+        await open_writer.close()
