@@ -1,17 +1,25 @@
 """The shared library on PostgreSQL against the SQLite library, side by side in one run (issue 27).
 
 Run: ``python benchmarks/bench_shared_library.py`` from the checkout (``--papers 1000 --chunks 100``;
-``--pgvector`` uses the pgserver wheel's PostgreSQL with pgvector instead of Debian's, ``--users 10``).
+``--pgvector`` uses the pgserver wheel's PostgreSQL with pgvector instead of Debian's, ``--users 10``;
+``--users-only`` skips part 1).
 
 1. **rag_search p50**: the same synthetic library in both — N papers × M chunks of text drawn from a
    Zipf-distributed vocabulary, and the same random unit vectors stored in the active embedding space
    (``lexical-v2``, 384 dimensions) — then hybrid ``rag.search`` for the same queries, alternating
    SQLite, PostgreSQL, SQLite, … (the machine is shared: both sides see the same load). Prints both
    medians, their ratio and how many queries return the same top 3.
-2. **users at once**: U users (each a container with its own home, pool and index, as on a hub) add
-   papers — some every user adds, some their own — parse them under the parse claim (chunks + vectors
-   written once) and search between adds. Prints lost papers, duplicates, chunk counts per paper and the
-   search latency p50/p95 over all users.
+2. **users at once**: U users add papers — some every user adds, some their own — parse them under the
+   parse claim (chunks + vectors written once) and search after each add. As on a hub, each user is a
+   process of its own (spawned: its own event loop, pool and in-memory index), all talking to one
+   PostgreSQL; ``--mode loop`` runs them all on one event loop instead (there a search also waits for
+   the other users' parse and embed work on that loop, which no hub user does), ``both`` alternates.
+   Prints lost papers, duplicates, chunk counts per paper, the search latency p50/p95 over all users,
+   and where the time goes: each repository call of a search timed, lock waits over 20 ms from the
+   server's log (``log_lock_waits``), the busy backends sampled from ``pg_stat_activity`` (on CPU or
+   waiting for what), and the statements with the most time inside PostgreSQL (``pg_stat_statements``,
+   when the server has it). ``--rounds`` repeats it on the same library with new papers; ``--baseline
+   DIR`` alternates with the library of another checkout (an older commit) in the user processes.
 
 A real PostgreSQL server is started for the run (tests/fakes/postgres.py) and removed at the end.
 """
@@ -20,8 +28,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import multiprocessing
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -31,7 +42,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+BASELINE_ENV = "ASTRO_BENCH_LIBRARY"  # --baseline: the user processes import the library from this checkout
+sys.path.insert(0, os.environ.get(BASELINE_ENV) or str(ROOT))
 
 from astro_jupyter.config import AstroConfig  # noqa: E402
 from astro_jupyter.services.container import ServiceContainer  # noqa: E402
@@ -41,6 +53,7 @@ from tests.fakes import postgres  # noqa: E402
 
 DIM = 384
 SEED = 2027
+LOCK_LOG_MS = 20  # the server logs every lock wait longer than this (log_lock_waits)
 
 
 def vocabulary(n: int, rng: random.Random) -> list[str]:
@@ -139,40 +152,208 @@ async def side_by_side(url: str, tmp: Path, papers: int, chunks: int, queries: i
         await shared.close()
 
 
-async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, chunks: int, first: int) -> None:
-    corpus = Corpus()
-    print(f"\n2. {users} users at once on the same library: each adds {common} papers every user adds and {own} of "
-          f"their own ({chunks} chunks each), searching after each add (load {os.getloadavg()[0]:.1f})")
-    containers = []
-    for u in range(users):
-        c = ServiceContainer(AstroConfig(home=str(tmp / f"user{u}"), embed_model="lexical", shared_library_url=url,
-                                         shared_library_dir=str(tmp / "shared")))
-        await c.start()
-        c.paper_store.user = f"user{u}"
-        containers.append(c)
-    queries = corpus.queries(200)
-    latencies: list[float] = []
-    wrote: list[str] = []
-    before = await containers[0].library.papers.count()
+PHASES = (("data_version", "data_version"), ("missing_vectors", "missing-vector check"),
+          ("changes_since", "index follow"), ("fts", "BM25"), ("get_many", "chunk rows"))
 
-    async def user(u: int, c: ServiceContainer) -> None:
-        rng = random.Random(u)
-        mine = [first + i for i in range(common)] + [first + common + u * own + i for i in range(own)]
-        rng.shuffle(mine)
-        await c.rag.search("warm up", 8)
-        for paper in mine:
-            pid, did = await add_paper(c, corpus, paper, chunks)
-            if did:
-                wrote.append(pid)
+
+class Phases:
+    """Where one user's searches spend their time: each repository call a search makes, timed (benchmark only)."""
+
+    def __init__(self, c: ServiceContainer) -> None:
+        self.current: dict[str, float] | None = None
+        self.task: asyncio.Task | None = None
+        self.searches: list[dict[str, float]] = []
+        for name, label in PHASES:
+            self._wrap(c.chunks, name, label)
+        self._wrap(c.rag.index, "search_floor", "vectors (with follow)")
+
+    def _wrap(self, obj: object, name: str, label: str) -> None:
+        fn = getattr(obj, name)
+
+        async def timed(*args, **kwargs):
             t = time.perf_counter()
-            await c.rag.search(rng.choice(queries), 8)
-            latencies.append((time.perf_counter() - t) * 1000)
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                if self.current is not None and asyncio.current_task() is self.task:  # not a background job's call
+                    self.current[label] = self.current.get(label, 0.0) + (time.perf_counter() - t) * 1000
 
+        setattr(obj, name, timed)
+
+    async def search(self, c: ServiceContainer, query: str) -> float:
+        self.current, self.task = {}, asyncio.current_task()
+        t = time.perf_counter()
+        try:
+            await c.rag.search(query, 8)
+        finally:
+            ms = (time.perf_counter() - t) * 1000
+            self.current["total"] = ms
+            self.searches.append(self.current)
+            self.current = None
+        return ms
+
+
+def user_config(tmp: Path, url: str, u: int, run: int) -> AstroConfig:
+    return AstroConfig(home=str(tmp / f"run{run}-user{u}"), embed_model="lexical", shared_library_url=url,
+                       shared_library_dir=str(tmp / "shared"))
+
+
+async def open_user(tmp: Path, url: str, u: int, run: int) -> ServiceContainer:
+    c = ServiceContainer(user_config(tmp, url, u, run))
+    await c.start()
+    c.paper_store.user = f"user{u}"
+    await c.rag.search("warm up", 8)  # the index load, once per user's server (before the clock starts)
+    return c
+
+
+async def user_session(c: ServiceContainer, u: int, papers: list[int], chunks: int) -> dict:
+    """One user: add each paper (parse under the claim), search after each add; what they saw."""
+    corpus = Corpus()
+    rng = random.Random(u)
+    queries = corpus.queries(200)
+    phases = Phases(c)
+    wrote: list[str] = []
+    for paper in papers:
+        pid, did = await add_paper(c, corpus, paper, chunks)
+        if did:
+            wrote.append(pid)
+        await phases.search(c, rng.choice(queries))
+    return {"wrote": wrote, "searches": phases.searches}
+
+
+def user_papers(u: int, common: int, own: int, first: int) -> list[int]:
+    mine = [first + i for i in range(common)] + [first + common + u * own + i for i in range(own)]
+    random.Random(u).shuffle(mine)
+    return mine
+
+
+def _user_process(tmp: str, url: str, u: int, run: int, papers: list[int], chunks: int, barrier, results) -> None:
+    """A hub user's single-user server: a process of its own, with its own pool and index."""
+
+    async def go() -> dict:
+        c = await open_user(Path(tmp), url, u, run)
+        try:
+            await asyncio.to_thread(barrier.wait, 900)  # everyone starts adding at once
+            return await user_session(c, u, papers, chunks)
+        finally:
+            await c.close()
+
+    try:
+        results.put((u, asyncio.run(go())))
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+        results.put((u, {"error": f"{type(exc).__name__}: {exc}"}))
+        raise
+
+
+async def users_in_processes(url: str, tmp: Path, users: int, plans: list[list[int]], chunks: int, run: int,
+                             library: str = "") -> list[dict]:
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per user, as JupyterHub spawns them
+    barrier, results = ctx.Barrier(users + 1), ctx.Queue()
+    procs = [ctx.Process(target=_user_process, args=(str(tmp), url, u, run, plans[u], chunks, barrier, results))
+             for u in range(users)]
+    if library:
+        os.environ[BASELINE_ENV] = library
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        os.environ.pop(BASELINE_ENV, None)
+    await asyncio.to_thread(barrier.wait, 900)
+    out: dict[int, dict] = {}
+    for _ in procs:
+        u, result = await asyncio.to_thread(results.get, True, 1800)
+        out[u] = result
+    for p in procs:
+        await asyncio.to_thread(p.join, 60)
+    errors = [f"user{u}: {r['error']}" for u, r in out.items() if "error" in r]
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return [out[u] for u in range(users)]
+
+
+async def users_on_one_loop(url: str, tmp: Path, users: int, plans: list[list[int]], chunks: int, run: int,
+                            library: str = "") -> list[dict]:
+    containers = [await open_user(tmp, url, u, run) for u in range(users)]
+    try:
+        return list(await asyncio.gather(*(user_session(c, u, plans[u], chunks) for u, c in enumerate(containers))))
+    finally:
+        for c in containers:
+            await c.close()
+
+
+def pg_statements(server: postgres.PostgresServer, top: int = 8) -> str:
+    """The statements that took the most time inside PostgreSQL since the last reset (pg_stat_statements)."""
+    rows = server.psql(
+        "SELECT calls, round(total_exec_time)::int, round(mean_exec_time::numeric, 2), round(max_exec_time)::int,"
+        " regexp_replace(left(query, 90), '\\s+', ' ', 'g') FROM pg_stat_statements"
+        " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bench') AND query NOT LIKE '%pg_stat_activity%'"
+        f" ORDER BY total_exec_time DESC LIMIT {top}",
+        database="bench")
+    lines = ["    calls   total ms   mean ms   max ms  statement"]
+    for row in rows.splitlines():
+        calls, total, mean, peak, query = row.split("|", 4)
+        lines.append(f"    {calls:>5} {total:>10} {mean:>9} {peak:>8}  {query}")
+    return "\n".join(lines)
+
+
+def lock_waits(server: postgres.PostgresServer, since: int) -> dict[str, int]:
+    """Lock waits longer than ``LOCK_LOG_MS`` in the server log from ``since`` on, by waiting statement."""
+    log = (server.root / "server.log").read_bytes()[since:].decode(errors="replace").splitlines()
+    waits: dict[str, int] = {}
+    for n, line in enumerate(log):
+        if "still waiting for" in line:
+            statement = next((x.split("STATEMENT:", 1)[1].strip() for x in log[n + 1:n + 4] if "STATEMENT:" in x), "?")
+            key = " ".join(statement.split())[:70]
+            waits[key] = waits.get(key, 0) + 1
+    return waits
+
+
+async def sample_waits(url: str, samples: dict[str, int], every: float = 0.05) -> None:
+    """What the server's busy backends are doing, sampled (pg_stat_activity): by statement, running on
+    CPU or waiting (for a lock, a buffer another backend holds, I/O, …), until cancelled."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        while True:
+            for r in await conn.fetch(
+                    "SELECT coalesce(wait_event_type || ':' || wait_event, 'on CPU') AS w, left(query, 40) AS q"
+                    " FROM pg_stat_activity WHERE state = 'active' AND datname = current_database()"
+                    " AND pid <> pg_backend_pid()"):
+                key = f"{' '.join(r['q'].split()):<40}  {r['w']}"
+                samples[key] = samples.get(key, 0) + 1
+            await asyncio.sleep(every)  # a sampling period, not a wait for something
+    finally:
+        await conn.close()
+
+
+async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, chunks: int, first: int,
+                        mode: str, run: int, server: postgres.PostgresServer, stats: bool, library: str = "") -> None:
+    where = "each in a process of its own" if mode == "processes" else "all on one event loop in one process"
+    if library:
+        where += f", the library of {library}"
+    print(f"\n2.{run} {users} users at once, {where}: each adds {common} papers every user adds and {own} of "
+          f"their own ({chunks} chunks each), searching after each add (load {os.getloadavg()[0]:.1f})", flush=True)
+    c = ServiceContainer(user_config(tmp, url, 99, run))
+    await c.start()
+    before = await c.library.papers.count()
+    plans = [user_papers(u, common, own, first) for u in range(users)]
+    if stats:
+        server.psql("SELECT pg_stat_statements_reset()", database="bench")
+    log_at = (server.root / "server.log").stat().st_size
+    load = os.getloadavg()[0]
+    samples: dict[str, int] = {}
+    sampler = asyncio.get_running_loop().create_task(sample_waits(url, samples))
     start = time.perf_counter()
     try:
-        await asyncio.gather(*(user(u, c) for u, c in enumerate(containers)))
+        runner = users_in_processes if mode == "processes" else users_on_one_loop
+        got = await runner(url, tmp, users, plans, chunks, run, library)
         secs = time.perf_counter() - start
-        c = containers[0]
+        sampler.cancel()
+        load = max(load, os.getloadavg()[0])
+        wrote = [pid for r in got for pid in r["wrote"]]
+        searches = [s for r in got for s in r["searches"]]
+        latencies = [s["total"] for s in searches]
         expected = common + users * own
         stored = await c.library.papers.count() - before
         found = [await c.library.papers.find_by(arxiv_id=f"2701.{first + i:05d}") for i in range(expected)]
@@ -185,11 +366,26 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
         print(f"  papers: expected {expected}, stored {stored}, lost {len(missing)}, duplicate rows {dup_rows}; "
               f"chunks written by {len(wrote)} adds for {len(set(wrote))} papers; chunks per paper "
               f"{min(counts)}–{max(counts)} (want {chunks})")
-        print(f"  search latency over all users: p50 {statistics.median(latencies):.1f} ms, p95 {p95:.1f} ms "
-              f"(target ≤ 200 ms); load {os.getloadavg()[0]:.1f}", flush=True)
+        print("  where a search's time goes (ms per search; a call a search did not make counts 0):")
+        for label in ("total", *[label for _, label in PHASES], "vectors (with follow)"):
+            values = [s.get(label, 0.0) for s in searches]
+            print(f"    {label:<22} p50 {statistics.median(values):7.1f}  p95 {np.percentile(values, 95):7.1f}"
+                  f"  max {max(values):7.1f}  (in {sum(1 for s in searches if label in s)} searches)")
+        waits = lock_waits(server, log_at)
+        print(f"  lock waits over {LOCK_LOG_MS} ms: {sum(waits.values())}"
+              + "".join(f"\n    {n} × {statement}" for statement, n in sorted(waits.items(), key=lambda x: -x[1])))
+        print("  busy backends sampled every 50 ms (statement, what it was doing), most often first:")
+        for key, n in sorted(samples.items(), key=lambda x: -x[1])[:10]:
+            print(f"    {n:>5}  {key}")
+        if stats:
+            print("  inside PostgreSQL, most total time first:\n" + pg_statements(server))
+        print(f"  search latency over all users ({mode}): p50 {statistics.median(latencies):.1f} ms, p95 {p95:.1f} ms "
+              f"(target ≤ 200 ms); load {load:.1f} at start → {os.getloadavg()[0]:.1f} at end", flush=True)
     finally:
-        for c in containers:
-            await c.close()
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await sampler
+        await c.close()
 
 
 async def main() -> None:
@@ -200,18 +396,36 @@ async def main() -> None:
     ap.add_argument("--users", type=int, default=10)
     ap.add_argument("--common", type=int, default=5, help="papers every user adds")
     ap.add_argument("--own", type=int, default=3, help="papers each user adds alone")
+    ap.add_argument("--rounds", type=int, default=1, help="users-at-once runs on the same library (new papers each)")
+    ap.add_argument("--mode", choices=("processes", "loop", "both"), default="processes",
+                    help="each user a process of its own (as on a hub), all on one event loop, or both alternating")
+    ap.add_argument("--baseline", default="", metavar="DIR",
+                    help="also run the user processes with the library of this checkout (an older commit), alternating")
+    ap.add_argument("--server-log", default="", metavar="PATH",
+                    help="keep the server's log here, with the plans of statements slower than 100 ms (auto_explain)")
     ap.add_argument("--pgvector", action="store_true", help="PostgreSQL with pgvector (the pgserver wheel)")
     ap.add_argument("--users-only", action="store_true", help="fill the shared library, skip the SQLite comparison")
     args = ap.parse_args()
     bindir = postgres.pgserver_bindir() if args.pgvector else postgres.debian_bindir()
     if bindir is None:
         sys.exit("no PostgreSQL: apt-get install postgresql (or pip install pgserver==0.1.4 for --pgvector)")
-    server = postgres.start(bindir)
+    stats = (bindir.parent / "lib" / "pg_stat_statements.so").is_file()
+    settings = {"log_lock_waits": "on", "deadlock_timeout": f"{LOCK_LOG_MS}ms"}
+    if stats:
+        settings.update({"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"})
+    if args.server_log and (bindir.parent / "lib" / "auto_explain.so").is_file():
+        # the plan of every slow statement (with its timings) goes to the log kept at the end
+        settings.update({"session_preload_libraries": "auto_explain", "auto_explain.log_min_duration": "100ms",
+                         "auto_explain.log_analyze": "on", "auto_explain.log_buffers": "on",
+                         "auto_explain.log_nested_statements": "on"})
+    server = postgres.start(bindir, settings)
     print(f"PostgreSQL {server.psql('SHOW server_version')} from {bindir}; {os.cpu_count()} cores")
     try:
         with tempfile.TemporaryDirectory() as name:
             tmp = Path(name)
             url = server.create_database("bench")
+            if stats:
+                server.psql("CREATE EXTENSION pg_stat_statements", database="bench")
             if args.users_only:
                 shared = ServiceContainer(AstroConfig(home=str(tmp / "fill"), embed_model="lexical",
                                                       shared_library_url=url, shared_library_dir=str(tmp / "shared")))
@@ -220,8 +434,16 @@ async def main() -> None:
                 await shared.close()
             else:
                 await side_by_side(url, tmp, args.papers, args.chunks, args.queries)
-            await users_at_once(url, tmp, args.users, args.common, args.own, args.chunks, first=args.papers)
+            modes = ["processes", "loop"] if args.mode == "both" else [args.mode]
+            variants = [(m, "") for m in modes] + ([("processes", args.baseline)] if args.baseline else [])
+            per_run = args.common + args.users * args.own
+            for run in range(args.rounds * len(variants)):
+                mode, library = variants[run % len(variants)]
+                await users_at_once(url, tmp, args.users, args.common, args.own, args.chunks,
+                                    args.papers + run * per_run, mode, run + 1, server, stats, library)
     finally:
+        if args.server_log:
+            shutil.copyfile(server.root / "server.log", args.server_log)
         server.stop()
 
 

@@ -97,8 +97,9 @@ def _as_owner(cmd: list[str], owner: str | None) -> list[str]:
     return ["runuser", "-u", owner, "--", *cmd] if owner else cmd
 
 
-def start(bindir: Path) -> PostgresServer:
-    """initdb a throwaway cluster with these binaries and start it (trust auth on loopback only)."""
+def start(bindir: Path, settings: dict[str, str] | None = None) -> PostgresServer:
+    """initdb a throwaway cluster with these binaries and start it (trust auth on loopback only);
+    ``settings`` are extra server options (``-c name=value``), e.g. a benchmark's statistics."""
     owner = "postgres" if os.geteuid() == 0 else None
     user = owner or os.environ.get("USER") or "postgres"
     root = Path(tempfile.mkdtemp(prefix="astro-pg-"))
@@ -126,7 +127,8 @@ def start(bindir: Path) -> PostgresServer:
     process = subprocess.Popen(
         _as_owner([str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(root),
                    "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200",
-                   "-c", "shared_buffers=128MB"], owner),
+                   "-c", "shared_buffers=128MB",
+                   *[arg for name, value in (settings or {}).items() for arg in ("-c", f"{name}={value}")]], owner),
         stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "wb"),
     )
     server = PostgresServer(bindir, root, port, process, user)

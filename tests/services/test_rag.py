@@ -87,6 +87,22 @@ def test_matrix_add_remove_keeps_exactness() -> None:
     assert [i for i, _ in m.search(q, 50)].count(3) == 1 and m.size == 50
 
 
+def test_vectors_added_after_a_load_do_not_move_the_loaded_matrix() -> None:
+    """A shared library's index is loaded once, then every search appends the vectors other users wrote:
+    they go into room left at load, not into a copy of the whole matrix made in that search's time."""
+    rng = np.random.default_rng(5)
+    d = 16
+    rows = rng.normal(size=(2000, d)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    m = _Matrix.build(d, np.arange(1500), rows[:1500])
+    loaded = m.rows
+    for start in range(1500, 2000, 100):  # five other users' papers, 100 chunks each
+        m.add(list(range(start, start + 100)), rows[start:start + 100])
+    assert m.rows is loaded and m.size == 2000
+    q = rows[1777]
+    assert m.search(q, 1)[0][0] == 1777 and [i for i, _ in m.search(q, 2000)].count(1777) == 1
+
+
 async def _paper_with_chunks(c: ServiceContainer, pid: str, texts: list[tuple[str, str]]) -> list[int]:
     await c.library.papers.insert(PaperRecord(id=pid, title=f"Title of {pid}", state="parsed"))
     chunks = [Chunk(i, sec, "body", i + 1, i + 1, text) for i, (sec, text) in enumerate(texts)]

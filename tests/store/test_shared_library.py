@@ -223,13 +223,19 @@ def test_binary_real_arrays_decode_to_float32() -> None:
     import struct
 
     from astro_jupyter.errors import StoreError
-    from astro_jupyter.store.pg_library import _float4_array
+    from astro_jupyter.store.pg_library import _float4_array, _float4_arrays
 
     values = np.array([0.5, -0.25, 3.0], np.float32)
     wire = struct.pack(">iiiii", 1, 0, 700, 3, 1) + b"".join(struct.pack(">if", 4, v) for v in values)
     assert _float4_array(wire, 3).tolist() == values.tolist()
     with pytest.raises(StoreError):
         _float4_array(wire, 4)
+    # many at once (what a search reads after other users' writes), a null element refused
+    other = struct.pack(">iiiii", 1, 0, 700, 3, 1) + b"".join(struct.pack(">if", 4, v) for v in -values)
+    assert _float4_arrays([wire, other], 3).tolist() == [values.tolist(), (-values).tolist()]
+    null = struct.pack(">iiiii", 1, 1, 700, 3, 1) + struct.pack(">if", 4, 1.0) + struct.pack(">i", -1) * 2
+    with pytest.raises(StoreError):
+        _float4_arrays([wire, null], 3)
 
 
 def test_the_two_shared_library_settings_move_the_papers_and_only_take_a_postgresql_url(tmp_path: Path) -> None:
@@ -247,3 +253,39 @@ def test_the_two_shared_library_settings_move_the_papers_and_only_take_a_postgre
     assert hub.staging_dir.is_relative_to(shared)  # partial downloads move in atomically: same filesystem
     with pytest.raises(TraitError, match="postgresql://"):
         AstroConfig(home=str(home), shared_library_url="mysql://astro@db/lib")
+
+
+@pytest.mark.asyncio
+async def test_following_reads_each_write_once_while_another_writer_is_mid_transaction(shared_url: str,
+                                                                                      make_container) -> None:
+    """While some user's write is open, the snapshot's xmin stays behind it; a search following the others'
+    writes gets what they committed meanwhile once, not again at every search (ten users adding papers:
+    thousands of vectors each time)."""
+    import asyncpg
+
+    from astro_jupyter.store.papers import PaperRecord
+
+    alice, bob = await make_container(shared_url, user="alice"), await make_container(shared_url, user="bob")
+    space = await bob.chunks.ensure_space("lexical-v2", 8)
+    mark = await bob.chunks.vector_mark()
+    open_writer = await asyncpg.connect(shared_url)  # a third user mid-parse: a transaction with an xid, open
+    try:
+        await open_writer.execute("BEGIN")
+        await open_writer.execute("SELECT pg_current_xact_id()")
+        await alice.library.papers.insert(PaperRecord(id="local:a", title="a", state="parsed"))
+        from astro_jupyter.services.parse.chunking import Chunk
+
+        ids = await alice.chunks.replace("local:a", [Chunk(n, "1 Intro", "body", 1, 1, f"text {n}") for n in range(3)])
+        await alice.chunks.put_vectors(space, ids, np.eye(3, 8, dtype=np.float32))
+        got, rows, removed, mark = await bob.chunks.changes_since(space, mark)
+        assert sorted(got.tolist()) == sorted(ids) and rows.shape == (3, 8) and removed == []
+        got, rows, removed, mark = await bob.chunks.changes_since(space, mark)
+        assert got.tolist() == [] and removed == []  # read once, though the xmin has not moved past them
+        await alice.chunks.replace("local:a", [])  # removed: a tombstone, also reported once
+        got, rows, removed, mark = await bob.chunks.changes_since(space, mark)
+        assert got.tolist() == [] and sorted(removed) == sorted(ids)
+        got, rows, removed, mark = await bob.chunks.changes_since(space, mark)
+        assert got.tolist() == [] and removed == []
+    finally:
+        await open_writer.execute("ROLLBACK")
+        await open_writer.close()

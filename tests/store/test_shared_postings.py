@@ -5,6 +5,8 @@ no user embeds the chunks of a paper another user is parsing."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from astro_jupyter.services.parse.chunking import Chunk
@@ -121,3 +123,42 @@ async def test_searches_look_for_other_users_chunks_without_vectors_only_now_and
     bob.chunks.missing_check_secs = 0.0  # the interval is over
     assert await bob.rag.sync() == 4  # the searchable chunks, embedded by bob's search
     assert await bob.chunks.missing_vectors(await bob.rag.space()) == []
+
+
+@pytest.mark.asyncio
+async def test_a_search_does_not_wait_for_the_periodic_look_for_chunks_without_vectors(make_database,
+                                                                                       make_container) -> None:
+    """The periodic look (an anti-join over every chunk of the shared library) runs beside a search, not before
+    its answer: the chunks it will find are found by full text meanwhile, and get their vectors when it ends."""
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    await bob.rag.search("anything", 3)  # the first look of bob's server (answered after it)
+    await alice.library.papers.insert(PaperRecord(id="local:p", title="p", state="parsed"))
+    await alice.chunks.replace("local:p", _chunks())  # stored without vectors (say, alice's endpoint failed)
+    bob.chunks.missing_check_secs = 0.0  # the interval is over
+    scan = bob.chunks.missing_vectors
+    looking, finish = asyncio.Event(), asyncio.Event()
+
+    async def slow_scan(space, **kwargs):  # the scan of a large library, still going while bob's search answers
+        looking.set()
+        await finish.wait()
+        return await scan(space, **kwargs)
+
+    bob.chunks.missing_vectors = slow_scan
+    hits = await asyncio.wait_for(bob.rag.search("star formation dust", 3), 20)
+    assert [h.chunk.seq for h in hits][:1] == [3] and hits[0].similarity is None  # by full text alone
+    await until(looking.is_set, what="the look for chunks without a vector started")
+    finish.set()
+    space = await bob.rag.space()
+    missing: list = [None]
+
+    async def none_missing() -> bool:
+        missing[:] = await scan(space)
+        return not missing
+
+    deadline = asyncio.get_running_loop().time() + 20
+    while not await none_missing():
+        assert asyncio.get_running_loop().time() < deadline, f"{len(missing)} chunks still without a vector"
+        await asyncio.sleep(0.02)
+    hits = await bob.rag.search("star formation dust", 3)
+    assert hits[0].chunk.seq == 3 and hits[0].similarity is not None  # and now by its vector too
