@@ -122,7 +122,7 @@ def test_a_cluster_gets_a_few_papers_a_task_and_a_broken_one_fails_alone(
     assert code == 1 and out["total"] == 25 and len(out["ingested"]) == 24, out
     assert list(out["failed"]) == [str(broken.resolve())] and "not a readable PDF" in out["failed"][str(broken.resolve())]
     tasks = {task["key"] for task in stream.data}
-    assert 2 <= len(tasks) < 25, tasks  # batched: fewer tasks than papers, and both workers had some
+    assert 2 <= len(tasks) < 25, tasks  # batched: fewer tasks than papers
     on_dask = asyncio.run(library_snapshot(astro_home))
 
     broken.unlink()
