@@ -11,6 +11,10 @@ the command's process) then the 2-worker LocalCluster (started once, before the 
 HPC is). Both include every write. Printed: papers/s of each, the ratio per round and the median ratio
 (goal: ≥ 1.7 on 2 cores), the load average next to each, and a check that both libraries hold the same
 papers with the same chunks and vectors (an assertion: the figure means nothing otherwise).
+
+Run it on a quiet machine: with the kernel's autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``)
+a busy machine gives this whole session, cluster workers included, one share of the CPU, so the cluster
+gets little more CPU than the one process did and the ratio falls toward 1 (below it at load 10+), whatever the code does.
 """
 
 from __future__ import annotations

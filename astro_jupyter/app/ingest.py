@@ -21,7 +21,8 @@ from ..errors import AstroError, InvalidRequest, NotAvailable
 from .common import AppBase
 
 DASK_CONNECT_SECS = 10  # a scheduler that does not answer by then is reported, not waited for
-IN_FLIGHT_PER_WORKER = 2  # results waiting to be stored stay few (memory), workers never wait for work
+IN_FLIGHT_PER_WORKER = 2  # tasks per worker thread: one running, one waiting (workers never wait for work)
+BATCH_MAX = 8  # papers per task on worker processes or a cluster: per-task costs spread, results stay small
 
 IngestProgress = Callable[["IngestStep"], Awaitable[None]]
 
@@ -87,9 +88,9 @@ class IngestMixin(AppBase):
             report.seconds = time.perf_counter() - started
             return report
         spec = await self._embed_spec()
-        executor, slots, report.workers, close = await _executor(workers, scheduler)
+        executor, slots, batch_max, report.workers, close = await _executor(workers, scheduler)
         try:
-            await self._run_ingest(todo, spec, executor, slots, fetch, report, tell)
+            await self._run_ingest(todo, spec, executor, slots, batch_max, fetch, report, tell)
         except asyncio.CancelledError:
             report.interrupted = True
             raise
@@ -122,28 +123,34 @@ class IngestMixin(AppBase):
                          model_dir=str(directory or ""), base_url=cfg.openai_base_url, api_key=cfg.openai_api_key)
 
     async def _run_ingest(self, todo: list[Path], spec: Any, executor: concurrent.futures.Executor, slots: int,
-                          fetch: bool, report: IngestReport, tell: IngestProgress) -> None:
-        from ..services.ingest import prepare_pdf
+                          batch_max: int, fetch: bool, report: IngestReport, tell: IngestProgress) -> None:
+        from ..services.ingest import prepare_pdfs
 
         queue = list(reversed(todo))
-        running: dict[asyncio.Future[Any], Path] = {}
+        running: dict[asyncio.Future[Any], list[Path]] = {}
 
         def submit() -> None:
             while queue and len(running) < slots:
-                path = queue.pop()
-                running[asyncio.wrap_future(executor.submit(prepare_pdf, str(path), spec))] = path
+                # a few papers a task while many are left, one at a time at the end (no worker idles
+                # while another finishes a long batch)
+                size = max(1, min(batch_max, len(queue) // (slots * 2)))
+                batch = [queue.pop() for _ in range(size)]
+                future = executor.submit(prepare_pdfs, [str(path) for path in batch], spec)
+                running[asyncio.wrap_future(future)] = batch
 
         submit()
         try:
             while running:
                 finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                results: list[tuple[Path, Any, str]] = []
                 for future in finished:
-                    path = running.pop(future)
+                    batch = running.pop(future)
                     try:
-                        prepared = future.result()
+                        results.extend((path, prepared, "") for path, prepared in zip(batch, future.result()))
                     except Exception as exc:  # noqa: BLE001 - a worker that died, a lost connection
-                        prepared = None
-                        reason = f"the worker failed: {type(exc).__name__}: {exc}"
+                        results.extend((path, None, f"the worker failed: {type(exc).__name__}: {exc}") for path in batch)
+                submit()  # before storing: the workers parse the next papers while this process writes
+                for path, prepared, reason in results:
                     # stored whole even when the ingest is interrupted meanwhile: never half a paper
                     store = asyncio.ensure_future(self._store_prepared(prepared, spec, fetch) if prepared else
                                                   _failed(reason))
@@ -156,7 +163,6 @@ class IngestMixin(AppBase):
                     await tell(IngestStep(step[0], str(path), n, report.total, step[1], step[2], step[3]))
                     if interrupted:
                         raise asyncio.CancelledError
-                submit()
         finally:
             for future in running:
                 future.cancel()
@@ -183,9 +189,10 @@ async def _failed(reason: str) -> tuple[str, str, int, str]:
     return ("failed", "", 0, reason)
 
 
-async def _executor(workers: int, scheduler: str) -> tuple[concurrent.futures.Executor, int, str,
+async def _executor(workers: int, scheduler: str) -> tuple[concurrent.futures.Executor, int, int, str,
                                                            Callable[[], Awaitable[None]]]:
-    """(executor, results in flight, a description, close) for local processes or a Dask cluster."""
+    """(executor, tasks in flight, most papers a task, a description, close) for local processes, this
+    process, or a Dask cluster."""
     if scheduler:
         try:
             from distributed import Client
@@ -197,13 +204,13 @@ async def _executor(workers: int, scheduler: str) -> tuple[concurrent.futures.Ex
             raise InvalidRequest(f"cannot reach the Dask scheduler at {scheduler}: {exc}",
                                  reason="dask_unreachable") from exc
         threads = sum((await asyncio.to_thread(client.nthreads)).values()) or 1
-        executor = client.get_executor()
+        executor = client.get_executor(pure=False)  # no tokenising of every task's arguments: a file may change
 
         async def close_client() -> None:
             executor.shutdown(wait=False)
             await asyncio.to_thread(client.close)
 
-        return executor, threads * IN_FLIGHT_PER_WORKER, f"Dask at {scheduler} ({threads} worker threads)", close_client
+        return executor, threads * IN_FLIGHT_PER_WORKER, BATCH_MAX, f"Dask at {scheduler} ({threads} worker threads)", close_client
     if workers == 1:  # in this process, off the event loop: the same function, no pickling
         pool: concurrent.futures.Executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ingest")
         described = "1 process"
@@ -214,4 +221,5 @@ async def _executor(workers: int, scheduler: str) -> tuple[concurrent.futures.Ex
     async def close_pool() -> None:  # workers still parsing are left to end (their results are dropped)
         pool.shutdown(wait=False, cancel_futures=True)
 
-    return pool, workers * IN_FLIGHT_PER_WORKER, described, close_pool
+    # one paper a task on this process's thread: nothing to spread, and progress paper by paper
+    return pool, workers * IN_FLIGHT_PER_WORKER, 1 if workers == 1 else BATCH_MAX, described, close_pool

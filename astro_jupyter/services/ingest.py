@@ -6,6 +6,9 @@ database and no library file, so it runs anywhere: a local process pool or a Das
 node. The caller (``app/ingest.py``) stores each result through the library service, one paper at a
 time, in its own process.
 
+``prepare_pdfs`` does a few in one task: on a Dask cluster each task costs the client and the scheduler
+a few milliseconds (submit, bookkeeping, fetching the result), a sizeable share of a 40 ms paper.
+
 The worker computes exactly what ``ParseService.parse`` computes (``digest_document``, the passage
 text of ``RagService.passage_text``, embedding batches of ``EMBED_BATCH``), so a paper ingested in bulk
 has the same chunks and vectors as one added with ``library add``.
@@ -135,3 +138,8 @@ def prepare_pdf(path: str, spec: EmbedSpec) -> Prepared:
         out.error = f"{type(exc).__name__}: {exc}" + ("" if str(exc) else "\n" + traceback.format_exc(limit=3))
     out.seconds = time.perf_counter() - started
     return out
+
+
+def prepare_pdfs(paths: list[str], spec: EmbedSpec) -> list[Prepared]:
+    """``prepare_pdf`` of each, in order: one task for a few papers (see the module docstring)."""
+    return [prepare_pdf(path, spec) for path in paths]

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
+from .db import _sync_execute, _sync_executemany, _sync_fetchall
+
 if TYPE_CHECKING:
     from .db import Database
 
@@ -68,6 +70,21 @@ def space_name(backend: str, dim: int) -> str:
 _COLUMNS = "c.id, c.paper_id, c.seq, c.section, c.part, c.page_start, c.page_end, c.text"
 
 
+def _replace_sync(conn: Any, paper_id: str, spaces: list[str], rows: list[tuple[Any, ...]]) -> list[int]:
+    """``ChunkRepository.replace`` on the connection's thread, inside its transaction."""
+    old = [(r["id"],) for r in _sync_fetchall(conn, "SELECT id FROM paper_chunks WHERE paper_id = ?", (paper_id,))]
+    for name in spaces:
+        _sync_executemany(conn, f"DELETE FROM {name} WHERE rowid = ?", old)
+    _sync_execute(conn, "DELETE FROM paper_chunks WHERE paper_id = ?", (paper_id,))
+    insert = "INSERT INTO paper_chunks (paper_id, seq, section, part, page_start, page_end, text) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    return [_sync_execute(conn, insert, row) for row in rows]
+
+
+def _put_vectors_sync(conn: Any, table: str, rows: list[tuple[int, bytes]]) -> None:
+    _sync_executemany(conn, f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i, _ in rows])
+    _sync_executemany(conn, f"INSERT INTO {table} (rowid, embedding) VALUES (?, ?)", rows)
+
+
 class ChunkRepository:
     def __init__(self, db: "Database") -> None:
         self.db = db
@@ -78,23 +95,12 @@ class ChunkRepository:
 
     # -- chunks --------------------------------------------------------------------------
     async def replace(self, paper_id: str, chunks: Sequence[Any]) -> list[int]:
-        """Drop a paper's chunks (and their vectors in every space), insert the new ones."""
-        spaces = await self.spaces()
-        async with self.db.transaction():
-            old = [r["id"] for r in await self.db.fetchall("SELECT id FROM paper_chunks WHERE paper_id = ?", (paper_id,))]
-            for space in spaces:
-                await self.db.executemany(f"DELETE FROM {space.name} WHERE rowid = ?", [(i,) for i in old])
-            await self.db.execute("DELETE FROM paper_chunks WHERE paper_id = ?", (paper_id,))
-            ids = []
-            for chunk in chunks:
-                ids.append(
-                    await self.db.execute(
-                        "INSERT INTO paper_chunks (paper_id, seq, section, part, page_start, page_end, text)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (paper_id, chunk.seq, chunk.section, chunk.part, chunk.page_start, chunk.page_end, chunk.text),
-                    )
-                )
-        return ids
+        """Drop a paper's chunks (and their vectors in every space), insert the new ones; returns their ids.
+        One transaction in one hop to the connection's thread (a statement per hop made bulk ingest's
+        stores cost more than its parses)."""
+        spaces = [space.name for space in await self.spaces()]
+        rows = [(paper_id, c.seq, c.section, c.part, c.page_start, c.page_end, c.text) for c in chunks]
+        return await self.db.transact_sync(_replace_sync, paper_id, spaces, rows)
 
     async def removed_ids(self, paper_id: str) -> list[int]:
         return [r["id"] for r in await self.db.fetchall("SELECT id FROM paper_chunks WHERE paper_id = ?", (paper_id,))]
@@ -187,9 +193,7 @@ class ChunkRepository:
     async def put_vectors(self, space: Space, ids: Sequence[int], matrix: np.ndarray) -> None:
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         rows = [(int(i), matrix[n].tobytes()) for n, i in enumerate(ids)]
-        async with self.db.transaction():
-            await self.db.executemany(f"DELETE FROM {space.name} WHERE rowid = ?", [(i,) for i, _ in rows])
-            await self.db.executemany(f"INSERT INTO {space.name} (rowid, embedding) VALUES (?, ?)", rows)
+        await self.db.transact_sync(_put_vectors_sync, space.name, rows)
 
     async def missing_vectors(self, space: Space, *, paper_ids: Sequence[str] | None = None) -> list[ChunkRow]:
         """Body chunks with no vector in this space (new chunks, or a changed backend)."""

@@ -387,6 +387,14 @@ class Database:
             finally:
                 _IN_TRANSACTION.reset(token)
 
+    async def transact_sync(self, fn: Any, *args: Any) -> Any:
+        """``fn(raw_connection, *args)`` inside BEGIN IMMEDIATE ... COMMIT (rolled back on any error), all
+        in one hop: a write of many statements (a paper's chunks) costs one thread handoff, not one each."""
+        if _IN_TRANSACTION.get():  # already inside this task's transaction: part of it
+            return await self._hop(fn, *args)
+        async with self._write_lock:
+            return await self._hop(_sync_in_transaction, fn, *args)
+
     async def run_sync(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(raw_connection, *args)`` on the connection's own thread (bulk vector work)."""
         return await self._write_hop(fn, *args)

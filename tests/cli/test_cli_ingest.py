@@ -104,6 +104,35 @@ def test_a_dask_cluster_gives_the_same_library_as_one_process(
 
 
 @pytest.mark.slow
+def test_a_cluster_gets_a_few_papers_a_task_and_a_broken_one_fails_alone(
+    shared_pdfs: Path, tmp_path: Path, astro_home: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each Dask task costs the client and the scheduler a few milliseconds: many papers go a few to a task
+    (fewer tasks than papers), yet each paper is stored, reported and fails on its own."""
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (the test extra has it)")
+    monkeypatch.setenv("ASTRO_EMBED_MODEL", "lexical")
+    folder = tmp_path / "corpus"
+    make_corpus(shared_pdfs, folder, 24, pages=1)
+    broken = folder / "paper-0005-broken.pdf"  # sorted among the first papers: inside a batch of several
+    broken.write_text("this is not a PDF")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as watcher, distributed.get_task_stream(watcher) as stream:
+        code, out, _ = _ingest(capsys, str(folder), "--dask-scheduler", cluster.scheduler_address)
+    assert code == 1 and out["total"] == 25 and len(out["ingested"]) == 24, out
+    assert list(out["failed"]) == [str(broken.resolve())] and "not a readable PDF" in out["failed"][str(broken.resolve())]
+    tasks = {task["key"] for task in stream.data}
+    assert 2 <= len(tasks) < 25, tasks  # batched: fewer tasks than papers
+    on_dask = asyncio.run(library_snapshot(astro_home))
+
+    broken.unlink()
+    monkeypatch.setenv("ASTRO_HOME", str(tmp_path / "one-process"))
+    code, out, _ = _ingest(capsys, str(folder), "--workers", "1")
+    assert code == 0 and len(out["ingested"]) == 24
+    assert on_dask == asyncio.run(library_snapshot(tmp_path / "one-process")) and len(on_dask) == 24
+
+
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_a_clear_error(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("distributed", reason="dask.distributed is not installed (the test extra has it)")
     import socket

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from astro_jupyter.errors import StoreError
 from astro_jupyter.services.container import ServiceContainer
 from astro_jupyter.services.parse.chunking import Chunk
 from astro_jupyter.store.chunks import space_name
@@ -36,6 +37,25 @@ async def test_replace_and_read_back(services: ServiceContainer) -> None:
     assert await repo.count(pid) == 1
     remaining = await repo.for_paper(pid)
     assert [i for i, _ in await repo.fts('"quasar"', 10)] == [remaining[0].id]
+
+
+@pytest.mark.asyncio
+async def test_a_replace_that_fails_midway_keeps_the_old_chunks_and_their_vectors(services: ServiceContainer) -> None:
+    """replace runs as one transaction (in one hop): a bad chunk among good ones leaves the paper as it was."""
+    pid = await _paper(services)
+    repo = services.chunks
+    ids = await repo.replace(pid, _chunks(3))
+    space = await repo.ensure_space("lexical-v2", 4)
+    await repo.put_vectors(space, ids, np.eye(3, 4, dtype=np.float32))
+    duplicate_seq = _chunks(2) + [Chunk(1, "2 Data", "body", 3, 3, "the same seq twice: UNIQUE (paper_id, seq)")]
+    with pytest.raises(StoreError, match="UNIQUE"):
+        await repo.replace(pid, duplicate_seq)
+    assert [r.id for r in await repo.for_paper(pid)] == ids
+    stored_ids, matrix = await repo.load_vectors(space)
+    assert sorted(stored_ids.tolist()) == ids and matrix.shape == (3, 4)
+    assert [i for i, _ in await repo.fts('"quasar"', 10)] != []  # the full-text rows were kept too
+    fresh = await repo.replace(pid, _chunks(2))  # and the next replace works (no transaction left open)
+    assert len(fresh) == 2 and await repo.vector_count(space) == 0
 
 
 @pytest.mark.asyncio
