@@ -119,7 +119,7 @@ def start_server(base: Path, llm_url: str, slow_ms: float, extra: list[str]) -> 
     port = _port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_", "ASTRO_", "JUPYTER_"))}
     env.update({"ASTRO_HOME": str(home), "ASTRO_PROJECT_ROOT": str(project), "OPENAI_BASE_URL": llm_url,
-                "OPENAI_API_KEY": "sk-bench", "LLM_MODEL": "bench-model", "ASTRO_MAX_STEPS": "100000",
+                "OPENAI_API_KEY": "sk-bench", "LLM_MODEL": "bench-model", "ASTRO_MAX_STEPS": "200",
                 "JUPYTER_CONFIG_DIR": str(base / "jcfg"), "JUPYTER_RUNTIME_DIR": str(base / "jrt"),
                 "HF_HUB_OFFLINE": "1"})
     if slow_ms > 0:
@@ -406,6 +406,6 @@ if __name__ == "__main__":
                     help="seconds between streamed chunks of ~1 token (0.012: ~80 tokens/s, a fast hosted model)")
     ap.add_argument("--profile", action="store_true", help="sample the server with py-spy during the last case")
     ap.add_argument("--server-arg", action="append", default=[],
-                    help="extra server option, e.g. --server-arg=--AstroConfig.sse_batch_ms=0")
+                    help="extra server option, e.g. --server-arg=--AstroConfig.tool_timeout_secs=30")
     args = ap.parse_args()
     asyncio.run(main(args.runs, args.window, args.writers, args.slow_ms, args.chunk_delay, args.server_arg, args.profile))

@@ -1,7 +1,7 @@
 """What a local model's server sends, through the real openai client (tests/fakes/openai_server.py
 speaks each server's wire shapes): the model's profile, the output bound on every request, a cut-off
 answer, context-length errors, fragments repeating id and name, no usage chunk, progress while a
-call is written. Every behaviour holds with streams read on the I/O thread and in the I/O process."""
+call is written."""
 
 from __future__ import annotations
 
