@@ -13,6 +13,7 @@ import httpx2
 import pytest
 
 from astro_jupyter.server.base import SERVICE_KEY
+from astro_jupyter.agent.run import RunLocks
 from astro_jupyter.app import AstroApp
 from astro_jupyter.server.sse import SsePacing
 from tests.fakes.openai_server import Turn
@@ -230,9 +231,14 @@ async def test_stored_run_without_done_gets_one(api: Api, sse: Any, astro_servic
 
 
 async def test_follows_a_run_of_another_process_through_the_store(api: Api, sse: Any, astro_service: AstroApp) -> None:
-    """A kernel's run (same SQLite file, other process) streams to the sidebar as its events land."""
+    """A kernel's run (same SQLite file, other process) streams to the sidebar as its events land.
+
+    The kernel holds the run's lock as a real one does: without it the agent host, started by the
+    sidebar's first call, would rightly close the run as left behind by a dead process."""
     await astro_service.start()
     services = astro_service.services
+    kernel_locks = RunLocks(astro_service.config.home_path / ".run-locks")
+    assert kernel_locks.acquire("run_kernel")
     session = await services.sessions.create(title="from a notebook")
     await services.runs.create("run_kernel", session.id, prompt="hi")
     await services.runs.append_events("run_kernel", [(1, {"type": "session", "session_id": session.id, "run_id": "run_kernel"})])
@@ -246,6 +252,7 @@ async def test_follows_a_run_of_another_process_through_the_store(api: Api, sse:
     await services.runs.append_events("run_kernel", [(3, {"type": "done", "session_id": session.id, "run_id": "run_kernel", "reason": "finished"})])
     await services.runs.finish("run_kernel", "finished")
     events = await asyncio.wait_for(reader, 10)
+    kernel_locks.release("run_kernel")
     assert [(s, e["type"]) for s, e in events] == [(1, "session"), (2, "text_delta"), (3, "done")]
 
 
