@@ -395,5 +395,9 @@ if __name__ == "__main__":
     ap.add_argument("--chunk-delay", type=float, default=0.012, help="seconds between the scripted LLM's chunks")
     ap.add_argument("--panel-delay", type=float, default=1.0,
                     help="seconds from the sidebar's first requests to its prompt")
+    ap.add_argument("--profile-host", metavar="FILE",
+                    help="run the agent host under cProfile (ASTRO_HOST_PROFILE) and write its stats to FILE")
     args = ap.parse_args()
+    if args.profile_host:
+        os.environ["ASTRO_HOST_PROFILE"] = str(Path(args.profile_host).resolve())
     asyncio.run(main(args.runs, args.cli, args.window, args.rounds, args.chunk_delay, args.panel_delay))

@@ -113,7 +113,8 @@ def _port() -> int:
 def bench_env(base: Path, llm_url: str) -> dict[str, str]:
     """The environment of the server (and of CLI processes sharing its library): the scripted LLM, the
     library under ``base``, nothing of the caller's own astro/Jupyter settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_", "ASTRO_", "JUPYTER_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "LLM_", "ASTRO_", "JUPYTER_")) or k == "ASTRO_HOST_PROFILE"}
     env.update({"ASTRO_HOME": str(base / "astro_home"), "ASTRO_PROJECT_ROOT": str(base / "project"),
                 "OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "sk-bench", "LLM_MODEL": "bench-model",
                 "ASTRO_MAX_STEPS": "200", "JUPYTER_CONFIG_DIR": str(base / "jcfg"),
