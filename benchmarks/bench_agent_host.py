@@ -209,7 +209,8 @@ def p95(values: list[float]) -> float:
 # -- the CLI processes ----------------------------------------------------------------------------------
 async def start_cli(base: Path, llm_url: str, count: int) -> list[asyncio.subprocess.Process]:
     """``astro-jupyter ask`` processes on the server's library, each streaming (the scripted model calls
-    tools every turn, so an ask lasts up to max_steps turns); returns once each has printed its first event."""
+    tools every turn, so an ask lasts up to max_steps turns); returns once each streams its first text (its
+    start, seconds of imports, is not part of the figure)."""
     exe = Path(sys.executable).parent / "astro-jupyter"
     env = load.bench_env(base, llm_url)
     procs = []
@@ -219,9 +220,10 @@ async def start_cli(base: Path, llm_url: str, count: int) -> list[asyncio.subpro
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True))
     for proc in procs:
         assert proc.stdout is not None
-        first = await asyncio.wait_for(proc.stdout.readline(), 120)
-        if not first:
-            raise SystemExit("an astro-jupyter ask process ended before its first event")
+        while b'"type": "text_delta"' not in (line := await asyncio.wait_for(proc.stdout.readline(), 120)) \
+                and b'"type":"text_delta"' not in line:
+            if not line:
+                raise SystemExit("an astro-jupyter ask process ended before its first text")
         asyncio.get_running_loop().create_task(_drain(proc.stdout))
     return procs
 

@@ -128,6 +128,18 @@ class Host:
         if config.llm_configured:  # openai imported before "ready": not inside the first model list or turn
             self.app.runtime.llm.prepare()
 
+    def warm(self) -> None:
+        """Import the tool families in a thread once the host is ready: the first run builds every tool's
+        definition, and a prompt sent a moment after the sidebar opened then finds them imported instead
+        of importing them on the loop before its first token (a prompt sent at once waits on the import
+        lock, which is no later than importing them itself). Not before "ready": the sidebar's model list
+        waits on that."""
+        from ..app.core import import_run_modules
+
+        task = asyncio.create_task(asyncio.to_thread(import_run_modules))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def serve(self) -> None:
         while True:
             line = await self.reader.readline()
@@ -325,6 +337,7 @@ async def run(channel_in: int, channel_out: int) -> int:
     lower_priority()  # after the start, which the first prompt waits on; before "ready", so it holds for every run
     host.send({"ready": os.getpid()})
     await writer.drain()
+    host.warm()
     serving = asyncio.create_task(host.serve())
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
