@@ -267,6 +267,9 @@ class Host:
 # prompt waits on it. Tools the host runs (run_bash, ...) inherit the lower priority, as background
 # work should; kernels are the server's children and keep its priority. An unprivileged process cannot
 # raise its priority again, so nothing in the host (a tool, a hook) can take the server's place back.
+# Where Linux groups scheduling by session (autogroup, the default on desktops) or by cgroup (a hub's
+# per-user container), niceness orders threads within the group only: the host yields to its own
+# server and kernels, not to other users' processes, which it keeps competing with as before.
 HOST_NICE_INCREMENT = 10
 PROFILE_ENV = "ASTRO_HOST_PROFILE"  # a file: the host runs under cProfile and writes its stats there at exit
 
