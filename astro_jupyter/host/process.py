@@ -136,7 +136,13 @@ class Host:
         waits on that."""
         from ..app.core import import_run_modules
 
-        task = asyncio.create_task(asyncio.to_thread(import_run_modules))
+        async def warm() -> None:
+            try:
+                await asyncio.to_thread(import_run_modules)
+            except Exception as exc:  # noqa: BLE001 - the first run imports them again and reports it there
+                print(f"astro host: importing the tool families failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+        task = asyncio.create_task(warm())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
