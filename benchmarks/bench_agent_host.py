@@ -1,22 +1,40 @@
-"""Sidebar runs in the agent host: the cost of starting it, and Jupyter's requests while runs stream.
+"""Jupyter beside the agent host: is the server still Jupyter while runs stream, and what does the host's start cost?
 
-    python benchmarks/bench_agent_host.py [--runs 8 20] [--window 6] [--rounds 2]
+    python benchmarks/bench_agent_host.py [--runs 8 20] [--cli 2] [--window 6] [--rounds 2] [--panel-delay 1]
 
-Each round starts a fresh real ``jupyter server`` subprocess (``bench_server_load.start_server``) and the scripted LLM in a child
+The astro_jupyter measured is the one on PYTHONPATH (the server, its agent host and the CLI processes
+inherit it): run it with ``PYTHONPATH=/path/to/other/checkout`` for a before/after pair, alternated.
+
+Each round starts real ``jupyter server`` subprocesses (``bench_server_load.start_server``, ready when
+``/api/status`` answers: no astro request before the measured one) and uses the scripted LLM in a child
 process (each turn: a streamed paragraph, then ``read_file``, ``grep_files``, ``glob_files``):
 
-* first token: ``POST astro/api/runs`` to the first ``text_delta`` on the run's SSE stream, for the
-  server's first run (this includes starting the host) and for a second run (the host is up);
-* Jupyter's own ``GET /api/contents`` p50/p95 idle, then with N runs streaming (every run has an SSE
-  reader), and the ratio of each p95 to the idle p95 of the same server.
+* first token, cold: the prompt is the server's first astro request; ``POST astro/api/runs`` to the first
+  ``text_delta`` on the run's SSE stream. Then a second run on the same server (the host is up): the
+  in-process figure, what a run costs once nothing is left to start.
+* first token, sidebar: a second fresh server; the panel's first requests (``astro/api/models`` and
+  ``astro/api/sessions``, together) first, the prompt ``--panel-delay`` seconds later; measured from the
+  POST and from the panel's first request.
+* on that server, idle, then with each N of ``--runs`` streaming (every run has an SSE reader), then the
+  last N again with ``--cli`` ``astro-jupyter ask`` processes (in-process runtime) running against the same
+  ASTRO_HOME and LLM: p95 of Jupyter's own ``GET /api/contents``, of an ``execute_request`` round trip
+  through the server's kernel websocket (``/api/kernels/<id>/channels``, a real ipykernel), of
+  ``GET astro/api/sessions``; the ratio of each to its idle p95; the RSS of the server and of the agent
+  host; the CPU cores the server and the host used; the events/s the SSE readers received.
 
-Prints medians over the rounds and the load average next to each row. Figures depend on the machine.
+The kernel figure has a floor of its own: on this 2-core machine a ``1 + 1`` execute answers in ~15 ms
+through ``jupyter_client`` directly and ~53 ms through the server's websocket, idle (the server writes
+each reply as its own small frame; what JupyterLab sees too). Its ratio is therefore the least sensitive.
+
+Prints every round, then medians over the rounds, with the load average next to each figure. The
+machine's other work moves every absolute figure: compare only figures taken back to back.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing as mp
 import os
 import signal
@@ -25,129 +43,367 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_server_load as load  # noqa: E402 - the shared server/LLM setup
 
-MODES = {"host": []}  # the server always runs the agent in its host (the in-process mode is gone)
+PROBE_GAP_SECS = 0.01  # between two probes: the prober samples, it does not load the server
+KERNEL_CODE = "1 + 1"  # the cheapest execute: the round trip is the server's websocket path, not the kernel
 
 
-async def first_token(url: str, prompt: str) -> float:
-    import httpx2
-
-    async with httpx2.AsyncClient(timeout=300) as client:
-        t0 = time.perf_counter()
-        resp = await client.post(f"{url}/astro/api/runs", headers=load.AUTH, json={"prompt": prompt})
-        resp.raise_for_status()
-        run_id = resp.json()["run_id"]
-        async with client.stream("GET", f"{url}/astro/api/runs/{run_id}/events", headers=load.AUTH) as stream:
-            async for line in stream.aiter_lines():
-                if line.startswith("data: ") and '"type":"text_delta"' in line:
-                    took = time.perf_counter() - t0
-                    break
-        await client.post(f"{url}/astro/api/runs/{run_id}/cancel", headers=load.AUTH, json={})
+# -- first token ----------------------------------------------------------------------------------------
+async def first_token(client: Any, url: str, prompt: str) -> float:
+    """Seconds from ``POST astro/api/runs`` to the run's first ``text_delta`` on its SSE stream."""
+    t0 = time.perf_counter()
+    resp = await client.post(f"{url}/astro/api/runs", headers=load.AUTH, json={"prompt": prompt})
+    resp.raise_for_status()
+    run_id = resp.json()["run_id"]
+    took = float("nan")
+    async with client.stream("GET", f"{url}/astro/api/runs/{run_id}/events", headers=load.AUTH) as stream:
+        async for line in stream.aiter_lines():
+            if line.startswith("data: ") and '"type":"text_delta"' in line:
+                took = time.perf_counter() - t0
+                break
+    await client.post(f"{url}/astro/api/runs/{run_id}/cancel", headers=load.AUTH, json={})
     return took
 
 
-async def probe(url: str, window: float) -> list[float]:
+async def cold_first_tokens(llm_url: str) -> dict[str, float]:
+    """A fresh server whose first astro request is the prompt; then a second run (host up, nothing to start)."""
     import httpx2
 
-    out: list[float] = []
-    async with httpx2.AsyncClient(timeout=60) as client:
-        await client.get(f"{url}/api/contents", headers=load.AUTH)
-        end = time.perf_counter() + window
-        while time.perf_counter() < end:
+    with tempfile.TemporaryDirectory(prefix="astro-host-bench-") as tmp:
+        proc, url, _log = load.start_server(Path(tmp), llm_url, 0.0, [], ready_path="/api/status")
+        try:
+            async with httpx2.AsyncClient(timeout=300) as client:
+                return {"cold": await first_token(client, url, "first"), "warm": await first_token(client, url, "second")}
+        finally:
+            stop_server(proc)
+
+
+async def sidebar_first_token(client: Any, url: str, panel_delay: float) -> dict[str, float]:
+    """The sidebar opening: its model list and session list together, the prompt ``panel_delay`` later."""
+    t0 = time.perf_counter()
+    models, sessions = await asyncio.gather(client.get(f"{url}/astro/api/models", headers=load.AUTH),
+                                            client.get(f"{url}/astro/api/sessions", headers=load.AUTH))
+    panel = time.perf_counter() - t0
+    assert sessions.status_code == 200, sessions.text
+    await asyncio.sleep(max(0.0, panel_delay - panel))
+    posted = time.perf_counter() - t0
+    after_post = await first_token(client, url, "first from the sidebar")
+    return {"panel_ms": panel * 1000, "models_status": models.status_code, "after_post": after_post,
+            "after_panel": posted + after_post}
+
+
+# -- the probes -----------------------------------------------------------------------------------------
+class KernelProbe:
+    """A real ipykernel started through the server, driven over its websocket as JupyterLab does."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.kernel_id = ""
+        self.session = uuid.uuid4().hex
+        self.ws: Any = None
+
+    async def open(self, client: Any) -> "KernelProbe":
+        from tornado.httpclient import HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        resp = await client.post(f"{self.url}/api/kernels", headers=load.AUTH, json={"name": "python3"})
+        resp.raise_for_status()
+        self.kernel_id = resp.json()["id"]
+        ws_url = self.url.replace("http://", "ws://") + f"/api/kernels/{self.kernel_id}/channels?session_id={self.session}"
+        self.ws = await websocket_connect(HTTPRequest(ws_url, headers=load.AUTH), max_message_size=1 << 26)
+        for _ in range(5):  # the kernel's first executes are slow (its own imports): not the server's
+            await self.execute()
+        return self
+
+    async def execute(self) -> float:
+        """Milliseconds from sending ``execute_request`` to reading its ``execute_reply``."""
+        msg_id = uuid.uuid4().hex
+        msg = {"header": {"msg_id": msg_id, "username": "bench", "session": self.session, "msg_type": "execute_request",
+                          "version": "5.3", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+               "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+               "content": {"code": KERNEL_CODE, "silent": False, "store_history": False, "user_expressions": {},
+                           "allow_stdin": False, "stop_on_error": True}}
+        t0 = time.perf_counter()
+        await self.ws.write_message(json.dumps(msg))
+        while True:
+            raw = await asyncio.wait_for(self.ws.read_message(), 60)
+            if raw is None:
+                raise RuntimeError("the kernel websocket closed")
+            reply = json.loads(raw)
+            if reply.get("msg_type") == "execute_reply" and reply.get("parent_header", {}).get("msg_id") == msg_id:
+                return (time.perf_counter() - t0) * 1000
+
+    async def close(self, client: Any) -> None:
+        if self.ws is not None:
+            self.ws.close()
+        if self.kernel_id:
+            await client.delete(f"{self.url}/api/kernels/{self.kernel_id}", headers=load.AUTH)
+
+
+def host_pid(server_pid: int) -> int | None:
+    """The agent host among the server's children (its kernels are children too)."""
+    import psutil
+
+    for child in psutil.Process(server_pid).children():
+        try:
+            if "astro_jupyter.host" in " ".join(child.cmdline()):
+                return child.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def rss_mb(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    import psutil
+
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return float("nan")
+
+
+def cpu_secs(pid: int | None) -> float:
+    try:
+        return load.cpu_secs(pid) if pid is not None else 0.0
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def probe_window(client: Any, url: str, kernel: KernelProbe, window: float, server_pid: int) -> dict[str, Any]:
+    """Contents, kernel execute and sessions in turn for ``window`` seconds; RSS sampled as it goes."""
+    found: dict[str, list[float]] = {"contents": [], "kernel": [], "sessions": []}
+    hpid = host_pid(server_pid)
+    rss = {"server": 0.0, "host": 0.0, "both": 0.0}
+    cpu0 = (cpu_secs(server_pid), cpu_secs(hpid))
+    end = time.perf_counter() + window
+    next_rss = 0.0
+    while time.perf_counter() < end:
+        for name, path in (("contents", "/api/contents"), ("kernel", None), ("sessions", "/astro/api/sessions")):
             t0 = time.perf_counter()
-            resp = await client.get(f"{url}/api/contents", headers=load.AUTH)
-            out.append((time.perf_counter() - t0) * 1000)
-            assert resp.status_code == 200, resp.text
-            await asyncio.sleep(max(0.0, 0.02 - (time.perf_counter() - t0)))
-    return sorted(out)
+            if path is None:
+                found[name].append(await kernel.execute())
+            else:
+                resp = await client.get(f"{url}{path}", headers=load.AUTH)
+                found[name].append((time.perf_counter() - t0) * 1000)
+                assert resp.status_code == 200, resp.text
+            await asyncio.sleep(PROBE_GAP_SECS)
+        if time.perf_counter() >= next_rss:
+            server, host = rss_mb(server_pid), rss_mb(hpid)
+            rss = {"server": max(rss["server"], server), "host": max(rss["host"], host),
+                   "both": max(rss["both"], server + (0.0 if host != host else host))}
+            next_rss = time.perf_counter() + 1.0
+    cpu = ((cpu_secs(server_pid) - cpu0[0]) / window, (cpu_secs(hpid) - cpu0[1]) / window)
+    return {**{k: p95(v) for k, v in found.items()}, "n": len(found["contents"]), "rss": rss,
+            "server_cpu": cpu[0], "host_cpu": cpu[1]}
 
 
 def p95(values: list[float]) -> float:
+    values = sorted(values)
     return values[max(0, int(round(0.95 * len(values))) - 1)]
 
 
-async def under_load(url: str, runs: int, window: float) -> list[float]:
+# -- the CLI processes ----------------------------------------------------------------------------------
+async def start_cli(base: Path, llm_url: str, count: int) -> list[asyncio.subprocess.Process]:
+    """``astro-jupyter ask`` processes on the server's library, each streaming (the scripted model calls
+    tools every turn, so an ask lasts up to max_steps turns); returns once each streams its first text (its
+    start, seconds of imports, is not part of the figure)."""
+    exe = Path(sys.executable).parent / "astro-jupyter"
+    env = load.bench_env(base, llm_url)
+    procs = []
+    for i in range(count):
+        procs.append(await asyncio.create_subprocess_exec(
+            str(exe), "ask", "--json", f"cli question {i}", env=env, cwd=str(base / "project"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True))
+    for proc in procs:
+        assert proc.stdout is not None
+        while b'"type": "text_delta"' not in (line := await asyncio.wait_for(proc.stdout.readline(), 120)) \
+                and b'"type":"text_delta"' not in line:
+            if not line:
+                raise SystemExit("an astro-jupyter ask process ended before its first text")
+        asyncio.get_running_loop().create_task(_drain(proc.stdout))
+    return procs
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.read(1 << 16):
+        pass
+
+
+async def stop_cli(procs: list[asyncio.subprocess.Process]) -> None:
+    for proc in procs:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in procs:
+        try:
+            await asyncio.wait_for(proc.wait(), 20)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+# -- one server: the sidebar's first token, then idle and the load cases -----------------------------------
+async def start_runs(client: Any, url: str, runs: int) -> tuple[list[dict[str, Any]], list[asyncio.Task[None]], list[int]]:
+    started = []
+    for i in range(runs):
+        resp = await client.post(f"{url}/astro/api/runs", headers=load.AUTH, json={"prompt": f"busy run {i}"})
+        resp.raise_for_status()
+        started.append(resp.json())
+    counts = [0]
+    readers = [asyncio.create_task(load._reader(client, url, s["run_id"], counts)) for s in started]
+    return started, readers, counts
+
+
+async def stop_runs(client: Any, url: str, started: list[dict[str, Any]], readers: list[asyncio.Task[None]]) -> None:
+    for s in started:
+        await client.post(f"{url}/astro/api/runs/{s['run_id']}/cancel", headers=load.AUTH, json={})
+    await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), 120)
+
+
+async def loaded_server(llm_url: str, cases: list[int], cli: int, window: float, panel_delay: float) -> dict[str, Any]:
     import httpx2
 
-    limits = httpx2.Limits(max_connections=runs + 10, max_keepalive_connections=runs + 10)
-    async with httpx2.AsyncClient(timeout=120, limits=limits) as client:
-        started = []
-        for i in range(runs):
-            resp = await client.post(f"{url}/astro/api/runs", headers=load.AUTH, json={"prompt": f"busy run {i}"})
-            resp.raise_for_status()
-            started.append(resp.json())
-        counts = [0]
-        readers = [asyncio.create_task(load._reader(client, url, s["run_id"], counts)) for s in started]
-        await asyncio.sleep(1.0)
-        latencies = await probe(url, window)
-        for s in started:
-            await client.post(f"{url}/astro/api/runs/{s['run_id']}/cancel", headers=load.AUTH, json={})
-        await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), 120)
-    return latencies
-
-
-async def one_mode(mode: str, llm_url: str, cases: list[int], window: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="astro-host-bench-") as tmp:
-        proc, url, _log = load.start_server(Path(tmp), llm_url, 0.0, MODES[mode])
+        base = Path(tmp)
+        proc, url, _log = load.start_server(base, llm_url, 0.0, [], ready_path="/api/status")
+        limits = httpx2.Limits(max_connections=max(cases) + 20, max_keepalive_connections=max(cases) + 20)
         try:
-            row: dict[str, Any] = {"first": await first_token(url, "first"), "second": await first_token(url, "second")}
-            idle = await probe(url, window / 2)
-            row["idle"] = (statistics.median(idle), p95(idle))
-            for n in cases:
-                lat = await under_load(url, n, window)
-                row[n] = (statistics.median(lat), p95(lat))
-            row["load"] = os.getloadavg()[0]
+            async with httpx2.AsyncClient(timeout=300, limits=limits) as client, \
+                    httpx2.AsyncClient(timeout=60) as prober:
+                row: dict[str, Any] = {"sidebar": await sidebar_first_token(client, url, panel_delay)}
+                kernel = await KernelProbe(url).open(prober)
+                try:
+                    for path in ("/api/contents", "/astro/api/sessions"):
+                        await prober.get(f"{url}{path}", headers=load.AUTH)  # connection warm
+                    row["idle"] = {**await probe_window(prober, url, kernel, window, proc.pid), "load": os.getloadavg()[0]}
+                    labels = [(n, 0) for n in cases] + ([(cases[-1], cli)] if cli else [])
+                    for n, writers in labels:
+                        clis = await start_cli(base, llm_url, writers) if writers else []
+                        try:
+                            started, readers, counts = await start_runs(client, url, n)
+                            await asyncio.sleep(1.0)  # every run reaches its stream
+                            before = counts[0]
+                            got = await probe_window(prober, url, kernel, window, proc.pid)
+                            got["events_per_s"] = (counts[0] - before) / window
+                            got["load"] = os.getloadavg()[0]
+                            await stop_runs(client, url, started, readers)
+                        finally:
+                            await stop_cli(clis)
+                        row[label(n, writers)] = got
+                finally:
+                    await kernel.close(prober)
             return row
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+            stop_server(proc)
 
 
-async def main(cases: list[int], window: float, rounds: int, chunk_delay: float) -> None:
+def label(runs: int, cli: int) -> str:
+    return f"{runs} runs" + (f" +{cli} CLI" if cli else "")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+# -- report ---------------------------------------------------------------------------------------------
+METRICS = (("contents", "GET /api/contents p95 ms"), ("kernel", "kernel execute_request p95 ms"),
+           ("sessions", "GET astro/api/sessions p95 ms"))
+
+
+def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
+    def med(col: str, *path: str) -> float:
+        values = []
+        for row in rows:
+            value: Any = row[col]
+            for key in path:
+                value = value[key]
+            values.append(float(value))
+        return statistics.median(values)
+
+    out = [f"{'':>32}" + "".join(f"{c:>18}" for c in columns)]
+    for key, title in METRICS:
+        idle = med("idle", key)
+        cells = [f"{med(c, key):>9.1f}" + (f" ({med(c, key) / idle:4.2f}x)" if c != "idle" else " " * 8) for c in columns]
+        out.append(f"{title:>32}" + "".join(f"{c:>18}" for c in cells))
+    for key, title in (("server", "server RSS MB"), ("host", "host RSS MB"), ("both", "server + host RSS MB")):
+        out.append(f"{title:>32}" + "".join(f"{med(c, 'rss', key):>18.0f}" for c in columns))
+    out.append(f"{'server CPU (cores)':>32}" + "".join(f"{med(c, 'server_cpu'):>18.2f}" for c in columns))
+    out.append(f"{'host CPU (cores)':>32}" + "".join(f"{med(c, 'host_cpu'):>18.2f}" for c in columns))
+    out.append(f"{'SSE events/s':>32}" + "".join(f"{(med(c, 'events_per_s') if c != 'idle' else 0):>18.0f}" for c in columns))
+    out.append(f"{'probes per kind':>32}" + "".join(f"{med(c, 'n'):>18.0f}" for c in columns))
+    out.append(f"{'load average (1 min)':>32}" + "".join(f"{med(c, 'load'):>18.1f}" for c in columns))
+    return out
+
+
+async def main(cases: list[int], cli: int, window: float, rounds: int, chunk_delay: float, panel_delay: float) -> None:
     parent, child = mp.Pipe()
     llm = mp.Process(target=load._serve_llm, args=(child, chunk_delay), daemon=True)
     llm.start()
     llm_url = parent.recv()
-    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    where = os.environ.get("PYTHONPATH", "(installed package)")
+    print(f"astro_jupyter from {where}; cpu count {os.cpu_count()}", flush=True)
+    columns = ["idle"] + [label(n, 0) for n in cases] + ([label(cases[-1], cli)] if cli else [])
+    rows: list[dict[str, Any]] = []
     try:
         for r in range(rounds):
-            order = list(MODES) if r % 2 == 0 else list(reversed(MODES))
-            for mode in order:
-                row = await one_mode(mode, llm_url, cases, window)
-                rows[mode].append(row)
-                print(f"round {r + 1} {mode:>10}: first token {row['first'] * 1000:.0f} ms (second run "
-                      f"{row['second'] * 1000:.0f} ms); /api/contents p95 idle {row['idle'][1]:.1f} ms, "
-                      + ", ".join(f"{n} runs {row[n][1]:.1f} ms" for n in cases) + f"; load {row['load']:.1f}", flush=True)
+            cold = await cold_first_tokens(llm_url)
+            cold_load = os.getloadavg()[0]
+            row = await loaded_server(llm_url, cases, cli, window, panel_delay)
+            row.update(cold=cold, cold_load=cold_load)
+            rows.append(row)
+            side = row["sidebar"]
+            print(f"\nround {r + 1}: first token cold {cold['cold'] * 1000:.0f} ms, host up {cold['warm'] * 1000:.0f} ms "
+                  f"(load {cold_load:.1f}); sidebar {side['after_post'] * 1000:.0f} ms after the prompt "
+                  f"(panel's requests {side['panel_ms']:.0f} ms, models {side['models_status']})", flush=True)
+            print("\n".join(table([row], columns)), flush=True)
     finally:
         parent.send("stop")
         llm.join(timeout=10)
 
-    def med(mode: str, key: Any, i: int | None = None) -> float:
-        return statistics.median(r[key] if i is None else r[key][i] for r in rows[mode])
+    def med(*path: str) -> float:
+        values = []
+        for row in rows:
+            value: Any = row
+            for key in path:
+                value = value[key]
+            values.append(float(value))
+        return statistics.median(values)
 
-    print(f"\nmedians over {rounds} round(s); cpu count {os.cpu_count()}, load average now {os.getloadavg()[0]:.1f}")
-    print(f"{'':>12} {'1st token':>10} {'2nd token':>10} {'idle p95':>9} " + " ".join(f"{str(n) + ' runs p95':>13} {'ratio':>6}" for n in cases))
-    for mode in MODES:
-        idle = med(mode, "idle", 1)
-        cells = " ".join(f"{med(mode, n, 1):>13.1f} {med(mode, n, 1) / idle:>6.2f}" for n in cases)
-        print(f"{mode:>12} {med(mode, 'first') * 1000:>8.0f}ms {med(mode, 'second') * 1000:>8.0f}ms {idle:>9.1f} {cells}")
-    extra = med("host", "first") - med("host", "second")
-    print(f"the host's start, first run's first token over the second's: {extra:+.2f} s (target <= +0.5 s)")
+    print(f"\nmedians over {rounds} round(s); load average now {os.getloadavg()[0]:.1f}")
+    print("\n".join(table(rows, columns)))
+    cold, warm = med("cold", "cold"), med("cold", "warm")
+    print(f"first token, cold (the prompt is the server's first astro request): {cold * 1000:.0f} ms; "
+          f"with the host up: {warm * 1000:.0f} ms; the host's start costs {cold - warm:+.2f} s (target <= +0.5 s); "
+          f"load {med('cold_load'):.1f}")
+    side = med("sidebar", "after_post")
+    print(f"first token, sidebar (models + sessions first, the prompt {panel_delay:g} s later): {side * 1000:.0f} ms "
+          f"after the prompt, {side - warm:+.2f} s over the host-up figure, {med('sidebar', 'after_panel') * 1000:.0f} ms "
+          f"after the panel's first request; the panel's requests took {med('sidebar', 'panel_ms'):.0f} ms")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, nargs="+", default=[8, 20])
+    ap.add_argument("--cli", type=int, default=2, help="astro-jupyter ask processes beside the last case (0: none)")
     ap.add_argument("--window", type=float, default=6.0, help="seconds of probing per case")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--chunk-delay", type=float, default=0.012, help="seconds between the scripted LLM's chunks")
+    ap.add_argument("--panel-delay", type=float, default=1.0,
+                    help="seconds from the sidebar's first requests to its prompt")
+    ap.add_argument("--profile-host", metavar="FILE",
+                    help="run the agent host under cProfile (ASTRO_HOST_PROFILE) and write its stats to FILE")
     args = ap.parse_args()
-    asyncio.run(main(args.runs, args.window, args.rounds, args.chunk_delay))
+    if args.profile_host:
+        os.environ["ASTRO_HOST_PROFILE"] = str(Path(args.profile_host).resolve())
+    asyncio.run(main(args.runs, args.cli, args.window, args.rounds, args.chunk_delay, args.panel_delay))

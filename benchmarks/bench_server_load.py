@@ -110,18 +110,28 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(base: Path, llm_url: str, slow_ms: float, extra: list[str]) -> tuple[subprocess.Popen, str, Path]:
-    home, project = base / "astro_home", base / "project"
+def bench_env(base: Path, llm_url: str) -> dict[str, str]:
+    """The environment of the server (and of CLI processes sharing its library): the scripted LLM, the
+    library under ``base``, nothing of the caller's own astro/Jupyter settings."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "LLM_", "ASTRO_", "JUPYTER_")) or k == "ASTRO_HOST_PROFILE"}
+    env.update({"ASTRO_HOME": str(base / "astro_home"), "ASTRO_PROJECT_ROOT": str(base / "project"),
+                "OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "sk-bench", "LLM_MODEL": "bench-model",
+                "ASTRO_MAX_STEPS": "200", "JUPYTER_CONFIG_DIR": str(base / "jcfg"),
+                "JUPYTER_RUNTIME_DIR": str(base / "jrt"), "HF_HUB_OFFLINE": "1"})
+    return env
+
+
+def start_server(base: Path, llm_url: str, slow_ms: float, extra: list[str],
+                 ready_path: str = "/astro/api/sessions") -> tuple[subprocess.Popen, str, Path]:
+    """A fresh server; returns once ``ready_path`` answers 200 (``/api/status``: no astro request made yet)."""
+    project = base / "project"
     (project / "data").mkdir(parents=True)
     (project / "data" / "big.txt").write_text("".join(f"line {i}: {PARAGRAPH[:120]}\n" for i in range(600)))
     for i in range(60):
         (project / "data" / f"f{i}.txt").write_text("".join(f"line {j} of file {i}\n" for j in range(200)))
     port = _port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_", "ASTRO_", "JUPYTER_"))}
-    env.update({"ASTRO_HOME": str(home), "ASTRO_PROJECT_ROOT": str(project), "OPENAI_BASE_URL": llm_url,
-                "OPENAI_API_KEY": "sk-bench", "LLM_MODEL": "bench-model", "ASTRO_MAX_STEPS": "200",
-                "JUPYTER_CONFIG_DIR": str(base / "jcfg"), "JUPYTER_RUNTIME_DIR": str(base / "jrt"),
-                "HF_HUB_OFFLINE": "1"})
+    env = bench_env(base, llm_url)
     if slow_ms > 0:
         env["PYTHONASYNCIODEBUG"] = "1"
         env["ASTRO_BENCH_SLOW_SECS"] = str(slow_ms / 1000)
@@ -145,17 +155,17 @@ def start_server(base: Path, llm_url: str, slow_ms: float, extra: list[str]) -> 
     import httpx2
 
     deadline = time.monotonic() + 90
-    while True:
+    while True:  # polled every 50 ms: the cold first-token figure starts when the server answers
         if proc.poll() is not None:
             raise SystemExit(f"the server exited:\n{log.read_text(errors='replace')[-3000:]}")
         try:
-            if httpx2.get(f"{url}/astro/api/sessions", headers=AUTH, timeout=2).status_code == 200:
+            if httpx2.get(f"{url}{ready_path}", headers=AUTH, timeout=2).status_code == 200:
                 return proc, url, log
         except httpx2.TransportError:
             pass
         if time.monotonic() > deadline:
             raise SystemExit("the server did not start within 90 s")
-        time.sleep(0.3)
+        time.sleep(0.05)
 
 
 # -- one case ------------------------------------------------------------------------------------------

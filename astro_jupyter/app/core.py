@@ -98,7 +98,7 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
     async def _start_runtime(self) -> None:
         await self.runtime.start()
         if self.config.llm_configured:  # import openai off the loop: the first run need not stall
-            self._warm = asyncio.create_task(asyncio.to_thread(_import_llm_client))
+            self._warm = asyncio.create_task(asyncio.to_thread(import_run_modules))
 
     def check_agent_config(self) -> None:
         """Refuse what an agent runtime would refuse (a malformed permission rule or command hook) without
@@ -160,9 +160,10 @@ class AstroApp(SessionsMixin, RunsMixin, PapersMixin, NotesMixin, SearchMixin, M
         await self.close()
 
 
-def _import_llm_client() -> None:
+def import_run_modules() -> None:
     """Imports a first run would otherwise do on the event loop (the openai SDK, every tool family
-    with its services: PDF parsing, HTML, ...: ~1 s that stalled every request of a fresh server)."""
+    with its services: PDF parsing, HTML, ...: ~1 s that stalled every request of a fresh server).
+    Called in a thread by a process that will run agents (the agent host, once it is ready)."""
     import importlib
 
     import openai  # noqa: F401  # pyflakes: warm import, unused on purpose

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -126,6 +127,24 @@ class Host:
         await self.app.runtime.start()  # runs a dead host left 'running' are closed as interrupted
         if config.llm_configured:  # openai imported before "ready": not inside the first model list or turn
             self.app.runtime.llm.prepare()
+
+    def warm(self) -> None:
+        """Import the tool families in a thread once the host is ready: the first run builds every tool's
+        definition, and a prompt sent a moment after the sidebar opened then finds them imported instead
+        of importing them on the loop before its first token (a prompt sent at once waits on the import
+        lock, which is no later than importing them itself). Not before "ready": the sidebar's model list
+        waits on that."""
+        from ..app.core import import_run_modules
+
+        async def warm() -> None:
+            try:
+                await asyncio.to_thread(import_run_modules)
+            except Exception as exc:  # noqa: BLE001 - the first run imports them again and reports it there
+                print(f"astro host: importing the tool families failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+        task = asyncio.create_task(warm())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def serve(self) -> None:
         while True:
@@ -243,6 +262,46 @@ class Host:
         self.send({"end": sid, **({"error": error} if error else {})})
 
 
+# How much lower than the server's the host's CPU priority is (niceness added to the inherited one).
+# Why: the server's request path is interactive (JupyterLab's file browser, a kernel's websocket, the
+# sidebar's own lists wait on it); the host's work is background work a person reads at reading speed.
+# Both are CPU-bound in short bursts on the same cores; at equal priority the scheduler shares them
+# evenly, so a burst of 20 streaming runs in the host delays the server's next request by whole time
+# slices. Ten steps lower (CFS weight 110 against 1024) the server is picked first whenever both are
+# ready, yet the host still gets every core the server leaves idle: a run slows only while Jupyter
+# itself is busy. The start (imports, opening the store) keeps the server's priority: a person's first
+# prompt waits on it. Tools the host runs (run_bash, ...) inherit the lower priority, as background
+# work should; kernels are the server's children and keep its priority. An unprivileged process cannot
+# raise its priority again, so nothing in the host (a tool, a hook) can take the server's place back.
+# Where Linux groups scheduling by session (autogroup, the default on desktops) or by cgroup (a hub's
+# per-user container), niceness orders threads within the group only: the host yields to its own
+# server and kernels, not to other users' processes, which it keeps competing with as before.
+HOST_NICE_INCREMENT = 10
+PROFILE_ENV = "ASTRO_HOST_PROFILE"  # a file: the host runs under cProfile and writes its stats there at exit
+
+
+def lower_priority() -> int | None:
+    """Lower the host's CPU priority below the server's; returns the new niceness (None: not supported).
+
+    Every thread, not only this one: on Linux a niceness belongs to a thread, and the store's
+    connection thread and the executor's threads exist by now (new threads inherit their creator's)."""
+    if not hasattr(os, "setpriority"):
+        return None  # Windows: the host runs at the server's priority, which works, only with more contention
+    try:
+        target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + HOST_NICE_INCREMENT)
+        os.setpriority(os.PRIO_PROCESS, 0, target)  # this thread first: the threads it starts from now inherit it
+    except OSError as exc:
+        print(f"astro host: could not lower the CPU priority: {exc}", file=sys.stderr)
+        return None
+    tasks = Path("/proc/self/task")
+    for task in tasks.iterdir() if tasks.is_dir() else ():
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(task.name), target)
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            continue
+    return target
+
+
 _STREAMING = object()
 STOP_GRACE_SECS = 5.0  # a stop (or the server's death) cancels the runs; after this long the host exits anyway
 
@@ -284,8 +343,10 @@ async def run(channel_in: int, channel_out: int) -> int:
         return 0
     init = json.loads(first)
     await host.start(init)
+    lower_priority()  # after the start, which the first prompt waits on; before "ready", so it holds for every run
     host.send({"ready": os.getpid()})
     await writer.drain()
+    host.warm()
     serving = asyncio.create_task(host.serve())
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -306,4 +367,13 @@ def main() -> int:
     import logging
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="astro host %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(run(channel_in, channel_out))
+    profile_to = os.environ.get(PROFILE_ENV)
+    if not profile_to:
+        return asyncio.run(run(channel_in, channel_out))
+    import cProfile  # a profiling run only (benchmarks): what the host spends per streamed event
+
+    profiler = cProfile.Profile(time.thread_time)  # CPU time of the loop thread: preemption is not cost
+    try:
+        return profiler.runcall(asyncio.run, run(channel_in, channel_out))
+    finally:
+        profiler.dump_stats(profile_to)

@@ -74,6 +74,38 @@ async def test_runs_stream_from_a_host_process_started_when_the_sidebar_first_ca
     assert host.starts == 1
 
 
+async def test_the_host_runs_below_the_servers_cpu_priority_in_every_thread(api: Api, jp_serverapp: Any) -> None:
+    """Jupyter's own requests are interactive, the runs are background work: when both want a core, the
+    server (here: this process) is picked first. On Linux niceness is per thread, so the store's
+    connection thread, already running when the host lowers it, must be lowered too."""
+    from astro_jupyter.host.process import HOST_NICE_INCREMENT
+
+    host = host_of(jp_serverapp)
+    status, _ = await api("GET", "astro/api/sessions")
+    assert status == 200
+    await host.ensure()
+    threads = [int(t.name) for t in Path(f"/proc/{host.proc.pid}/task").iterdir()]
+    assert len(threads) > 1  # the loop and at least the store's connection thread
+    expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + HOST_NICE_INCREMENT)
+    assert {tid: os.getpriority(os.PRIO_PROCESS, tid) for tid in threads} == {tid: expected for tid in threads}
+
+
+async def test_a_ready_host_imports_the_tool_families_before_any_run(
+        api: Api, jp_serverapp: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The first run builds every tool's definition: a prompt sent a moment after the sidebar opened must
+    find the families imported, not import them on the host's loop before its first token. Seen from
+    outside through ``-X importtime``, which reports each import on the host's stderr as it finishes."""
+    host = host_of(jp_serverapp)
+    host.argv = [host.argv[0], "-X", "importtime", *host.argv[1:]]
+    status, _ = await api("GET", "astro/api/sessions")
+    assert status == 200
+    await host.ensure()
+    assert not host.runs
+    # the coordinator family is the last one imported, and only it imports agent.coordinator (importtime names
+    # the modules a family imports, not the family module itself); the server logs each stderr line of the host
+    await wait_for(lambda: any(r.getMessage().endswith(" astro_jupyter.agent.coordinator") for r in caplog.records))
+
+
 async def test_questions_and_notebook_tools_cross_the_channel(
         api: Api, sse: Any, openai_server: Any, jp_serverapp: Any, jp_root_dir: Path) -> None:
     nb = nbf.new_notebook(cells=[nbf.new_code_cell("x = 1")])
