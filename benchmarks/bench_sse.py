@@ -296,6 +296,7 @@ def _median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def main(events: int, rate: float, repeat: int, paths: list[str], profile_server: str | None) -> None:
     n_lat = int(rate * 5)
+    only = os.environ.get("ASTRO_BENCH_ONLY")  # profiling: one case by its name
     cases = [  # distinct: text and thinking deltas alternate, so none merge: every event is its own SSE block
         ("throughput, 1 client, distinct", 1, events, None, True),
         ("throughput, 10 clients, distinct", 10, events // 4, None, True),
@@ -311,6 +312,8 @@ async def main(events: int, rate: float, repeat: int, paths: list[str], profile_
         try:
             for path in paths:
                 for name, clients, n, r, distinct in cases:
+                    if only and only != name:
+                        continue
                     runs = []
                     for i in range(repeat):
                         if path == "host":

@@ -9,19 +9,51 @@ sent with the id of the last one merged. Nothing is lost or reordered: the clien
 character, in order, with strictly increasing ids (gaps where deltas were merged), and
 ``Last-Event-ID`` resumes after the last merged event. A reader that keeps up sees every
 event as it was published.
+
+The SSE text of a batch (``sse_blocks``) is built where the batch is made, in the agent host for
+sidebar runs: the server forwards those bytes (``Frames``) without touching each event, so its
+cost per batch does not grow with the number of events in it.
 """
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, NamedTuple, Sequence
 
 from ..events import Event, TextDelta, ThinkingDelta, to_wire
-from ..textsafe import safe_json
+from ..textsafe import clean_text, safe_json
 
 MERGEABLE = ("text_delta", "thinking_delta")
 # A reader with at least this many events queued (a slow client, a long replay) gets consecutive deltas merged.
 MERGE_BACKLOG = 64
 Batch = list[tuple[int, str]]
+
+
+class Frames(NamedTuple):
+    """Events already written as SSE blocks (``id:`` + ``data:``), ``last_seq`` the id of the last one:
+    what a stream resumes after if it has to go on from elsewhere (the store, after a host died)."""
+
+    last_seq: int
+    data: bytes
+
+
+def format_event(seq: int, data: str) -> bytes:
+    """One SSE block; text UTF-8 cannot carry (a lone surrogate) is replaced, never a dead stream."""
+    block = f"id: {seq}\ndata: {data}\n\n"
+    try:
+        return block.encode("utf-8")
+    except UnicodeEncodeError:
+        return clean_text(block).encode("utf-8")
+
+
+def sse_blocks(batch: Batch) -> Frames:
+    """A batch as SSE blocks: one join and one encode for the whole batch (per event only its block's
+    text); a batch holding text UTF-8 cannot carry is encoded block by block, each cleaned as needed."""
+    text = "".join([f"id: {seq}\ndata: {data}\n\n" for seq, data in batch])
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = b"".join([format_event(seq, item) for seq, item in batch])
+    return Frames(batch[-1][0], data)
 
 
 def _wire(item: Event | dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,9 @@ run, so this also works after a restart). ``?last_event_id=`` does the same for 
 that cannot set headers.
 
 A reader task pulls batches of events (everything ready, deltas merged: ``app/event_batches``)
-into a small queue; the writer sends each batch as one write and flush. The first event
+into a small queue as SSE bytes (``Frames``: a sidebar run's come from the agent host already
+built, so this process does nothing per event; the store's are built here, once per batch); the
+writer sends whatever is queued as one write and flush. The first event
 after a pause goes out at once; while events keep coming, the reader takes a batch at most
 once per ``SsePacing.batch_secs``, so a busy server pays per batch, not per event. A slow client
 holds the reader back (the queue is short), so its events gather in the run's bus and come
@@ -27,7 +29,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..textsafe import clean_text
+from ..app.event_batches import Batch, Frames, format_event, sse_blocks
 from .base import AUTH_RESOURCE, SSE_PACING_KEY, AstroHandler
 from .runs import RUN_ID
 from ..errors import InvalidRequest
@@ -61,13 +63,7 @@ def parse_last_event_id(header: str | None, query: str | None) -> int:
     return value
 
 
-def format_event(seq: int, data: str) -> bytes:
-    """One SSE block; text UTF-8 cannot carry (a lone surrogate) is replaced, never a dead stream."""
-    block = f"id: {seq}\ndata: {data}\n\n"
-    try:
-        return block.encode("utf-8")
-    except UnicodeEncodeError:
-        return clean_text(block).encode("utf-8")
+__all__ = ["RunEventsHandler", "SsePacing", "format_event", "handlers", "parse_last_event_id"]
 
 
 class RunEventsHandler(AstroHandler):
@@ -142,7 +138,7 @@ class RunEventsHandler(AstroHandler):
                         blocks.append(f"data: {json.dumps(error)}\n\n".encode())
                         end = True
                     else:
-                        blocks.extend(format_event(seq, data) for seq, data in item)
+                        blocks.append(item.data)
                     progress[0] += 1
                     if end or queue.empty():
                         break
@@ -166,14 +162,14 @@ async def _keepalive(queue: "asyncio.Queue[Any]", interval: float, progress: lis
         seen = progress[0]
 
 
-async def _pump(stream: AsyncIterator[list[tuple[int, str]]], queue: "asyncio.Queue[Any]", pace: float) -> None:
-    """Move batches from the run to the writer. After each batch it rests ``pace`` seconds before
-    taking the next, so events published meanwhile gather in the bus (no wake-up per event) and
-    leave as one batch; after a quiet spell the next event goes at once."""
+async def _pump(stream: AsyncIterator[Batch | Frames], queue: "asyncio.Queue[Any]", pace: float) -> None:
+    """Move batches from the run to the writer as SSE bytes. After each batch it rests ``pace`` seconds
+    before taking the next, so events published meanwhile gather (in the host's channel or the bus: no
+    wake-up per event) and leave as one batch; after a quiet spell the next event goes at once."""
     try:
         async for batch in stream:
             if batch:
-                await queue.put(batch)
+                await queue.put(batch if isinstance(batch, Frames) else sse_blocks(batch))
                 if pace > 0:
                     await asyncio.sleep(pace)
     except asyncio.CancelledError:
