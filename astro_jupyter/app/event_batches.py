@@ -17,6 +17,7 @@ cost per batch does not grow with the number of events in it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, AsyncIterator, NamedTuple, Sequence
 
 from ..events import Event, TextDelta, ThinkingDelta, to_wire
@@ -71,28 +72,43 @@ def _merge_key(item: Event | dict[str, Any]) -> tuple[Any, ...] | None:
 
 def coalesce(batch: Sequence[tuple[int, Event | dict[str, Any]]], merge_backlog: int = 0, bus: Any = None) -> Batch:
     """Events (live, from ``bus``: single events come from its encoding cache) or stored wire
-    dicts as wire JSON; deltas are merged when the batch holds at least ``merge_backlog`` > 0 events."""
-    merge = 0 < merge_backlog <= len(batch)
+    dicts as wire JSON; deltas are merged when the batch holds at least ``merge_backlog`` > 0 events.
+    Each event's merge key is computed once (every reader of a busy run pays this per event)."""
+    n = len(batch)
+    encode = (lambda seq, _item: bus.encoded(seq)) if bus is not None else (lambda _seq, item: safe_json(_wire(item)))
+    if not 0 < merge_backlog <= n:
+        if bus is not None and n:  # a live batch is a run of consecutive ids: its JSON is one slice of the cache
+            return list(zip([seq for seq, _ in batch], bus.encoded_span(batch[0][0], batch[-1][0])))
+        return [(seq, encode(seq, item)) for seq, item in batch]
+    keys = [_merge_key(item) for _, item in batch]
     out: Batch = []
-    i, n = 0, len(batch)
+    i = 0
     while i < n:
         seq, item = batch[i]
-        key = _merge_key(item) if merge else None
+        key = keys[i]
         j = i + 1
         if key is not None:
-            while j < n and _merge_key(batch[j][1]) == key:
+            while j < n and keys[j] == key:
                 j += 1
         if j - i > 1:
             joined = "".join(x["delta"] if isinstance(x, dict) else x.delta for _, x in batch[i:j])  # type: ignore[union-attr]
             out.append((batch[j - 1][0], safe_json(dict(_wire(item), delta=joined))))
         else:
-            out.append((seq, bus.encoded(seq) if bus is not None else safe_json(_wire(item))))
+            out.append((seq, encode(seq, item)))
         i = j
     return out
 
 
-async def live_batches(handle: Any, after_seq: int, merge_backlog: int = 0) -> AsyncIterator[Batch]:
-    """A live run's events from ``after_seq`` on, one batch per wake-up of the reader."""
+async def live_batches(handle: Any, after_seq: int, merge_backlog: int = 0, pace: float = 0.0) -> AsyncIterator[Batch]:
+    """A live run's events from ``after_seq`` on, one batch per wake-up of the reader.
+
+    ``pace`` > 0: after each batch the reader rests that long before taking the next, so events
+    published meanwhile gather in the bus and leave as one batch (a busy stream costs its reader,
+    the channel and the socket one write per ``pace``, not one per event); after a quiet spell the
+    next event goes at once. This is the one place a run's stream is batched in time, wherever
+    the run lives (the agent host for sidebar runs)."""
     bus = handle.bus
     async for batch in bus.batches(after_seq):
         yield coalesce(batch, merge_backlog, bus)
+        if pace > 0 and not bus.done:
+            await asyncio.sleep(pace)

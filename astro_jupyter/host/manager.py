@@ -163,16 +163,17 @@ class AgentHost:
             raise error_from(reply["error"])
         return reply.get("ok")
 
-    async def subscribe(self, owner: str, run_id: str, after: int) -> AsyncIterator[Frames] | None:
+    async def subscribe(self, owner: str, run_id: str, after: int, pace: float = 0.0) -> AsyncIterator[Frames] | None:
         """The run's events after ``after`` as SSE bytes (everything the host sent since the last
         step, in one ``Frames``); None: the client has them all. The iterator raises
-        ``AgentHostDied`` if the host dies under it."""
+        ``AgentHostDied`` if the host dies under it. ``pace``: the host sends at most one batch per
+        that many seconds while events keep coming (``event_batches.live_batches``)."""
         await self.ensure()
         rid = self._next + 1
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._streams[rid] = queue  # registered first: events may follow the reply at once
         try:
-            reply = await self._request("subscribe", owner, run_id=run_id, after=after)
+            reply = await self._request("subscribe", owner, run_id=run_id, after=after, pace=pace)
         except BaseException:
             self._streams.pop(rid, None)
             raise

@@ -186,7 +186,8 @@ class Host:
             self._watch(handle)
             return {"run_id": str(handle.run_id), "session_id": str(handle.session_id)}
         if op == "subscribe":
-            stream = await app.run_events(owner, str(request["run_id"]), int(request.get("after") or 0))
+            stream = await app.run_events(owner, str(request["run_id"]), int(request.get("after") or 0),
+                                          pace=float(request.get("pace") or 0.0))
             if stream is None:
                 return None
             self.send({"id": request.get("id"), "ok": {"stream": request["id"]}})

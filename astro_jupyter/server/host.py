@@ -111,16 +111,17 @@ class HostedAstroApp(AstroApp):
         except AgentHostDied as exc:
             raise AgentHostError("the agent host stopped while the run was starting; send the prompt again") from exc
 
-    async def run_events(self, owner: Any, run_id: str, after_seq: int = 0) -> AsyncIterator[Batch | Frames] | None:
-        """A live run's events come from the host as SSE bytes (``Frames``); a finished run's, and
-        the rest of a run whose host died, from the store as ``Batch``es."""
+    async def run_events(self, owner: Any, run_id: str, after_seq: int = 0, *,
+                         pace: float = 0.0) -> AsyncIterator[Batch | Frames] | None:
+        """A live run's events come from the host as SSE bytes (``Frames``, paced there); a finished
+        run's, and the rest of a run whose host died, from the store as ``Batch``es."""
         if run_id not in self.host.runs:  # finished, or never here: the store has it all
-            return await super().run_events(owner, run_id, after_seq)
+            return await super().run_events(owner, run_id, after_seq, pace=pace)
         try:
-            stream = await self.host.subscribe(owner or "", run_id, after_seq)
+            stream = await self.host.subscribe(owner or "", run_id, after_seq, pace)
         except AgentHostDied:
             await self.host.recovered()
-            return await super().run_events(owner, run_id, after_seq)
+            return await super().run_events(owner, run_id, after_seq, pace=pace)
         if stream is None:
             return None
         return self._hosted_events(owner, run_id, after_seq, stream)
