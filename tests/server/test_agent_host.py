@@ -87,7 +87,7 @@ async def test_the_server_forwards_the_hosts_sse_bytes_without_building_any_even
     openai_server.script(Turn.say(text, chunk_size=4, delay=0.003))
     status, started = await api("POST", "astro/api/runs", body={"prompt": "a long answer"})
     assert status == 201, started
-    monkeypatch.setattr(sse_module, "sse_blocks", refuse)
+    monkeypatch.setattr(sse_module, "sse_blocks", refuse, raising=False)
     monkeypatch.setattr(sse_module, "format_event", refuse)
     first = await sse(started["run_id"], until=lambda got: len(got) >= 40)
     rest = await sse(started["run_id"], last_event_id=first[-1][0])  # resumed while the run is still in the host
