@@ -72,15 +72,19 @@ def _merge_key(item: Event | dict[str, Any]) -> tuple[Any, ...] | None:
 
 
 def coalesce(batch: Sequence[tuple[int, Event | dict[str, Any]]], merge_backlog: int = 0, bus: Any = None) -> Batch:
-    """Events (live, from ``bus``: single events come from its encoding cache) or stored wire
-    dicts as wire JSON; deltas are merged when the batch holds at least ``merge_backlog`` > 0 events.
-    Each event's merge key is computed once (every reader of a busy run pays this per event)."""
+    """Events (live: a slice of ``bus.batches``, consecutive ids, whose single events come from the
+    bus's encoding cache) or stored wire dicts as wire JSON; deltas are merged when the batch holds
+    at least ``merge_backlog`` > 0 events. Per event only list work and its merge key, computed once:
+    every reader of a busy run pays this for every event."""
     n = len(batch)
-    encode = (lambda seq, _item: bus.encoded(seq)) if bus is not None else (lambda _seq, item: safe_json(_wire(item)))
+    if not n:
+        return []
+    # a live batch is a run of consecutive ids: its JSON is one slice of the bus's cache
+    jsons = bus.encoded_span(batch[0][0], batch[-1][0]) if bus is not None else None
     if not 0 < merge_backlog <= n:
-        if bus is not None and n:  # a live batch is a run of consecutive ids: its JSON is one slice of the cache
-            return list(zip([seq for seq, _ in batch], bus.encoded_span(batch[0][0], batch[-1][0])))
-        return [(seq, encode(seq, item)) for seq, item in batch]
+        if jsons is not None:
+            return list(zip([seq for seq, _ in batch], jsons))
+        return [(seq, safe_json(_wire(item))) for seq, item in batch]
     keys = [_merge_key(item) for _, item in batch]
     out: Batch = []
     i = 0
@@ -95,7 +99,7 @@ def coalesce(batch: Sequence[tuple[int, Event | dict[str, Any]]], merge_backlog:
             joined = "".join(x["delta"] if isinstance(x, dict) else x.delta for _, x in batch[i:j])  # type: ignore[union-attr]
             out.append((batch[j - 1][0], safe_json(dict(_wire(item), delta=joined))))
         else:
-            out.append((seq, encode(seq, item)))
+            out.append((seq, jsons[i] if jsons is not None else safe_json(_wire(item))))
         i = j
     return out
 
