@@ -255,10 +255,22 @@ async def run_case(app: Any, port: int, token: str, clients: int, events: int, r
     return await _client_result(proc, clients, events, rate, time.perf_counter() - t0)
 
 
-async def run_host_case(port: int, token: str, clients: int, events: int, rate: float | None, distinct: bool,
-                        go: Path) -> dict[str, Any]:
+def _cpu_secs(pid: int) -> float:
+    """User + system CPU time of a process (Linux ``/proc``), for CPU cost per event: unlike events/s,
+    it hardly depends on how many other processes share the 2 cores."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run_host_case(app: Any, port: int, token: str, clients: int, events: int, rate: float | None,
+                        distinct: bool, go: Path) -> dict[str, Any]:
     """A real sidebar run in the agent host, started over HTTP, its model streaming ``events`` deltas."""
     from tornado.httpclient import AsyncHTTPClient
+
+    from astro_jupyter.server.base import SERVICE_KEY
+
+    host_pid = app.web_app.settings[SERVICE_KEY].host.proc.pid
+    server0, host0 = time.process_time(), _cpu_secs(host_pid)
 
     base = f"http://127.0.0.1:{port}/astro/api/runs"
     response = await AsyncHTTPClient().fetch(
@@ -267,7 +279,10 @@ async def run_host_case(port: int, token: str, clients: int, events: int, rate: 
     run_id = json.loads(response.body)["run_id"]
     proc = await _spawn_clients(f"{base}/{run_id}/events", token, clients)
     go.touch()
-    return await _client_result(proc, clients, events, rate, 0.0)
+    row = await _client_result(proc, clients, events, rate, 0.0)
+    row["server_us"] = (time.process_time() - server0) * 1e6 / events
+    row["host_us"] = (_cpu_secs(host_pid) - host0) * 1e6 / events
+    return row
 
 
 async def in_process_baseline(events: int, rate: float) -> dict[str, Any]:
@@ -290,8 +305,9 @@ async def in_process_baseline(events: int, rate: float) -> dict[str, Any]:
 
 def _median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out = dict(runs[0])
-    for key in ("per_client_eps", "aggregate_eps", "blocks", "client_cpu", "p50", "p99"):
-        out[key] = statistics.median(r[key] for r in runs)
+    for key in ("per_client_eps", "aggregate_eps", "blocks", "client_cpu", "p50", "p99", "server_us", "host_us"):
+        if key in out:
+            out[key] = statistics.median(r[key] for r in runs)
     return out
 
 
@@ -321,7 +337,7 @@ async def main(events: int, rate: float, repeat: int, paths: list[str], profile_
                             go = Path(home) / f"go-{len(rows)}-{i}"
                             if profiler is not None:
                                 profiler.enable()
-                            runs.append(await run_host_case(port, token, clients, n, r, distinct, go))
+                            runs.append(await run_host_case(app, port, token, clients, n, r, distinct, go))
                             if profiler is not None:
                                 profiler.disable()
                         else:
@@ -336,17 +352,20 @@ async def main(events: int, rate: float, repeat: int, paths: list[str], profile_
     print(f"SSE of a run's events on loopback ({os.cpu_count()} cores; clients in a separate process; median of {repeat};"
           f" load = 1-min load average after the row)")
     print(f"{'case':44} {'events':>7} {'blocks':>7} {'per client ev/s':>16} {'aggregate ev/s':>15} {'p50 ms':>8}"
-          f" {'p99 ms':>8} {'load':>5} {'client cpu':>10}")
+          f" {'p99 ms':>8} {'load':>5} {'client cpu':>10} {'server us/ev':>12} {'host us/ev':>10}")
     for name, row, load in rows:
         print(f"{name:44} {row['events']:>7} {row['blocks']:>7.0f} {row['per_client_eps']:>16,.0f}"
               f" {row['aggregate_eps']:>15,.0f} {row['p50']:>8.2f} {row['p99']:>8.2f} {load:>5.1f}"
-              f" {row['client_cpu']:>9.0f}%")
+              f" {row['client_cpu']:>9.0f}% {row.get('server_us', float('nan')):>12.1f}"
+              f" {row.get('host_us', float('nan')):>10.1f}")
     print(f"{'in-process subscriber (no HTTP)':44} {n_lat:>7} {'':>7} {'':>16} {'':>15} {base['p50']:>8.2f}"
           f" {base['p99']:>8.2f}")
     print()
     print("host = a real run in the agent host (scripted model); in-server bus = the old setup, no host (comparison only)")
     print("blocks = SSE events one client parsed (deltas it fell behind on arrive merged; 'distinct' rows: none merge);")
     print("client cpu = CPU time of the client process / wall: near 100% the clients, not the server, set the pace;")
+    print("server/host us/ev = CPU microseconds the Jupyter server / the agent host spent per published event (all")
+    print("clients together; run start and end included): the load-independent figure on a shared machine;")
     print("latency = receive - creation,", end=" ")
     print("in the throughput rows it includes queueing behind the burst")
     print("goal (issue 23): >= 20,000 events/s through the server from the host; p99 <= 5 ms added latency per event")
