@@ -127,6 +127,16 @@ class EventBus:
             text = self._json[seq - 1] = safe_json(to_wire(self.events[seq - 1][1]))
         return text
 
+    def encoded_span(self, first: int, last: int) -> list[str]:
+        """The wire JSON of events ``first``..``last`` (inclusive): one list slice once they are all
+        encoded, which every reader after the first finds (no call per event per reader)."""
+        span = self._json[first - 1:last]
+        if None in span:
+            for seq in range(first, last + 1):
+                self.encoded(seq)
+            span = self._json[first - 1:last]
+        return span  # type: ignore[return-value]
+
     @property
     def last_seq(self) -> int:
         return len(self.events)

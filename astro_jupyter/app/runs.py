@@ -212,10 +212,12 @@ class RunsMixin(AppBase):
             )
         return handle, record
 
-    async def run_events(self, owner: Owner, run_id: str, after_seq: int = 0) -> AsyncIterator[Batch] | None:
+    async def run_events(self, owner: Owner, run_id: str, after_seq: int = 0, *,
+                         pace: float = 0.0) -> AsyncIterator[Batch] | None:
         """Check access now (so a 404 precedes any stream), then return batches of ``(seq, json)``
         (deltas that queued up merged, ``event_batches``): live from the runtime when the run is
-        here, else from the store. ``None`` when the
+        here (at most one batch per ``pace`` seconds while events keep coming: ``live_batches``),
+        else from the store. ``None`` when the
         client already has everything up to ``done`` (an SSE client must then stop reconnecting).
 
         A client resuming past every stored event of a finished run (ids a dead process sent
@@ -224,7 +226,7 @@ class RunsMixin(AppBase):
         if handle is not None:
             if handle.finished and after_seq >= handle.bus.last_seq:
                 return None
-            return live_batches(handle, after_seq, MERGE_BACKLOG)
+            return live_batches(handle, after_seq, MERGE_BACKLOG, pace)
         if record is not None and record.status != "running" and after_seq > 0:
             if not await self.services.runs.events_after(run_id, after_seq, limit=1):
                 done_seq = await self.services.runs.done_seq(run_id)
@@ -232,9 +234,9 @@ class RunsMixin(AppBase):
                     done_seq = await self.services.runs.last_event_id(run_id) + 1
                 if after_seq == done_seq:
                     return None  # exactly at the done: the client has everything
-        return self._stored_events(run_id, after_seq)
+        return self._stored_events(run_id, after_seq, pace)
 
-    async def _stored_events(self, run_id: str, after_seq: int) -> AsyncIterator[Batch]:
+    async def _stored_events(self, run_id: str, after_seq: int, pace: float = 0.0) -> AsyncIterator[Batch]:
         """Replay from the store; while the row says 'running' (another process, e.g. a kernel,
         owns the run) keep polling; a finished run whose events lack ``done`` (or a client past
         them all) gets one, unstored, numbered after every reserved id and the client's own."""
@@ -252,7 +254,7 @@ class RunsMixin(AppBase):
                 continue
             handle = self.live_run(run_id)
             if handle is not None:  # started here meanwhile (or resumed): follow it live
-                async for item in live_batches(handle, last, MERGE_BACKLOG):
+                async for item in live_batches(handle, last, MERGE_BACKLOG, pace):
                     yield item
                 return
             record = await self.services.runs.get(run_id)

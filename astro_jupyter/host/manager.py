@@ -18,7 +18,8 @@ import time
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..errors import AstroError
-from .channel import LINE_LIMIT, STDERR_TAIL_LINES, error_from, message, parse_event
+from ..app.event_batches import Frames
+from .channel import LINE_LIMIT, STDERR_TAIL_LINES, error_from, message, parse_frames_header
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,6 @@ START_TIMEOUT_SECS = 120.0  # imports + opening the store on a loaded 2-core mac
 STOP_TIMEOUT_SECS = 10.0  # a clean stop cancels the runs and closes the store
 _DIED = object()
 
-Batch = list[tuple[int, str]]
 CallHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
@@ -163,15 +163,17 @@ class AgentHost:
             raise error_from(reply["error"])
         return reply.get("ok")
 
-    async def subscribe(self, owner: str, run_id: str, after: int) -> AsyncIterator[Batch] | None:
-        """The run's events after ``after`` as batches of ``(seq, wire json)``; None: the client has them all.
-        The iterator raises ``AgentHostDied`` if the host dies under it."""
+    async def subscribe(self, owner: str, run_id: str, after: int, pace: float = 0.0) -> AsyncIterator[Frames] | None:
+        """The run's events after ``after`` as SSE bytes (everything the host sent since the last
+        step, in one ``Frames``); None: the client has them all. The iterator raises
+        ``AgentHostDied`` if the host dies under it. ``pace``: the host sends at most one batch per
+        that many seconds while events keep coming (``event_batches.live_batches``)."""
         await self.ensure()
         rid = self._next + 1
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._streams[rid] = queue  # registered first: events may follow the reply at once
         try:
-            reply = await self._request("subscribe", owner, run_id=run_id, after=after)
+            reply = await self._request("subscribe", owner, run_id=run_id, after=after, pace=pace)
         except BaseException:
             self._streams.pop(rid, None)
             raise
@@ -180,25 +182,25 @@ class AgentHost:
             return None
         return self._stream(rid, queue)
 
-    async def _stream(self, rid: int, queue: "asyncio.Queue[Any]") -> AsyncIterator[Batch]:
+    async def _stream(self, rid: int, queue: "asyncio.Queue[Any]") -> AsyncIterator[Frames]:
         try:
             while True:
                 items = [await queue.get()]
                 while not queue.empty():
                     items.append(queue.get_nowait())
-                batch: Batch = []
+                batch: list[Frames] = []
                 for item in items:
-                    if isinstance(item, tuple):
+                    if isinstance(item, Frames):
                         batch.append(item)
                         continue
                     if batch:
-                        yield batch
+                        yield _joined(batch)
                     if item is _DIED:
                         raise AgentHostDied("the agent host stopped")
                     if isinstance(item, dict) and item.get("error"):
                         raise AgentHostError(str(item["error"]))
                     return
-                yield batch
+                yield _joined(batch)
         finally:
             if self._streams.pop(rid, None) is not None and self.alive and self.proc and self.proc.stdin:
                 try:
@@ -223,11 +225,15 @@ class AgentHost:
                 line = b""
             if not line:
                 break
-            if line.startswith(b"E "):
-                stream, seq, data = parse_event(line)
+            if line.startswith(b"F "):
+                stream, last_seq, size = parse_frames_header(line)
+                try:
+                    data = await proc.stdout.readexactly(size)
+                except (asyncio.IncompleteReadError, OSError):  # the host died mid-batch
+                    break
                 queue = self._streams.get(stream)
                 if queue is not None:
-                    queue.put_nowait((seq, data))
+                    queue.put_nowait(Frames(last_seq, data))
                 continue
             self._dispatch(_json(line))
         await proc.wait()
@@ -306,6 +312,10 @@ class AgentHost:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def _joined(frames: list[Frames]) -> Frames:
+    return frames[0] if len(frames) == 1 else Frames(frames[-1].last_seq, b"".join([f.data for f in frames]))
 
 
 def config_values(config: Any) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import AstroError, NotebookError
-from .channel import LINE_LIMIT, error_payload, event_line, message
+from ..app.event_batches import sse_blocks
+from .channel import LINE_LIMIT, error_payload, frames_message, message
 
 
 class ChannelNotebookBackend:
@@ -204,7 +205,8 @@ class Host:
             self._watch(handle)
             return {"run_id": str(handle.run_id), "session_id": str(handle.session_id)}
         if op == "subscribe":
-            stream = await app.run_events(owner, str(request["run_id"]), int(request.get("after") or 0))
+            stream = await app.run_events(owner, str(request["run_id"]), int(request.get("after") or 0),
+                                          pace=float(request.get("pace") or 0.0))
             if stream is None:
                 return None
             self.send({"id": request.get("id"), "ok": {"stream": request["id"]}})
@@ -240,12 +242,13 @@ class Host:
         task.add_done_callback(self._tasks.discard)
 
     async def _pump(self, sid: int, stream: Any) -> None:
-        """One subscription: batches of already-encoded events, one write per batch."""
+        """One subscription: each batch of already-encoded events as SSE blocks, one write per batch
+        (the server forwards the blocks as they are)."""
         error = None
         try:
             async for batch in stream:
                 if batch:
-                    self.writer.write(b"".join(event_line(sid, seq, data) for seq, data in batch))
+                    self.writer.write(frames_message(sid, sse_blocks(batch)))
                     await self.writer.drain()
         except asyncio.CancelledError:
             return

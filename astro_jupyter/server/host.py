@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from ..app import AstroApp
+from ..app.event_batches import Batch, Frames
 from ..errors import InvalidRequest
 from ..host.manager import AgentHost, AgentHostDied, AgentHostError
 
@@ -110,25 +111,28 @@ class HostedAstroApp(AstroApp):
         except AgentHostDied as exc:
             raise AgentHostError("the agent host stopped while the run was starting; send the prompt again") from exc
 
-    async def run_events(self, owner: Any, run_id: str, after_seq: int = 0) -> AsyncIterator[list[tuple[int, str]]] | None:
+    async def run_events(self, owner: Any, run_id: str, after_seq: int = 0, *,
+                         pace: float = 0.0) -> AsyncIterator[Batch | Frames] | None:
+        """A live run's events come from the host as SSE bytes (``Frames``, paced there); a finished
+        run's, and the rest of a run whose host died, from the store as ``Batch``es."""
         if run_id not in self.host.runs:  # finished, or never here: the store has it all
-            return await super().run_events(owner, run_id, after_seq)
+            return await super().run_events(owner, run_id, after_seq, pace=pace)
         try:
-            stream = await self.host.subscribe(owner or "", run_id, after_seq)
+            stream = await self.host.subscribe(owner or "", run_id, after_seq, pace)
         except AgentHostDied:
             await self.host.recovered()
-            return await super().run_events(owner, run_id, after_seq)
+            return await super().run_events(owner, run_id, after_seq, pace=pace)
         if stream is None:
             return None
         return self._hosted_events(owner, run_id, after_seq, stream)
 
     async def _hosted_events(self, owner: Any, run_id: str, after_seq: int,
-                             stream: AsyncIterator[list[tuple[int, str]]]) -> AsyncIterator[list[tuple[int, str]]]:
+                             stream: AsyncIterator[Frames]) -> AsyncIterator[Batch | Frames]:
         last = after_seq
         try:
-            async for batch in stream:
-                yield batch
-                last = batch[-1][0]
+            async for frames in stream:
+                yield frames
+                last = frames.last_seq
             return
         except AgentHostDied:
             pass

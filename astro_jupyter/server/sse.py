@@ -7,11 +7,14 @@ run, so this also works after a restart). ``?last_event_id=`` does the same for 
 that cannot set headers.
 
 A reader task pulls batches of events (everything ready, deltas merged: ``app/event_batches``)
-into a small queue; the writer sends each batch as one write and flush. The first event
-after a pause goes out at once; while events keep coming, the reader takes a batch at most
-once per ``SsePacing.batch_secs``, so a busy server pays per batch, not per event. A slow client
-holds the reader back (the queue is short), so its events gather in the run's bus and come
-out merged. A comment line goes out when nothing happened for
+into a small queue as SSE bytes (``Frames``: a sidebar run's come from the agent host already
+built, so this process does nothing per event; the store's are built here, once per batch); the
+writer sends whatever is queued as one write and flush. The first event
+after a pause goes out at once; while events keep coming, the run's stream gives a batch at
+most once per ``SsePacing.batch_secs`` (handed to ``run_events``: it is paced where the run lives,
+``event_batches.live_batches``, the one place), so a busy run costs the host, the channel and this
+server per batch, not per event. A slow client holds its reader back (the queue is short), so
+its events gather upstream and come out merged. A comment line goes out when nothing happened for
 ``SsePacing.keepalive_secs`` so proxies keep the connection open. A client that goes
 away only stops its own reader: the run goes on, other clients too.
 """
@@ -27,7 +30,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..textsafe import clean_text
+from ..app.event_batches import Batch, Frames, format_event, sse_blocks
 from .base import AUTH_RESOURCE, SSE_PACING_KEY, AstroHandler
 from .runs import RUN_ID
 from ..errors import InvalidRequest
@@ -61,13 +64,7 @@ def parse_last_event_id(header: str | None, query: str | None) -> int:
     return value
 
 
-def format_event(seq: int, data: str) -> bytes:
-    """One SSE block; text UTF-8 cannot carry (a lone surrogate) is replaced, never a dead stream."""
-    block = f"id: {seq}\ndata: {data}\n\n"
-    try:
-        return block.encode("utf-8")
-    except UnicodeEncodeError:
-        return clean_text(block).encode("utf-8")
+__all__ = ["RunEventsHandler", "SsePacing", "format_event", "handlers", "parse_last_event_id"]
 
 
 class RunEventsHandler(AstroHandler):
@@ -88,7 +85,8 @@ class RunEventsHandler(AstroHandler):
     @authorized
     async def get(self, run_id: str) -> None:
         after = parse_last_event_id(self.request.headers.get("Last-Event-ID"), self.get_argument("last_event_id", None))
-        stream = await self.service.run_events(self.owner, run_id, after)
+        pacing = self.settings.get(SSE_PACING_KEY) or SsePacing()
+        stream = await self.service.run_events(self.owner, run_id, after, pace=max(0.0, float(pacing.batch_secs)))
         if stream is None:  # the run is over and the client has its done: 204 stops EventSource reconnecting
             self.set_status(204)
             self.finish()
@@ -99,12 +97,10 @@ class RunEventsHandler(AstroHandler):
         stream_io = getattr(self.request.connection, "stream", None)
         if stream_io is not None:
             stream_io.set_nodelay(True)  # small event writes must not wait for Nagle + delayed ACK
-        pacing = self.settings.get(SSE_PACING_KEY) or SsePacing()
         keepalive = max(0.05, float(pacing.keepalive_secs))
-        pace = max(0.0, float(pacing.batch_secs))
         queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_SIZE)
         self._queue = queue
-        reader = asyncio.create_task(_pump(stream, queue, pace), name=f"sse-{run_id}")
+        reader = asyncio.create_task(_pump(stream, queue), name=f"sse-{run_id}")
         try:
             self.write(b"retry: 1000\n\n")
             await self.flush()
@@ -142,7 +138,7 @@ class RunEventsHandler(AstroHandler):
                         blocks.append(f"data: {json.dumps(error)}\n\n".encode())
                         end = True
                     else:
-                        blocks.extend(format_event(seq, data) for seq, data in item)
+                        blocks.append(item.data)
                     progress[0] += 1
                     if end or queue.empty():
                         break
@@ -166,16 +162,13 @@ async def _keepalive(queue: "asyncio.Queue[Any]", interval: float, progress: lis
         seen = progress[0]
 
 
-async def _pump(stream: AsyncIterator[list[tuple[int, str]]], queue: "asyncio.Queue[Any]", pace: float) -> None:
-    """Move batches from the run to the writer. After each batch it rests ``pace`` seconds before
-    taking the next, so events published meanwhile gather in the bus (no wake-up per event) and
-    leave as one batch; after a quiet spell the next event goes at once."""
+async def _pump(stream: AsyncIterator[Batch | Frames], queue: "asyncio.Queue[Any]") -> None:
+    """Move batches from the run to the writer as SSE bytes (the stream is paced where the run
+    lives: ``event_batches.live_batches``)."""
     try:
         async for batch in stream:
             if batch:
-                await queue.put(batch)
-                if pace > 0:
-                    await asyncio.sleep(pace)
+                await queue.put(batch if isinstance(batch, Frames) else sse_blocks(batch))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - reported to the client as an error line

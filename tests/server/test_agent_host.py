@@ -106,6 +106,31 @@ async def test_a_ready_host_imports_the_tool_families_before_any_run(
     await wait_for(lambda: any(r.getMessage().endswith(" astro_jupyter.agent.coordinator") for r in caplog.records))
 
 
+async def test_the_server_forwards_the_hosts_sse_bytes_without_building_any_event(
+        api: Api, sse: Any, openai_server: Any, jp_serverapp: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host sends each batch as finished SSE blocks; the server's handler only forwards them
+    (per event it paid a line read, a split, a decode, a queue hop and a block of its own)."""
+    from astro_jupyter.server import sse as sse_module
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the server built SSE blocks for a live run in the host")
+
+    text = "".join(f"Chunk {i} of the answer. " for i in range(200))  # ~4.8 kB: ~1,200 deltas over ~3.6 s
+    openai_server.script(Turn.say(text, chunk_size=4, delay=0.003))
+    status, started = await api("POST", "astro/api/runs", body={"prompt": "a long answer"})
+    assert status == 201, started
+    monkeypatch.setattr(sse_module, "sse_blocks", refuse, raising=False)
+    monkeypatch.setattr(sse_module, "format_event", refuse)
+    first = await sse(started["run_id"], until=lambda got: len(got) >= 40)
+    rest = await sse(started["run_id"], last_event_id=first[-1][0])  # resumed while the run is still in the host
+    for events in (first, rest):
+        ids = [s for s, _ in events]
+        assert ids == sorted(set(ids))
+    assert first[0][0] == 1 and rest[0][0] > first[-1][0]
+    assert rest[-1][1]["type"] == "done" and rest[-1][1]["reason"] == "finished"
+    assert "".join(e["delta"] for _, e in first + rest if e["type"] == "text_delta") == text
+
+
 async def test_questions_and_notebook_tools_cross_the_channel(
         api: Api, sse: Any, openai_server: Any, jp_serverapp: Any, jp_root_dir: Path) -> None:
     nb = nbf.new_notebook(cells=[nbf.new_code_cell("x = 1")])
