@@ -131,6 +131,8 @@ def _start_lab(base: Path, home: Path, llm_url: str) -> tuple[subprocess.Popen, 
         "JUPYTER_CONFIG_DIR": str(base / "cfg"), "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(base / "ws"), "JUPYTER_RUNTIME_DIR": str(base / "rt"),
     })
+    if os.environ.get("ASTRO_UI_JUPYTER_PATH"):  # a worktree's build (as tests/ui/conftest.py), e.g. old vs new
+        env["JUPYTER_PATH"] = os.environ["ASTRO_UI_JUPYTER_PATH"]
     news = base / "settings" / "@jupyterlab" / "apputils-extension"
     news.mkdir(parents=True)
     (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))

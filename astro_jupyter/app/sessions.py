@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequest, PermissionDenied, RunConflict, RunNotFound, SessionNotFound
-from ..events import fold_deltas
 from .common import AppBase, Owner, may_change, visible_to
 
 if TYPE_CHECKING:
@@ -99,11 +98,11 @@ class SessionsMixin(AppBase):
             after_seq = int(raw_seq)
         await self.settle_session(session_id)
         page = max(1, int(limit or REPLAY_PAGE_EVENTS))
-        rows = await self.services.runs.session_events(session_id, after_run=after_run, after_seq=after_seq, limit=page)
-        times = {(run_id, seq): created for run_id, seq, created, _ in rows}
-        folded = fold_deltas((run_id, seq, data) for run_id, seq, _, data in rows)
-        events = [{"run_id": run_id, "seq": seq, "time": times[(run_id, seq)], "event": data} for run_id, seq, data in folded]
-        next_cursor = f"{rows[-1][0]}/{rows[-1][1]}" if len(rows) == page else None
+        folded, after = await self.services.runs.session_events(
+            session_id, after_run=after_run, after_seq=after_seq, limit=page
+        )
+        events = [{"run_id": run_id, "seq": seq, "time": created, "event": data} for run_id, seq, created, data in folded]
+        next_cursor = f"{after[0]}/{after[1]}" if after is not None else None
         return {"session_id": session_id, "events": events, "next_cursor": next_cursor}
 
     async def settle_session(self, session_id: str) -> None:
