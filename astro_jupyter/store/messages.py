@@ -106,6 +106,21 @@ class MessageRepository:
         rows = await self.db.fetchall(sql + " ORDER BY id", (session_id,))
         return [MessageRecord.from_row(r) for r in rows]
 
+    async def list_brief(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages as a reopened sidebar links them to what it replays: ids, roles,
+        runs and times, the words of prompts and answers, the ids of tool calls; no tool output,
+        call arguments or metadata (the replayed events carry what is shown). Why: the full rows
+        of a 5,000-message session are ~2 MB the browser would parse on its main thread for nothing."""
+        rows = await self.db.fetchall(
+            "SELECT id, run_id, role, CASE WHEN role = 'tool' THEN '' ELSE content END AS content,"
+            " tool_calls, tool_call_id, created_at FROM agent_messages WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        )
+        for row in rows:
+            calls = json.loads(row["tool_calls"]) if row["tool_calls"] else None
+            row["tool_calls"] = [{"id": c.get("id")} for c in calls if isinstance(c, dict)] if isinstance(calls, list) else None
+        return rows
+
     async def chat_history(self, session_id: str) -> list[dict[str, Any]]:
         return [m.to_chat() for m in await self.list(session_id, include_compacted=False)]
 
