@@ -196,7 +196,7 @@ REOPEN_JS = """async ([sid, lastText]) => {
     const t1 = performance.now();
     await new Promise(r => setTimeout(r, 500));  // late long tasks (lazy Markdown) are counted too
     obs.disconnect();
-    const fetch = performance.getEntriesByType('resource').filter(e => e.name.includes('/messages') || e.name.includes('/events'));
+    const fetch = performance.getEntriesByType('resource').filter(e => /\/sessions\/[^/]+(\/(messages|events|history))?(\?|$)/.test(e.name));
     const fetched = fetch.length ? Math.max(...fetch.map(e => e.responseEnd)) - t0 : null;
     return { total: t1 - t0, fetched, longest: tasks.length ? Math.max(...tasks) : 0, longTasks: tasks.length,
              items: panel.querySelectorAll('.jp-Astro-item').length };
@@ -281,7 +281,7 @@ def main() -> None:
                 rows.append(page.evaluate(REOPEN_JS, [sid, last_text]))
                 if "error" in rows[-1]:
                     raise SystemExit(rows[-1]["error"])
-                print(f"  reopen {r + 1}: rendered {rows[-1]['total']:.0f} ms (messages and events fetched at "
+                print(f"  reopen {r + 1}: rendered {rows[-1]['total']:.0f} ms (session, messages and events fetched at "
                       f"{rows[-1]['fetched'] or 0:.0f} ms), longest task {rows[-1]['longest']:.0f} ms, "
                       f"{rows[-1]['longTasks']} tasks > 50 ms, {rows[-1]['items']} items mounted")
             print(f"reopen {args.messages} messages: rendered median {statistics.median(r['total'] for r in rows):.0f} ms, "

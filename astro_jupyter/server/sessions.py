@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, AsyncIterator
 
@@ -109,12 +108,12 @@ class SessionHistoryHandler(AstroHandler):
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
-        parts = self.service.session_history(self.owner, session_id)
-        first = await anext(parts)  # a session the caller may not see is a JSON error, not a stream
+        lines = self.service.session_history(self.owner, session_id)
+        first = await anext(lines)  # a session the caller may not see is a JSON error, not a stream
         self.set_header("Content-Type", NDJSON)
-        self.write(json.dumps(first, ensure_ascii=False, default=str) + "\n")
-        async for n, part in _numbered(parts):
-            self.write(json.dumps(part, ensure_ascii=False, default=str) + "\n")
+        self.write(first + "\n")
+        async for n, line in _numbered(lines):
+            self.write(line + "\n")
             if n % 16 == 0:
                 await self.flush()  # the browser parses what came while the rest is read
         self.finish(set_content_type=NDJSON)

@@ -166,13 +166,7 @@ class RunRepository:
         replay in ``agent_run_replay`` (one row, ``_store_replay``); only runs without a current one
         (still running, or stored before the table existed) and runs that do not fit what is left of
         the page are read from ``agent_events`` as before."""
-        runs = await self.db.fetchall(
-            "SELECT r.id, r.started_at, r.rowid AS rid, p.last_seq, p.events,"
-            " (SELECT MAX(e.seq) FROM agent_events e WHERE e.run_id = r.id) AS max_seq"
-            " FROM agent_runs r LEFT JOIN agent_run_replay p ON p.run_id = r.id"
-            " WHERE r.session_id = ? ORDER BY r.started_at, r.rowid",
-            (session_id,),
-        )
+        runs = await self._runs_with_replays(session_id)
         if after_run is not None:
             ids = [r["id"] for r in runs]
             runs = runs[ids.index(after_run):] if after_run in ids else []
@@ -186,19 +180,13 @@ class RunRepository:
             from_seq = after_seq if i == 0 and after_run is not None else 0
             max_seq = run["max_seq"] or 0
             if _replay_current(run) and from_seq == 0 and max_seq <= budget:
-                out.extend((run["id"], seq, created, data) for seq, created, data in json.loads(run["events"]))
+                out.extend((e["run_id"], e["seq"], e["time"], e["event"]) for e in json.loads(run["events"]))
                 used, last, i = used + max_seq, (run["id"], max_seq), i + 1
                 continue
             j = i + 1  # this run and the next ones without a current replay: one read of agent_events
             while j < len(runs) and not _replay_current(runs[j]):
                 j += 1
-            rows = await self.db.fetchall(
-                f"SELECT e.run_id, e.seq, e.created_at, e.type, e.data, {_DELTA_FIELDS_SQL}"
-                " FROM agent_events e JOIN agent_runs r ON r.id = e.run_id WHERE r.session_id = ?"
-                " AND (r.started_at, r.rowid, e.seq) > (?, ?, ?) AND (r.started_at, r.rowid) <= (?, ?)"
-                " ORDER BY r.started_at, r.rowid, e.seq LIMIT ?",
-                (session_id, run["started_at"], run["rid"], from_seq, runs[j - 1]["started_at"], runs[j - 1]["rid"], budget),
-            )
+            rows = await self._event_rows(session_id, run, from_seq, runs[j - 1], budget)
             out.extend(fold_event_rows(tuple(r.values()) for r in rows))
             if rows:
                 last = (rows[-1]["run_id"], rows[-1]["seq"])
@@ -206,6 +194,51 @@ class RunRepository:
                 return out, last
             used, i = used + len(rows), j
         return out, None
+
+    async def session_events_json(self, session_id: str) -> list[str]:
+        """Every stored event of the session's runs, as ``session_events`` gives them over all its
+        pages, as JSON texts of ``{"run_id", "seq", "time", "event"}`` objects, each text one or more
+        objects joined by commas (a JSON array's inside). Why: a run's stored replay is already that
+        text, so a reopen copies it instead of parsing and re-encoding megabytes."""
+        runs = await self._runs_with_replays(session_id)
+        out: list[str] = []
+        i = 0
+        while i < len(runs):
+            if _replay_current(runs[i]):
+                inner = runs[i]["events"].strip()[1:-1]
+                if inner:
+                    out.append(inner)
+                i += 1
+                continue
+            j = i + 1
+            while j < len(runs) and not _replay_current(runs[j]):
+                j += 1
+            rows = await self._event_rows(session_id, runs[i], 0, runs[j - 1], -1)
+            out.extend(safe_json({"run_id": run_id, "seq": seq, "time": created, "event": data})
+                       for run_id, seq, created, data in fold_event_rows(tuple(r.values()) for r in rows))
+            i = j
+        return out
+
+    async def _runs_with_replays(self, session_id: str) -> list[Row]:
+        """The session's runs in start order, each with its stored replay (if any) and last seq."""
+        return await self.db.fetchall(
+            "SELECT r.id, r.started_at, r.rowid AS rid, p.last_seq, p.events,"
+            " (SELECT MAX(e.seq) FROM agent_events e WHERE e.run_id = r.id) AS max_seq"
+            " FROM agent_runs r LEFT JOIN agent_run_replay p ON p.run_id = r.id"
+            " WHERE r.session_id = ? ORDER BY r.started_at, r.rowid",
+            (session_id,),
+        )
+
+    async def _event_rows(self, session_id: str, first: Row, after_seq: int, last: Row, limit: int) -> list[Row]:
+        """The stored event rows of the runs from ``first`` (after its ``after_seq``) to ``last``, in
+        order, at most ``limit`` (-1: all), delta fields pulled out for ``fold_event_rows``."""
+        return await self.db.fetchall(
+            f"SELECT e.run_id, e.seq, e.created_at, e.type, e.data, {_DELTA_FIELDS_SQL}"
+            " FROM agent_events e JOIN agent_runs r ON r.id = e.run_id WHERE r.session_id = ?"
+            " AND (r.started_at, r.rowid, e.seq) > (?, ?, ?) AND (r.started_at, r.rowid) <= (?, ?)"
+            " ORDER BY r.started_at, r.rowid, e.seq LIMIT ?",
+            (session_id, first["started_at"], first["rid"], after_seq, last["started_at"], last["rid"], limit),
+        )
 
     async def _store_replay(self, run_id: str) -> None:
         """Fold the run's stored events once and keep them as its replay (see ``session_events``)."""
@@ -218,7 +251,8 @@ class RunRepository:
         folded = fold_event_rows(tuple(r.values()) for r in rows)
         await self.db.execute(
             "INSERT OR REPLACE INTO agent_run_replay (run_id, last_seq, events) VALUES (?, ?, ?)",
-            (run_id, rows[-1]["seq"], safe_json([[seq, created, data] for _, seq, created, data in folded])),
+            (run_id, rows[-1]["seq"],
+             safe_json([{"run_id": run_id, "seq": seq, "time": created, "event": data} for _, seq, created, data in folded])),
         )
 
     async def usage_events(self, session_id: str) -> list[dict[str, Any]]:

@@ -141,5 +141,9 @@ async def test_pages_give_every_event_once_whatever_mix_of_replays_and_rows(serv
         [(r, max(x for q, x, _, _ in every if q == r)) for r in ("run_a", "run_b", "run_c", "run_d")]
     if limit == 1000:
         assert pages == 1 and got == every
+        # the JSON text a reopen copies (replays as stored, other runs folded): the same events
+        texts = await services.runs.session_events_json(session.id)
+        assert json.loads("[" + ",".join(texts) + "]") == [
+            {"run_id": r, "seq": s, "time": t, "event": d} for r, s, t, d in every]
     if limit == 1:
         assert pages >= 40

@@ -229,11 +229,7 @@ export class AstroPanel extends Panel {
     let messages;
     let events;
     try {
-      [session, messages, events] = await Promise.all([
-        this.api.getSession(id),
-        this.api.messages(id),
-        this.api.sessionEvents(id)
-      ]);
+      ({ session, messages, events } = await this.api.sessionHistory(id));
     } catch (error) {
       this.showError('Could not open the session', error);
       return;
@@ -243,7 +239,7 @@ export class AstroPanel extends Panel {
     }
     const active = session.active_run_id ?? null;
     const ends = new Map((session.runs ?? []).map(r => [r.id, r.status] as [string, string]));
-    const loaded = await this.timeline.loadMessagesAsync(messages.messages, active, ends, {
+    const loaded = await this.timeline.loadMessagesAsync(messages, active, ends, {
       stale: () => ticket !== this.opening,
       events
     });
