@@ -189,7 +189,8 @@ REOPEN_JS = """async ([sid, lastText]) => {
         if (performance.now() - t0 > 60000) {
             const t = panel.querySelectorAll('.jp-Astro-assistant');
             return { error: `not rendered after 60 s: loading=${panel.dataset.loading} mounting=${timeline.hasAttribute('data-mounting')} `
-                + `last=${(t[t.length - 1] || {}).textContent} gap=${timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight}` };
+                + `last=${(t[t.length - 1] || {}).textContent} gap=${timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight} `
+                + `shown=${panel.dataset.sessionId === sid} message=${(panel.querySelector('.jp-Astro-message') || {}).textContent}` };
         }
     }
     await frame(); await frame();

@@ -16,7 +16,7 @@ import { EndAction, IEndItem, TimelineModel } from '../timeline';
 import { ISearchHit, ISession, IStartRunRequest } from '../tokens';
 import { visibleText } from './dom';
 import { iconEl, sendIcon } from './icons';
-import { IRenderContext } from './items';
+import { IRenderContext, warmMarkdown } from './items';
 import { ModelChooser } from './modelChooser';
 import { buildComposer, buildHeader, IconToolButton, showContext, showSessionUsage } from './panelChrome';
 import { DEFAULT_SETTINGS, IAstroPanelOptions, IAstroSettings } from './panelOptions';
@@ -124,6 +124,9 @@ export class AstroPanel extends Panel {
       lazy: null,
       decorateTool: (tool, el) => options.notebook?.decorateTool(tool, el)
     };
+    if (options.rendermime) {
+      warmMarkdown(options.rendermime);
+    }
     this.timelineView = new TimelineView(this.timeline, ctx, {
       fill: text => this.fillPrompt(text),
       openDemo: () => void this.openDemo()
