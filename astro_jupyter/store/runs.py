@@ -104,6 +104,7 @@ class RunRepository:
                 "UPDATE agent_runs SET status = 'error', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
                 (run_id,),
             )
+        await self._replay_ended(run_id)
         return await self.done_seq(run_id)
 
     async def finish(self, run_id: str, status: str) -> None:
@@ -148,10 +149,7 @@ class RunRepository:
         ]
         await self.db.write_many("INSERT OR IGNORE INTO agent_events (run_id, seq, type, data) VALUES (?, ?, ?, ?)", rows)
         if any(kind == "done" for _, _, kind, _ in rows):
-            try:  # the run has ended: its folded replay, so a reopen need not fold it again
-                await self._store_replay(run_id)
-            except AstroError as exc:  # the events are stored; a reopen folds them itself
-                log.warning("could not store the replay of run %s: %s", run_id, exc)
+            await self._replay_ended(run_id)
 
     async def session_events(
         self, session_id: str, *, after_run: str | None = None, after_seq: int = 0, limit: int = 10_000
@@ -239,6 +237,13 @@ class RunRepository:
             " ORDER BY r.started_at, r.rowid, e.seq LIMIT ?",
             (session_id, first["started_at"], first["rid"], after_seq, last["started_at"], last["rid"], limit),
         )
+
+    async def _replay_ended(self, run_id: str) -> None:
+        """The run has ended (its done is stored): keep its folded replay, so a reopen need not fold it."""
+        try:
+            await self._store_replay(run_id)
+        except AstroError as exc:  # the events are stored; a reopen folds them itself
+            log.warning("could not store the replay of run %s: %s", run_id, exc)
 
     async def _store_replay(self, run_id: str) -> None:
         """Fold the run's stored events once and keep them as its replay (see ``session_events``)."""

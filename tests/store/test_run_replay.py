@@ -147,3 +147,14 @@ async def test_pages_give_every_event_once_whatever_mix_of_replays_and_rows(serv
             {"run_id": r, "seq": s, "time": t, "event": d} for r, s, t, d in every]
     if limit == 1:
         assert pages >= 40
+
+
+@pytest.mark.asyncio
+async def test_a_run_closed_after_its_process_died_gets_its_replay_too(services: Any) -> None:
+    session = await services.sessions.create(title="killed")
+    await _run(services, session.id, "run_a", "cut short", done=False)
+    done_seq = await services.runs.close_interrupted("run_a")
+    stored = await services.db.fetchall("SELECT last_seq FROM agent_run_replay WHERE run_id = 'run_a'")
+    assert done_seq is not None and [r["last_seq"] for r in stored] == [done_seq]
+    got, _ = await services.runs.session_events(session.id, limit=1000)
+    assert [d["type"] for _, _, _, d in got[-2:]] == ["error", "done"] and got[-1][1] == done_seq
