@@ -113,7 +113,7 @@ class SessionsMixin(AppBase):
     async def session_history(self, owner: Owner, session_id: str) -> AsyncIterator[str]:
         """Everything a reopened sidebar needs, in one reply, as lines of JSON text:
         ``{"session": ...}`` (as ``get_session``) first, then ``{"messages": [...]}`` lines (every
-        message, in order, brief: ``MessagesRepository.brief_json``), then ``{"events": [...]}``
+        message, in order, brief: ``MessageRepository.brief_json``), then ``{"events": [...]}``
         lines (every event ``session_events`` pages through, in order), each line about
         ``HISTORY_LINE_CHARS`` long (a run's events stay on one line).
 
