@@ -275,7 +275,9 @@ def main() -> None:
             rows = []
             for r in range(args.repeat):
                 page.locator(f"{PANEL} .jp-Astro-new").click()  # leave it, then reopen it
-                page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.sessionId !== '{sid}'")
+                page.wait_for_function(  # the new chat exists and is shown (as tests/ui/conftest.py new_session)
+                    f"() => {{ const p = document.querySelector('{PANEL}'); const v = p.dataset.sessionId || ''; "
+                    f"return v !== '' && v !== '{sid}' && !p.dataset.loading; }}")
                 if not page.locator(f"{PANEL} .jp-Astro-sessions").is_visible():
                     page.locator(f"{PANEL} .jp-Astro-sessions-button").click()
                 page.locator(f'{PANEL} .jp-Astro-session-open[data-session-id="{sid}"]').wait_for()

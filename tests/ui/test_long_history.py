@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from astro_jupyter.config import AstroConfig
 from astro_jupyter.services.container import ServiceContainer
 
-from .conftest import PANEL, expand_tool, open_sessions, select_session
+from .conftest import PANEL, current_session, expand_tool, open_sessions, select_session
 
 RUNS = 250  # 1,500 stored messages, 750 tool calls: many times what the view mounts at once
 CALLS = 3
@@ -140,3 +141,38 @@ def test_a_long_session_reopens_with_every_message_reachable(page: Any, lab: Any
     first.locator(".jp-Astro-tool-output").wait_for()
     assert "M 0: RA = 10.0000 deg (run 0)" in first.locator(".jp-Astro-tool-output").inner_text()
     assert page.astro_errors == []  # type: ignore[attr-defined]
+
+
+def test_a_session_opened_while_a_new_chat_is_created_stays_open(page: Any, lab: Any) -> None:
+    """New chat, then (before the server has made it) a session from the history: the session the
+    user picked last stays open; the new chat's late arrival does not replace it."""
+    keep = lab.api("POST", "astro/api/sessions", {"title": "Keep me open"})["id"]
+    open_sessions(page).locator(f'.jp-Astro-session-open[data-session-id="{keep}"]').wait_for()
+    created: list[str] = []
+
+    def slow_create(route: Any) -> None:
+        if route.request.method == "POST":
+            time.sleep(1.5)  # the browser goes on meanwhile: the history click below happens now
+            created.append(route.request.url)
+        route.continue_()
+
+    def sessions_route(url: str) -> bool:
+        return url.split("?")[0].endswith("/astro/api/sessions")
+
+    page.route(sessions_route, slow_create)
+    page.evaluate(
+        """sid => {
+            const panel = document.querySelector('#astro-jupyter-panel');
+            panel.querySelector('.jp-Astro-new').click();
+            setTimeout(() => panel.querySelector(`.jp-Astro-session-open[data-session-id="${sid}"]`).click(), 300);
+        }""",
+        keep,
+    )
+    page.wait_for_function(
+        """sid => { const p = document.querySelector('#astro-jupyter-panel'); return p.dataset.sessionId === sid && !p.dataset.loading; }""",
+        arg=keep,
+    )
+    page.wait_for_timeout(2500)  # the delayed create has answered by now
+    page.unroute(sessions_route)
+    assert created, "the new chat's POST was not seen"
+    assert current_session(page) == keep

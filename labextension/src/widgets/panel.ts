@@ -276,7 +276,11 @@ export class AstroPanel extends Panel {
     try {
       this.run.detach();
       this.timeline.clear();
+      const ticket = this.opening;
       const session = await this.sessions.create('');
+      if (ticket !== this.opening) {
+        return; // a session was opened while this one was being created: the later choice stays
+      }
       await this.openSession(session.id);
       this.input.focus();
     } catch (error) {
