@@ -131,6 +131,8 @@ def _start_lab(base: Path, home: Path, llm_url: str) -> tuple[subprocess.Popen, 
         "JUPYTER_CONFIG_DIR": str(base / "cfg"), "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(base / "ws"), "JUPYTER_RUNTIME_DIR": str(base / "rt"),
     })
+    if os.environ.get("ASTRO_UI_JUPYTER_PATH"):  # a worktree's build (as tests/ui/conftest.py), e.g. old vs new
+        env["JUPYTER_PATH"] = os.environ["ASTRO_UI_JUPYTER_PATH"]
     news = base / "settings" / "@jupyterlab" / "apputils-extension"
     news.mkdir(parents=True)
     (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
@@ -187,14 +189,15 @@ REOPEN_JS = """async ([sid, lastText]) => {
         if (performance.now() - t0 > 60000) {
             const t = panel.querySelectorAll('.jp-Astro-assistant');
             return { error: `not rendered after 60 s: loading=${panel.dataset.loading} mounting=${timeline.hasAttribute('data-mounting')} `
-                + `last=${(t[t.length - 1] || {}).textContent} gap=${timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight}` };
+                + `last=${(t[t.length - 1] || {}).textContent} gap=${timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight} `
+                + `shown=${panel.dataset.sessionId === sid} message=${(panel.querySelector('.jp-Astro-message') || {}).textContent}` };
         }
     }
     await frame(); await frame();
     const t1 = performance.now();
     await new Promise(r => setTimeout(r, 500));  // late long tasks (lazy Markdown) are counted too
     obs.disconnect();
-    const fetch = performance.getEntriesByType('resource').filter(e => e.name.includes('/messages') || e.name.includes('/events'));
+    const fetch = performance.getEntriesByType('resource').filter(e => /\/sessions\/[^/]+(\/(messages|events|history))?(\?|$)/.test(e.name));
     const fetched = fetch.length ? Math.max(...fetch.map(e => e.responseEnd)) - t0 : null;
     return { total: t1 - t0, fetched, longest: tasks.length ? Math.max(...tasks) : 0, longTasks: tasks.length,
              items: panel.querySelectorAll('.jp-Astro-item').length };
@@ -272,14 +275,16 @@ def main() -> None:
             rows = []
             for r in range(args.repeat):
                 page.locator(f"{PANEL} .jp-Astro-new").click()  # leave it, then reopen it
-                page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.sessionId !== '{sid}'")
+                page.wait_for_function(  # the new chat exists and is shown (as tests/ui/conftest.py new_session)
+                    f"() => {{ const p = document.querySelector('{PANEL}'); const v = p.dataset.sessionId || ''; "
+                    f"return v !== '' && v !== '{sid}' && !p.dataset.loading; }}")
                 if not page.locator(f"{PANEL} .jp-Astro-sessions").is_visible():
                     page.locator(f"{PANEL} .jp-Astro-sessions-button").click()
                 page.locator(f'{PANEL} .jp-Astro-session-open[data-session-id="{sid}"]').wait_for()
                 rows.append(page.evaluate(REOPEN_JS, [sid, last_text]))
                 if "error" in rows[-1]:
                     raise SystemExit(rows[-1]["error"])
-                print(f"  reopen {r + 1}: rendered {rows[-1]['total']:.0f} ms (messages and events fetched at "
+                print(f"  reopen {r + 1}: rendered {rows[-1]['total']:.0f} ms (session, messages and events fetched at "
                       f"{rows[-1]['fetched'] or 0:.0f} ms), longest task {rows[-1]['longest']:.0f} ms, "
                       f"{rows[-1]['longTasks']} tasks > 50 ms, {rows[-1]['items']} items mounted")
             print(f"reopen {args.messages} messages: rendered median {statistics.median(r['total'] for r in rows):.0f} ms, "

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
 from ..errors import InvalidRequest, PermissionDenied, RunConflict, RunNotFound, SessionNotFound
-from ..events import fold_deltas
+from ..textsafe import safe_json
 from .common import AppBase, Owner, may_change, visible_to
 
 if TYPE_CHECKING:
@@ -15,6 +15,10 @@ if TYPE_CHECKING:
 
 TITLE_MAX = 200
 REPLAY_PAGE_EVENTS = 50_000  # stored events per page when a session is reopened (text deltas folded first)
+# about this many characters per line of GET sessions/{id}/history: small lines, so the browser parses
+# the reply a little at a time between frames instead of in one long main-thread task (2 MB of JSON
+# in one JSON.parse: ~80 ms here)
+HISTORY_LINE_CHARS = 64_000
 
 
 class SessionsMixin(AppBase):
@@ -99,12 +103,30 @@ class SessionsMixin(AppBase):
             after_seq = int(raw_seq)
         await self.settle_session(session_id)
         page = max(1, int(limit or REPLAY_PAGE_EVENTS))
-        rows = await self.services.runs.session_events(session_id, after_run=after_run, after_seq=after_seq, limit=page)
-        times = {(run_id, seq): created for run_id, seq, created, _ in rows}
-        folded = fold_deltas((run_id, seq, data) for run_id, seq, _, data in rows)
-        events = [{"run_id": run_id, "seq": seq, "time": times[(run_id, seq)], "event": data} for run_id, seq, data in folded]
-        next_cursor = f"{rows[-1][0]}/{rows[-1][1]}" if len(rows) == page else None
+        folded, after = await self.services.runs.session_events(
+            session_id, after_run=after_run, after_seq=after_seq, limit=page
+        )
+        events = [{"run_id": run_id, "seq": seq, "time": created, "event": data} for run_id, seq, created, data in folded]
+        next_cursor = f"{after[0]}/{after[1]}" if after is not None else None
         return {"session_id": session_id, "events": events, "next_cursor": next_cursor}
+
+    async def session_history(self, owner: Owner, session_id: str) -> AsyncIterator[str]:
+        """Everything a reopened sidebar needs, in one reply, as lines of JSON text:
+        ``{"session": ...}`` (as ``get_session``) first, then ``{"messages": [...]}`` lines (every
+        message, in order, brief: ``MessageRepository.brief_json``), then ``{"events": [...]}``
+        lines (every event ``session_events`` pages through, in order), each line about
+        ``HISTORY_LINE_CHARS`` long (a run's events stay on one line).
+
+        Why one reply of lines: three replies (session, full messages, events) cost the server three
+        reads that queued behind each other and the browser two ~2 MB ``JSON.parse`` calls, each a
+        main-thread task well over 50 ms. The lines are built from JSON text SQLite made or stored
+        (a run's replay), so the server neither parses nor re-encodes the bulk of it."""
+        yield safe_json({"session": await self.get_session(owner, session_id)})  # raises first if not visible
+        for line in _json_lines("messages", await self.services.messages.brief_json(session_id)):
+            yield line
+        await self.settle_session(session_id)
+        for line in _json_lines("events", await self.services.runs.session_events_json(session_id)):
+            yield line
 
     async def settle_session(self, session_id: str) -> None:
         """Wait until the events of this session's finished runs are all in the store.
@@ -149,6 +171,21 @@ class SessionsMixin(AppBase):
             return None
         handle = self._runtime.active_run_for(session_id)
         return None if handle is None else str(handle.run_id)
+
+
+def _json_lines(key: str, pieces: list[str]) -> Iterator[str]:
+    """``{"<key>": [...]}`` lines of about ``HISTORY_LINE_CHARS``, the pieces (JSON values, or
+    several joined by commas) in order; none when there are no pieces."""
+    chunk: list[str] = []
+    size = 0
+    for piece in pieces:
+        chunk.append(piece)
+        size += len(piece)
+        if size >= HISTORY_LINE_CHARS:
+            yield f'{{"{key}":[{",".join(chunk)}]}}'
+            chunk, size = [], 0
+    if chunk:
+        yield f'{{"{key}":[{",".join(chunk)}]}}'
 
 
 def _title(title: Any) -> str:

@@ -118,6 +118,14 @@ def build_document(base_url: str = "/") -> dict[str, Any]:
                                           ["session_id", "events", "next_cursor"]))},
                        params=[*sid, _query("cursor"), _query("limit", {"type": "integer", "minimum": 1, "maximum": 100000})]),
         },
+        "/astro/api/sessions/{session_id}/history": {
+            "get": _op("What a reopened sidebar rebuilds a session from, in one reply of JSON lines: "
+                       "`{\"session\": Session}` first, then `{\"messages\": [...]}` parts (each message's id, run_id, role, "
+                       "created_at, tool_call_id, the ids of its tool_calls and, but for tool results, its content), then "
+                       "`{\"events\": [StoredEvent, ...]}` parts (every page of the events route, in order)",
+                       {"200": {"description": "JSON lines", "content": {"application/x-ndjson": {"schema": {"type": "object"}}}}},
+                       params=sid),
+        },
         "/astro/api/sessions/{session_id}/export": {
             "get": _op("The session as a .ipynb research log (501 until the export module is installed)",
                        {"200": {"description": "notebook", "content": {"application/x-ipynb+json": {"schema": {"type": "object"}}}},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any, AsyncIterator
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
@@ -10,6 +11,7 @@ from tornado import web
 from .base import AUTH_RESOURCE, AstroHandler
 from ..errors import InvalidRequest
 
+NDJSON = "application/x-ndjson; charset=utf-8"
 ID = r"(?P<session_id>[A-Za-z0-9_.:-]{1,128})"
 
 
@@ -97,6 +99,26 @@ class SessionEventsHandler(AstroHandler):
         self.write_json(await self.service.session_events(self.owner, session_id, cursor=cursor, limit=limit))
 
 
+class SessionHistoryHandler(AstroHandler):
+    """A session as a reopened sidebar rebuilds it, in one reply: JSON lines (``session``, then
+    ``messages`` parts, then ``events`` parts; see ``AstroApp.session_history``)."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        lines = self.service.session_history(self.owner, session_id)
+        first = await anext(lines)  # a session the caller may not see is a JSON error, not a stream
+        self.set_header("Content-Type", NDJSON)
+        self.write(first + "\n")
+        async for n, line in _numbered(lines):
+            self.write(line + "\n")
+            if n % 16 == 0:
+                await self.flush()  # the browser parses what came while the rest is read
+        self.finish(set_content_type=NDJSON)
+
+
 class SessionExportHandler(AstroHandler):
     """The session as an ``.ipynb`` research log (``astro_jupyter/export.py``, from the magics issue)."""
 
@@ -113,6 +135,13 @@ class SessionExportHandler(AstroHandler):
         self.finish(nbformat.writes(notebook), set_content_type="application/x-ipynb+json")
 
 
+async def _numbered(parts: AsyncIterator[Any]) -> AsyncIterator[tuple[int, Any]]:
+    n = 0
+    async for part in parts:
+        n += 1
+        yield n, part
+
+
 def _filename(title: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", title).strip("-")[:80] or "session"
 
@@ -123,5 +152,6 @@ handlers = [
     (rf"astro/api/sessions/{ID}", SessionHandler),
     (rf"astro/api/sessions/{ID}/messages", SessionMessagesHandler),
     (rf"astro/api/sessions/{ID}/events", SessionEventsHandler),
+    (rf"astro/api/sessions/{ID}/history", SessionHistoryHandler),
     (rf"astro/api/sessions/{ID}/export", SessionExportHandler),
 ]

@@ -106,6 +106,23 @@ class MessageRepository:
         rows = await self.db.fetchall(sql + " ORDER BY id", (session_id,))
         return [MessageRecord.from_row(r) for r in rows]
 
+    async def brief_json(self, session_id: str) -> list[str]:
+        """The session's messages as a reopened sidebar links them to what it replays, each as JSON
+        text made by SQLite: ids, roles, runs and times, the words of prompts and answers, the ids of
+        tool calls; no tool output, call arguments or metadata (the replayed events carry what is
+        shown). Why: the full rows of a 5,000-message session are ~2 MB the browser would parse on
+        its main thread for nothing, and building them in Python cost the server tens of ms more."""
+        rows = await self.db.fetchall(
+            "SELECT json_object('id', id, 'session_id', session_id, 'run_id', run_id, 'role', role,"
+            " 'content', CASE WHEN role = 'tool' THEN '' ELSE content END,"
+            " 'tool_calls', CASE WHEN tool_calls IS NULL THEN NULL ELSE"
+            "  (SELECT json_group_array(json_object('id', json_extract(c.value, '$.id'))) FROM json_each(tool_calls) c) END,"
+            " 'tool_call_id', tool_call_id, 'created_at', created_at) AS brief"
+            " FROM agent_messages WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        )
+        return [r["brief"] for r in rows]
+
     async def chat_history(self, session_id: str) -> list[dict[str, Any]]:
         return [m.to_chat() for m in await self.list(session_id, include_compacted=False)]
 

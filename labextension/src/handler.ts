@@ -8,19 +8,21 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { nextTask, SLICE_MS } from './tasks';
+
 import {
-  IMessagesReply,
   IModelsReply,
   IPaper,
   ISearchHit,
   ISearchReply,
   ISession,
-  ISessionEventsReply,
+  ISessionHistory,
   ISessionPatch,
   ISessionsReply,
   IStartRunReply,
   IStartRunRequest,
   IStoredEvent,
+  IStoredMessage,
   PermissionAnswer
 } from './tokens';
 
@@ -63,22 +65,68 @@ export async function requestAPI<T>(
     throw new AstroAPIError(0, 'network_error', `The Jupyter server is unreachable: ${String(error)}`);
   }
   const text = await response.text();
-  let data: any = null;
-  if (text.length > 0) {
-    try {
-      data = JSON.parse(text);
-    } catch {
-      data = text;
-    }
-  }
+  const data = parseReply(text);
   if (!response.ok) {
-    const message =
-      (data && typeof data === 'object' && typeof data.message === 'string' && data.message) ||
-      `${response.status} ${response.statusText}`;
-    const reason = (data && typeof data === 'object' && typeof data.reason === 'string' && data.reason) || 'http_error';
-    throw new AstroAPIError(response.status, reason, message);
+    throw errorOf(response, data);
   }
   return data as T;
+}
+
+function parseReply(text: string): any {
+  if (text.length === 0) {
+    return null;
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** The `AstroAPIError` of a non-2xx reply (`data`: its parsed body, `{message, reason}`). */
+function errorOf(response: Response, data: any): AstroAPIError {
+  const message =
+    (data && typeof data === 'object' && typeof data.message === 'string' && data.message) ||
+    `${response.status} ${response.statusText}`;
+  const reason = (data && typeof data === 'object' && typeof data.reason === 'string' && data.reason) || 'http_error';
+  return new AstroAPIError(response.status, reason, message);
+}
+
+/**
+ * Call `each` with every line of a reply of JSON lines, parsed, as the lines arrive, giving the
+ * browser its turn (`nextTask`) after each `SLICE_MS` of parsing: a reply of megabytes would be
+ * one long main-thread task if parsed at once.
+ */
+export async function readJsonLines(response: Response, each: (part: any) => void): Promise<void> {
+  let start = performance.now();
+  const take = async (lines: string[]): Promise<void> => {
+    for (const line of lines) {
+      if (line.trim()) {
+        each(JSON.parse(line));
+      }
+      if (performance.now() - start >= SLICE_MS) {
+        await nextTask();
+        start = performance.now();
+      }
+    }
+  };
+  const reader = response.body?.getReader();
+  if (!reader) {
+    await take((await response.text()).split('\n'));
+    return;
+  }
+  const decoder = new TextDecoder();
+  let rest = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    rest += done ? decoder.decode() : decoder.decode(value, { stream: true });
+    const lines = rest.split('\n');
+    rest = done ? '' : lines.pop() ?? '';
+    await take(lines);
+    if (done) {
+      return;
+    }
+  }
 }
 
 function json(method: string, body?: unknown): RequestInit {
@@ -141,24 +189,44 @@ export class AstroAPI {
     return this.call(`api/sessions/${enc(id)}`, { method: 'DELETE' });
   }
 
-  async messages(id: string): Promise<IMessagesReply> {
-    return this.call(`api/sessions/${enc(id)}/messages`);
-  }
-
-  /** Every stored event of the session's runs (all pages; text deltas come folded by the server). */
-  async sessionEvents(id: string): Promise<IStoredEvent[]> {
+  /**
+   * What a reopened session is rebuilt from, in one request (`GET sessions/{id}/history`): the
+   * session, its messages (brief: no tool output) and every stored event of its runs (text
+   * deltas folded by the server), read and parsed a part at a time as they arrive.
+   */
+  async sessionHistory(id: string): Promise<ISessionHistory> {
+    const url = apiUrl(`api/sessions/${enc(id)}/history`, this.settings);
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(url, {}, this.settings);
+    } catch (error) {
+      throw new AstroAPIError(0, 'network_error', `The Jupyter server is unreachable: ${String(error)}`);
+    }
+    if (!response.ok) {
+      throw errorOf(response, parseReply(await response.text()));
+    }
+    let session: ISession | null = null;
+    const messages: IStoredMessage[] = [];
     const events: IStoredEvent[] = [];
-    let cursor: string | null = null;
-    do {
-      const params = new URLSearchParams(cursor ? { cursor } : {});
-      const query = cursor ? `?${params.toString()}` : '';
-      const reply: ISessionEventsReply = await this.call(`api/sessions/${enc(id)}/events${query}`);
-      for (const e of reply.events) {
-        events.push(e);
-      }
-      cursor = reply.next_cursor;
-    } while (cursor);
-    return events;
+    try {
+      await readJsonLines(response, part => {
+        if (part.session) {
+          session = part.session;
+        }
+        for (const m of part.messages ?? []) {
+          messages.push(m);
+        }
+        for (const e of part.events ?? []) {
+          events.push(e);
+        }
+      });
+    } catch (error) {
+      throw new AstroAPIError(0, 'network_error', `The session's history did not arrive whole: ${String(error)}`);
+    }
+    if (session === null) {
+      throw new AstroAPIError(response.status, 'bad_reply', "The session's history came without the session");
+    }
+    return { session, messages, events };
   }
 
   /** The session as notebook JSON (the export route answers an .ipynb document). */

@@ -6,6 +6,7 @@
  * Stored messages still matter: the prompt is a message (no event carries it), and each item is
  * linked to the message it shows so a history-search hit can scroll to it.
  */
+import { nextTask } from './tasks';
 import type { TimelineModel } from './timeline';
 import { ITextItem, parseTime } from './timelineItems';
 import { IStoredEvent, IStoredMessage } from './tokens';
@@ -84,7 +85,7 @@ export async function runInSlices(
       bulk(false);
     }
     if (!done) {
-      await new Promise(resolve => setTimeout(resolve, 0));
+      await nextTask();
     }
   }
   return true;

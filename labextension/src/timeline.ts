@@ -9,6 +9,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { historySteps, runInSlices } from './history';
+import { SLICE_MS } from './tasks';
 import {
   callSignature,
   endBanner,
@@ -316,7 +317,7 @@ export class TimelineModel {
     opts: { sliceMs?: number; stale?: () => boolean; events?: readonly IStoredEvent[] } = {}
   ): Promise<boolean> {
     const steps = historySteps(this, messages, opts.events ?? [], skipRunId, runEnds);
-    const done = await runInSlices(steps, opts.sliceMs ?? 8, opts.stale, on => (this.bulk = on));
+    const done = await runInSlices(steps, opts.sliceMs ?? SLICE_MS, opts.stale, on => (this.bulk = on));
     if (done) {
       this._changed.emit({ type: 'reset' });
     }

@@ -92,7 +92,8 @@ export interface ISessionsReply {
 export interface IStoredToolCall {
   id: string;
   type?: string;
-  function: { name: string; arguments: string };
+  /** Absent in the brief messages of `GET sessions/{id}/history` (the replayed tool_call event has it). */
+  function?: { name: string; arguments: string };
 }
 
 /** One stored message, in the OpenAI chat shape plus its row id and run id. */
@@ -110,25 +111,20 @@ export interface IStoredMessage {
   created_at?: string;
 }
 
-/** One stored event of a session's run (`GET astro/api/sessions/{id}/events`); text deltas folded. */
+/** What `GET astro/api/sessions/{id}/history` gives, its parts gathered (messages in brief form). */
+export interface ISessionHistory {
+  session: ISession;
+  messages: IStoredMessage[];
+  events: IStoredEvent[];
+}
+
+/** One stored event of a session's run (`GET astro/api/sessions/{id}/history` or `/events`); text deltas folded. */
 export interface IStoredEvent {
   run_id: string;
   seq: number;
   /** When it was stored (ISO 8601, UTC). */
   time: string;
   event: AgentEvent;
-}
-
-export interface ISessionEventsReply {
-  session_id: string;
-  events: IStoredEvent[];
-  /** Pass back as `cursor` for the next page; null when there is no more. */
-  next_cursor: string | null;
-}
-
-export interface IMessagesReply {
-  session_id: string;
-  messages: IStoredMessage[];
 }
 
 /** A history-search hit; `snippet` marks matched terms with « and », `snippet_html` with `<mark>`. */

@@ -354,6 +354,50 @@ class TestPermissionAnswers:
             (request["request_id"], "allow"), (asked[-1][1]["request_id"], "deny")]
 
 
+async def test_session_history_is_the_session_brief_messages_and_every_event_in_small_parts(
+        api: Api, sse: Any, openai_server: Any, jp_fetch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GET sessions/{id}/history``: what a reopened sidebar rebuilds from, in one reply of JSON
+    lines: the session, its messages without tool output, then the same events as the events route."""
+    import json
+
+    from astro_jupyter.app import sessions as app_sessions
+
+    monkeypatch.setattr(app_sessions, "HISTORY_LINE_CHARS", 1)  # a line per message, and per run's events
+    _script_tool_run(openai_server)
+    status, first = await api("POST", "astro/api/runs", body={"prompt": "Where is M 87?"})
+    await sse(first["run_id"])
+    sid = first["session_id"]
+    openai_server.script(Turn.say("Second answer, streamed in small pieces.", chunk_size=3))
+    status, second = await api("POST", "astro/api/runs", body={"prompt": "And again?", "session_id": sid})
+    await sse(second["run_id"])
+
+    response = await jp_fetch("astro", "api", "sessions", sid, "history", method="GET")
+    assert response.code == 200 and response.headers["Content-Type"].startswith("application/x-ndjson")
+    parts = [json.loads(line) for line in response.body.decode("utf-8").splitlines()]
+    assert all(len(p) == 1 for p in parts)
+    kinds = [next(iter(p)) for p in parts]
+    assert kinds[0] == "session" and kinds == ["session"] + sorted(kinds[1:], key=lambda k: k != "messages")
+    assert kinds.count("messages") > 2 and kinds.count("events") >= 2
+    status, session = await api("GET", f"astro/api/sessions/{sid}")
+    assert parts[0]["session"] == session
+
+    status, full = await api("GET", f"astro/api/sessions/{sid}/messages")
+    brief = [m for p in parts for m in p.get("messages", [])]
+    assert [(m["id"], m["run_id"], m["role"], m["tool_call_id"], m["created_at"]) for m in brief] == \
+        [(m["id"], m["run_id"], m["role"], m["tool_call_id"], m["created_at"]) for m in full["messages"]]
+    for b, m in zip(brief, full["messages"]):
+        assert b["content"] == ("" if m["role"] == "tool" else m["content"])
+        assert b["tool_calls"] == ([{"id": c["id"]} for c in m["tool_calls"]] if m["tool_calls"] else None)
+    assert any(m["role"] == "tool" and m["content"] for m in full["messages"])  # the brief form really is smaller
+
+    status, page = await api("GET", f"astro/api/sessions/{sid}/events")
+    assert [e for p in parts for e in p.get("events", [])] == page["events"]
+    assert len(page["events"]) > 4
+
+    missing = await jp_fetch("astro", "api", "sessions", "ses_missing", "history", method="GET", raise_error=False)
+    assert missing.code == 404 and json.loads(missing.body)["reason"] == "session_not_found"
+
+
 async def test_session_events_replay_the_stored_runs_folded_and_paged(api: Api, sse: Any, openai_server: Any,
                                                                       astro_service: AstroApp) -> None:
     """``GET sessions/{id}/events``: what a reopened sidebar replays — every stored event of every

@@ -4,7 +4,7 @@
  * assistant's Markdown, which goes through JupyterLab's rendermime (sanitised, math typeset).
  * Tool lines are in toolView.ts, questions in questionView.ts, the shared base in itemView.ts.
  */
-import { MimeModel } from '@jupyterlab/rendermime';
+import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { addBelowIcon, copyIcon, runIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
@@ -199,6 +199,28 @@ class TextView extends ItemView<ITextItem> {
       Widget.detach(this.renderer);
     }
     this.renderer?.dispose();
+  }
+}
+
+/**
+ * Render a little Markdown off screen once the page is idle, and throw it away. Why: the first
+ * Markdown a page renders loads and sets up JupyterLab's Markdown parser, sanitizer and math
+ * typesetter, one-time work of several main-thread tasks over 50 ms; done while nothing else
+ * happens, it is not paid by the first answer or the first reopened session.
+ */
+export function warmMarkdown(rendermime: IRenderMimeRegistry): void {
+  const run = (): void => {
+    const renderer = rendermime.createRenderer('text/markdown');
+    void renderer
+      .renderModel(new MimeModel({ data: { 'text/markdown': '**M 31**, `z`, $d$ kpc\n\n- a\n\n```python\nx = 1\n```' }, trusted: false }))
+      .catch(() => undefined)
+      .finally(() => renderer.dispose());
+  };
+  const idle = (window as { requestIdleCallback?: (cb: () => void, opts?: { timeout: number }) => number }).requestIdleCallback;
+  if (idle) {
+    idle(run, { timeout: 10_000 });
+  } else {
+    window.setTimeout(run, 2000);
   }
 }
 

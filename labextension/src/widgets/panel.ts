@@ -16,7 +16,7 @@ import { EndAction, IEndItem, TimelineModel } from '../timeline';
 import { ISearchHit, ISession, IStartRunRequest } from '../tokens';
 import { visibleText } from './dom';
 import { iconEl, sendIcon } from './icons';
-import { IRenderContext } from './items';
+import { IRenderContext, warmMarkdown } from './items';
 import { ModelChooser } from './modelChooser';
 import { buildComposer, buildHeader, IconToolButton, showContext, showSessionUsage } from './panelChrome';
 import { DEFAULT_SETTINGS, IAstroPanelOptions, IAstroSettings } from './panelOptions';
@@ -124,6 +124,9 @@ export class AstroPanel extends Panel {
       lazy: null,
       decorateTool: (tool, el) => options.notebook?.decorateTool(tool, el)
     };
+    if (options.rendermime) {
+      warmMarkdown(options.rendermime);
+    }
     this.timelineView = new TimelineView(this.timeline, ctx, {
       fill: text => this.fillPrompt(text),
       openDemo: () => void this.openDemo()
@@ -229,11 +232,7 @@ export class AstroPanel extends Panel {
     let messages;
     let events;
     try {
-      [session, messages, events] = await Promise.all([
-        this.api.getSession(id),
-        this.api.messages(id),
-        this.api.sessionEvents(id)
-      ]);
+      ({ session, messages, events } = await this.api.sessionHistory(id));
     } catch (error) {
       this.showError('Could not open the session', error);
       return;
@@ -243,7 +242,7 @@ export class AstroPanel extends Panel {
     }
     const active = session.active_run_id ?? null;
     const ends = new Map((session.runs ?? []).map(r => [r.id, r.status] as [string, string]));
-    const loaded = await this.timeline.loadMessagesAsync(messages.messages, active, ends, {
+    const loaded = await this.timeline.loadMessagesAsync(messages, active, ends, {
       stale: () => ticket !== this.opening,
       events
     });
@@ -277,7 +276,11 @@ export class AstroPanel extends Panel {
     try {
       this.run.detach();
       this.timeline.clear();
+      const ticket = this.opening;
       const session = await this.sessions.create('');
+      if (ticket !== this.opening) {
+        return; // a session was opened while this one was being created: the later choice stays
+      }
       await this.openSession(session.id);
       this.input.focus();
     } catch (error) {

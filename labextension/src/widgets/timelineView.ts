@@ -19,13 +19,21 @@ export interface ITimelineViewOptions {
 import { button, h } from './dom';
 import { astroIcon, iconEl } from './icons';
 import { createView, IRenderContext, ItemView, messageHeader, SubagentView } from './items';
+import { SLICE_MS } from '../tasks';
 
-/** Time per frame spent mounting queued items; the rest is left to the browser. */
-const SLICE_MS = 8;
-/** A reopened history shows its newest top-level items at once... */
-const WINDOW_ITEMS = 120;
+/**
+ * A reopened history shows its newest top-level items at once (a few screens' worth: more only
+ * costs style and layout work while the user waits)...
+ */
+const WINDOW_ITEMS = 60;
 /** ...and mounts earlier ones this many at a time as the user scrolls up to them. */
-const OLDER_CHUNK = 80;
+const OLDER_CHUNK = 40;
+/**
+ * Items mounted per frame while a history mounts in slices: the browser's style and layout of
+ * new items come on top of the script's `SLICE_MS` (a forced layout keeps the view at the
+ * bottom), and in JupyterLab's page that is several times the script's own time.
+ */
+const MOUNT_PER_FRAME = 24;
 /** Earlier items are mounted when the top of what is shown comes this close. */
 const OLDER_MARGIN_PX = 600;
 
@@ -167,7 +175,7 @@ export class TimelineView extends Widget {
     {
       let i = 0;
       for (; i < this.added.length; i++) {
-        if ((i & 15) === 15 && performance.now() - start > budgetMs) {
+        if (budgetMs !== Infinity && (i >= MOUNT_PER_FRAME || ((i & 7) === 7 && performance.now() - start > budgetMs))) {
           break;
         }
         this.mount(this.added[i].item, this.added[i].before);
