@@ -237,7 +237,6 @@ class PgChunkRepository:
         self._own_terms = fts_terms.available()  # postings need FTS5's tokenizer in this Python
         self._terms_version: int | None = None  # data_version the postings state below is from
         self._terms_ready = False  # every chunk has its postings
-        self._term_stats: tuple[int, float] = (0, 1.0)  # (chunks, average length in FTS5 tokens)
         self._indexing: asyncio.Task[int] | None = None
 
     async def data_version(self) -> int:
@@ -357,7 +356,8 @@ class PgChunkRepository:
         return [(int(r["id"]), -float(r["score"])) for r in rows]
 
     async def _lexical_state(self) -> bool:
-        """Whether every chunk has its postings, checked again after each write; starts indexing the rest."""
+        """Whether every chunk has its postings, asked again after each write while some wait for theirs
+        (starts indexing them). Once they all have, ``fts`` learns of new ones from its own query."""
         row = await self.db.fetchrow(
             f"SELECT {_DATA_VERSION} AS v,"
             " EXISTS (SELECT 1 FROM paper_chunks WHERE fts_length IS NULL) AS pending")
@@ -367,11 +367,6 @@ class PgChunkRepository:
             self._terms_ready = not row["pending"]
             if row["pending"]:
                 self.start_indexing()
-            else:
-                stats = await self.db.fetchrow(
-                    "SELECT coalesce(sum(chunks), 0) AS n, coalesce(sum(tokens), 0) AS t FROM paper_term_stats")
-                n = int(stats["n"])
-                self._term_stats = (n, float(stats["t"]) / n if n else 1.0)
         return self._terms_ready
 
     async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
@@ -380,8 +375,13 @@ class PgChunkRepository:
         FTS5's bm25: the GIN index on each chunk's term counts finds the chunks holding a question's words, and
         each one's counts of just those words are looked up in its jsonb object (the tsvector ranking unnested every
         matching chunk's whole tsvector: 3.9× SQLite's time on 100k chunks). PostgreSQL's ``ts_rank`` has no
-        IDF: on the labelled set its top 3 differed from SQLite's in most questions."""
-        if not self._own_terms or not await self._lexical_state():
+        IDF: on the labelled set its top 3 differed from SQLite's in most questions.
+
+        One round trip: the library's chunk count and average length (``paper_term_stats``, a row per paper)
+        and whether any chunk waits for its postings are read by the same statement. Asked apart, after each
+        other user's write (every search, with ten users adding), they were two more round trips before this
+        one — each 10–36 ms on a loaded machine."""
+        if not self._own_terms or (not self._terms_ready and not await self._lexical_state()):
             return await self._fts_tsvector(match, limit, paper_ids)
         terms = fts_terms.query_terms(match)  # cached; a fraction of a millisecond otherwise
         if not terms:
@@ -390,24 +390,33 @@ class PgChunkRepository:
         # its jsonb), then the phrase's IDF from how many of them hold it (references too, as FTS5 counts),
         # then BM25 summed over the phrases (repeats included) in FTS5's order of arithmetic
         n = len(terms)
-        args: list[Any] = [sorted(set(terms)), float(self._term_stats[0]), self._term_stats[1], int(limit), *terms]
-        tfs = ", ".join(f"(t.counts -> ${5 + i}::text)::float8 AS f{i}" for i in range(n))
+        args: list[Any] = [sorted(set(terms)), int(limit), *terms]
+        tfs = ", ".join(f"(t.counts -> ${3 + i}::text)::float8 AS f{i}" for i in range(n))
         dfs = ", ".join(f"count(f{i}) AS d{i}" for i in range(n))
         # in double precision, as FTS5 computes it (numeric ln was both slower and not FTS5's rounding)
-        idfs = ", ".join(f"CASE WHEN ln(($2::float8 - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) <= 0 THEN 1e-6::float8"
-                         f" ELSE ln(($2::float8 - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) END AS w{i}"
+        idfs = ", ".join(f"CASE WHEN ln((s.n - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) <= 0 THEN 1e-6::float8"
+                         f" ELSE ln((s.n - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) END AS w{i}"
                          for i in range(n))
         score = " + ".join(f"coalesce(w.w{i} * ((c.f{i} * {BM25_K1 + 1}) / (c.f{i} + c.norm)), 0)" for i in range(n))
-        sql = (f"WITH c AS MATERIALIZED (SELECT t.chunk_id, t.searchable, {tfs},"
-               f" {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl / $3::float8) AS norm"
-               " FROM chunk_terms t WHERE t.counts ?| $1::text[]),"
-               f" d AS (SELECT {dfs} FROM c), w AS MATERIALIZED (SELECT {idfs} FROM d)"
-               f" SELECT c.chunk_id, {score} AS score FROM c, w WHERE c.searchable")
+        # the statistics as the old per-version query computed them in Python: n = Σ chunks, avgdl = Σ tokens / n
+        stats = ("s AS MATERIALIZED (SELECT coalesce(sum(chunks), 0)::float8 AS n, CASE WHEN coalesce(sum(chunks), 0) = 0"
+                 " THEN 1::float8 ELSE sum(tokens)::float8 / sum(chunks)::float8 END AS avgdl FROM paper_term_stats)")
+        sql = (f"WITH {stats}, c AS MATERIALIZED (SELECT t.chunk_id, t.searchable, {tfs},"
+               f" {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl / s.avgdl) AS norm"
+               " FROM chunk_terms t, s WHERE t.counts ?| $1::text[]),"
+               f" d AS (SELECT {dfs} FROM c), w AS MATERIALIZED (SELECT {idfs} FROM d, s)"
+               f" (SELECT c.chunk_id, {score} AS score, NULL::boolean AS pending FROM c, w WHERE c.searchable")
         if paper_ids:
             args.append(list(paper_ids))
             sql += f" AND c.chunk_id IN (SELECT id FROM paper_chunks WHERE paper_id = ANY(${len(args)}::text[]))"
-        rows = await self.db.fetch(sql + " ORDER BY score DESC, c.chunk_id LIMIT $4", *args)
-        return [(int(r["chunk_id"]), -float(r["score"])) for r in rows]
+        sql += (" ORDER BY score DESC, c.chunk_id LIMIT $2)"
+                " UNION ALL SELECT NULL, NULL, EXISTS (SELECT 1 FROM paper_chunks WHERE fts_length IS NULL)")
+        rows = await self.db.fetch(sql, *args)
+        if any(r["pending"] for r in rows):  # an older version wrote chunks without postings: index them, rank by tsvector
+            self._terms_ready, self._terms_version = False, None
+            await self._lexical_state()
+            return await self._fts_tsvector(match, limit, paper_ids)
+        return [(int(r["chunk_id"]), -float(r["score"])) for r in rows if r["pending"] is None]
 
     # -- postings for chunks written without them ---------------------------------------------
     def start_indexing(self) -> None:

@@ -289,3 +289,58 @@ async def test_following_reads_each_write_once_while_another_writer_is_mid_trans
     finally:
         await open_writer.execute("ROLLBACK")
         await open_writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_search_after_another_users_write_is_three_round_trips(shared_url: str, make_container,
+                                                                       monkeypatch) -> None:
+    """Under ten users' load each round trip to the shared database waits its turn on busy cores (10–40 ms):
+    a search asks only for the others' new vectors, the BM25 ranking (the library's statistics and whether any
+    chunk waits for its postings in the same statement) and the passages — not the data version for the
+    missing-vector look between its periodic runs, nor the statistics apart after each other user's write."""
+    from tests.store.test_library_repository import _paper_with_chunks, _two_papers
+
+    alice, bob = await make_container(shared_url, user="alice"), await make_container(shared_url, user="bob")
+    await _two_papers(alice)
+    await bob.rag.search("millisecond pulsars", 3)  # the first: loads the index, looks for missing vectors
+    new = await _paper_with_chunks(alice, "local:frb", [("1 Intro", "Fast radio bursts from magnetars.")])
+    statements: list[str] = []
+    db = bob.shared_library
+    for name in ("fetch", "fetchrow", "fetchval", "execute"):
+        def counted(sql: str, *args: object, _real=getattr(db, name)) -> object:
+            statements.append(sql)
+            return _real(sql, *args)
+
+        monkeypatch.setattr(db, name, counted)
+    hits = await bob.rag.search("fast radio bursts magnetars", 3)
+    assert hits[0].chunk.id == new[0] and hits[0].bm25 is not None and hits[0].similarity is not None
+    assert len(statements) == 3, statements
+
+
+@pytest.mark.asyncio
+async def test_the_bm25_ranking_runs_beside_the_vector_ranking(shared_url: str, make_container, monkeypatch) -> None:
+    """A search's full-text query is already in the database while its vector side runs (one after the other,
+    the search waited for the sum of both on a busy machine)."""
+    from tests.store.test_library_repository import _two_papers
+
+    c = await make_container(shared_url)
+    await _two_papers(c)
+    await c.rag.search("millisecond pulsars", 3)
+    fts_started = asyncio.Event()
+    real_fts, real_vectors = c.chunks.fts, c.rag.index.search_floor
+
+    async def fts(*args: object, **kwargs: object) -> object:
+        fts_started.set()
+        return await real_fts(*args, **kwargs)
+
+    async def search_floor(*args: object, **kwargs: object) -> object:
+        # one after the other, the full-text query started only once this had returned: here it times out,
+        # and the search answers without its vector side
+        await asyncio.wait_for(fts_started.wait(), 5)
+        return await real_vectors(*args, **kwargs)
+
+    monkeypatch.setattr(c.chunks, "fts", fts)
+    monkeypatch.setattr(c.rag.index, "search_floor", search_floor)
+    hits = await c.rag.search("millisecond pulsars", 3)
+    assert c.rag.last_vector_error == ""
+    assert hits[0].chunk.paper_id == "local:pulsar" and hits[0].bm25 is not None and hits[0].similarity is not None
