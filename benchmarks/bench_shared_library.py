@@ -165,6 +165,7 @@ class Phases:
         self.searches: list[dict[str, float]] = []
         for name, label in PHASES:
             self._wrap(c.chunks, name, label)
+        self._wrap(c.rag.index, "ensure", "follow (applied)")
         self._wrap(c.rag.index, "search_floor", "vectors (with follow)")
 
     def _wrap(self, obj: object, name: str, label: str) -> None:
@@ -337,6 +338,8 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
     c = ServiceContainer(user_config(tmp, url, 99, run))
     await c.start()
     before = await c.library.papers.count()
+    print(f"  vector path: {c.shared_library.vector.describe()}; the space's column: {(await c.rag.space()).kind}",
+          flush=True)
     plans = [user_papers(u, common, own, first) for u in range(users)]
     if stats:
         server.psql("SELECT pg_stat_statements_reset()", database="bench")
@@ -367,7 +370,7 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
               f"chunks written by {len(wrote)} adds for {len(set(wrote))} papers; chunks per paper "
               f"{min(counts)}–{max(counts)} (want {chunks})")
         print("  where a search's time goes (ms per search; a call a search did not make counts 0):")
-        for label in ("total", *[label for _, label in PHASES], "vectors (with follow)"):
+        for label in ("total", *[label for _, label in PHASES], "follow (applied)", "vectors (with follow)"):
             values = [s.get(label, 0.0) for s in searches]
             print(f"    {label:<22} p50 {statistics.median(values):7.1f}  p95 {np.percentile(values, 95):7.1f}"
                   f"  max {max(values):7.1f}  (in {sum(1 for s in searches if label in s)} searches)")
