@@ -381,8 +381,8 @@ class RagService:
             await asyncio.shield(self._reembed_task)
 
     async def aclose(self) -> None:
-        """Stop a background re-embedding or look for missing vectors (what it stored stays; the rest is done
-        next time)."""
+        """Stop a background re-embedding, look for missing vectors or vector index build (what it stored
+        stays; the rest is done next time)."""
         for name in ("_recheck_task", "_reembed_task"):
             task = getattr(self, name)
             setattr(self, name, None)
@@ -390,6 +390,9 @@ class RagService:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        close_index = getattr(self.index, "aclose", None)
+        if close_index is not None:
+            await close_index()
 
     def mark_unsynced(self) -> None:
         """Some chunks were stored without vectors (the embedding backend failed)."""

@@ -34,6 +34,7 @@ from typing import Any, AsyncIterator, Iterable, Sequence
 
 import numpy as np
 
+from .. import background_cpu
 from ..errors import NotFoundError, PermissionDenied, StoreError
 from . import fts_terms
 from .chunks import ChunkRow, Space, space_name
@@ -246,7 +247,8 @@ class PgChunkRepository:
     async def replace(self, paper_id: str, chunks: Sequence[Any]) -> list[int]:
         """Drop a paper's chunks (their vectors and postings go by cascade, vectors leaving tombstones),
         insert the new ones with their word postings and the paper's BM25 statistics."""
-        terms = await asyncio.to_thread(fts_terms.chunk_terms, [(c.text, c.section) for c in chunks]) \
+        # tokenizing a paper's chunks is ingest work: below the searches' CPU priority (background_cpu)
+        terms = await background_cpu.run(fts_terms.chunk_terms, [(c.text, c.section) for c in chunks]) \
             if chunks and self._own_terms else None
         async with self.db.transaction() as conn:
             await conn.execute("SELECT nextval('library_changes')")
@@ -452,7 +454,7 @@ class PgChunkRepository:
             rows = await conn.fetch(
                 "SELECT id, paper_id, part, text, section FROM paper_chunks WHERE paper_id = ANY($1::text[])"
                 " AND fts_length IS NULL ORDER BY id FOR UPDATE SKIP LOCKED", taken)
-            terms = await asyncio.to_thread(fts_terms.chunk_terms, [(r["text"], r["section"]) for r in rows])
+            terms = await background_cpu.run(fts_terms.chunk_terms, [(r["text"], r["section"]) for r in rows])
             ids = [int(r["id"]) for r in rows]
             await conn.execute("SELECT nextval('library_changes')")
             await self._write_terms(conn, ids, [r["part"] for r in rows], terms)
@@ -492,9 +494,10 @@ class PgChunkRepository:
                     f"CREATE TABLE IF NOT EXISTS {name} (chunk_id bigint PRIMARY KEY REFERENCES paper_chunks (id)"
                     f" ON DELETE CASCADE, embedding {column} NOT NULL, xid xid8 NOT NULL DEFAULT pg_current_xact_id())")
                 await conn.execute(f"CREATE INDEX IF NOT EXISTS {name}_xid ON {name} (xid)")
-                if kind == "pgvector":
-                    await conn.execute(
-                        f"CREATE INDEX IF NOT EXISTS {name}_hnsw ON {name} USING hnsw (embedding vector_cosine_ops)")
+                # no HNSW index yet: searches are exact in each user's memory (services/vector_index.py) and
+                # never read one, while keeping it up to date was most of PostgreSQL's CPU with ten users adding
+                # papers (≈ 1,000 of 1,200 busy-backend samples, on CPU in the vector INSERT, against 90 for the
+                # word postings): built by ``ensure_ann_index`` once a space outgrows the in-memory index
                 await conn.execute(
                     f"CREATE OR REPLACE TRIGGER {name}_removed AFTER DELETE ON {name}"
                     " FOR EACH ROW EXECUTE FUNCTION astro_vector_removed()")
@@ -505,6 +508,28 @@ class PgChunkRepository:
         space = Space(row["name"], row["backend"], int(row["dim"]), row["kind"])
         self._spaces[name] = space
         return space
+
+    async def ensure_ann_index(self, space: Space) -> bool:
+        """Build pgvector's HNSW index on the space (``CREATE INDEX CONCURRENTLY``: writers and readers go on),
+        for kNN in PostgreSQL once a space is too large for the in-memory index; True once it exists. One
+        process builds it (an advisory lock; the others return False meanwhile and search exactly)."""
+        if space.kind != "pgvector":
+            return False
+        index = f"{space.name}_hnsw"
+        async with self.db.acquire() as conn:
+            if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL AND (SELECT indisvalid FROM pg_index"
+                                   " WHERE indexrelid = to_regclass($1))", index):
+                return True
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _lock_key("hnsw:" + space.name)):
+                return False
+            try:
+                if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", index):  # left invalid by a failed build
+                    await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
+                await conn.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {space.name} USING hnsw (embedding vector_cosine_ops)")
+                return True
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", _lock_key("hnsw:" + space.name))
 
     @staticmethod
     def _encode(space: Space, row: np.ndarray) -> Any:
@@ -595,7 +620,8 @@ class PgChunkRepository:
 
     async def knn(self, space: Space, query: np.ndarray, k: int, *, restrict: Sequence[int] | None = None,
                   exact: bool = False) -> list[tuple[int, float]]:
-        """pgvector kNN by cosine distance, best first: through the HNSW index, or ``exact`` (a scan)."""
+        """pgvector kNN by cosine distance, best first: through the HNSW index when it exists
+        (``ensure_ann_index``), or ``exact`` (a scan)."""
         if space.kind != "pgvector":
             raise StoreError("kNN in SQL needs pgvector; use the in-memory index")
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)

@@ -390,3 +390,27 @@ def test_passage_text_is_the_section_path_in_words_and_the_text_without_rules() 
     assert text("Errors", "a -- b -> c") == "Errors\na -- b -> c"
     assert RagService.passage_text(ChunkRow(1, "p", 0, "4 Methods › 4.1 Overview", "body", 1, 1, "b"), words=False) \
         == "4 Methods › 4.1 Overview\nb"  # lexical-v2 keeps the numbers as tokens
+
+
+@pytest.mark.asyncio
+async def test_local_model_embeds_passages_below_the_question_priority(monkeypatch) -> None:
+    """The local model's passages (a paper being added) run on background_cpu's niced threads; a search's one
+    question at the process's priority (its thread is asyncio's, shared with every search: never reniced)."""
+    import os
+    import threading
+
+    from astro_jupyter import background_cpu
+    from astro_jupyter.services.embed import LocalEmbedder, embed_query
+
+    seen: list[int] = []
+
+    def embed_many(texts):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return np.ones((len(texts), 384), np.float32) / np.sqrt(384)
+
+    backend = LocalEmbedder()
+    monkeypatch.setattr(backend, "embed_many", embed_many)
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    await backend.embed(["a passage", "another passage"])
+    await embed_query(backend, "a question")
+    assert seen == [min(19, process + background_cpu.BACKGROUND_NICENESS), process]

@@ -344,3 +344,75 @@ async def test_the_bm25_ranking_runs_beside_the_vector_ranking(shared_url: str, 
     hits = await c.rag.search("millisecond pulsars", 3)
     assert c.rag.last_vector_error == ""
     assert hits[0].chunk.paper_id == "local:pulsar" and hits[0].bm25 is not None and hits[0].similarity is not None
+
+
+@pytest.mark.asyncio
+async def test_adding_a_paper_parses_tokenizes_and_embeds_below_the_searches_priority(shared_url: str, make_container,
+                                                                                      monkeypatch) -> None:
+    """On a hub one user's adds (PDF pages, word postings, passage embeddings) must not take the cores on equal
+    terms from another user's search: that work runs on threads niced ``BACKGROUND_NICENESS`` above the
+    process; the search's own question embedding does not."""
+    import os
+    import threading
+
+    import astro_jupyter.services.parse as parse
+    from astro_jupyter import background_cpu
+    from astro_jupyter.services.embed import embed_query
+    from astro_jupyter.store import fts_terms
+
+    c = await make_container(shared_url)
+    resolve = getattr(c.rag.embedder, "resolve", None)
+    backend = await resolve() if resolve is not None else c.rag.embedder
+    niceness: dict[str, list[int]] = {}
+    loop_thread = threading.get_native_id()
+
+    def spy(name: str, fn):
+        def run(*args, **kwargs):
+            tid = threading.get_native_id()
+            if tid != loop_thread:  # lexical-v2 embeds up to 8 texts inline, on the event loop (≈ 2 ms)
+                niceness.setdefault(name, []).append(os.getpriority(os.PRIO_PROCESS, tid))
+            return fn(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(parse, "finish", spy("parse", parse.finish))
+    monkeypatch.setattr(fts_terms, "chunk_terms", spy("postings", fts_terms.chunk_terms))
+    monkeypatch.setattr(backend, "embed_many", spy("embed", backend.embed_many))
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    record = await c.library.add(str(PDFS / "many_pages.pdf"), fetch=False)
+    result = await c.parser.parse(record.id)
+    assert result.embedded > 8  # more than a query-sized batch (lexical-v2 embeds up to 8 texts inline)
+    lowered = min(19, process + background_cpu.BACKGROUND_NICENESS)
+    assert set(niceness) == {"parse", "postings", "embed"}, niceness
+    assert all(n == lowered for values in niceness.values() for n in values), (process, niceness, backend.name)
+    niceness.clear()
+    await embed_query(backend, "millisecond pulsars")
+    assert niceness.get("embed", [process]) == [process]  # a search's question: inline, or at the process's priority
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == process  # the event loop's thread untouched
+
+
+@pytest.mark.asyncio
+async def test_hnsw_index_only_for_a_space_too_large_for_memory(make_database, make_container) -> None:
+    """Every write keeps an HNSW index up to date — most of PostgreSQL's CPU with ten users adding papers — so a
+    space gets one only when the in-memory (exact) index cannot hold it and kNN runs in PostgreSQL."""
+    from tests.store.test_library_repository import _two_papers
+    from tests.waiting import until
+
+    c = await make_container(make_database("pgvector"))
+    await _two_papers(c)
+    space = await c.rag.space()
+    hnsw = f"{space.name}_hnsw"
+    assert space.kind == "pgvector"
+    assert await c.shared_library.fetchval("SELECT to_regclass($1)::text", hnsw) is None
+    memory = [h.chunk.id for h in await c.rag.search("pulsar timing", 3, mode="vector")]
+
+    small = await make_container(c.config.shared_library_url, user="bob")
+    small.rag.index.max_rows = 1  # this user's index cannot hold the space: kNN in PostgreSQL
+    hits = await small.rag.search("pulsar timing", 3, mode="vector")
+    assert [h.chunk.id for h in hits] == memory  # exact meanwhile
+    task = small.rag.index._ann_tasks[space.name]
+    await until(task.done, what="the HNSW index build")
+    assert task.result() is True
+    assert await c.shared_library.fetchval(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)", hnsw) is True
+    hits = await small.rag.search("pulsar timing", 3, mode="vector")
+    assert [h.chunk.id for h in hits] == memory  # through the index now (two papers: every row is a candidate)
