@@ -384,8 +384,14 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
     c = ServiceContainer(user_config(tmp, url, 99, run))
     await c.start()
     before = await c.library.papers.count()
-    print(f"  vector path: {c.shared_library.vector.describe()}; the space's column: {(await c.rag.space()).kind}",
-          flush=True)
+    space = await c.rag.space()
+    build = getattr(c.chunks, "ensure_ann_index", None)
+    if os.environ.get(HNSW_PROBE_ENV) and space.kind == "pgvector" and build is not None:
+        await build(space)  # what an HNSW search in PostgreSQL needs (and every write then keeps up to date)
+    hnsw = space.kind == "pgvector" and await c.shared_library.fetchval(
+        "SELECT to_regclass($1) IS NOT NULL", f"{space.name}_hnsw")
+    print(f"  vector path: {c.shared_library.vector.describe()}; the space's column: {space.kind}"
+          f"{'; with an HNSW index' if hnsw else ''}; searches: exact, in each user's memory", flush=True)
     plans = [user_papers(u, common, own, first) for u in range(users)]
     if stats:
         server.psql("SELECT pg_stat_statements_reset()", database="bench")
