@@ -232,7 +232,8 @@ class VectorIndex:
         self._ann_tasks[space.name] = asyncio.get_running_loop().create_task(run(), name="astro-ann-index")
 
     async def aclose(self) -> None:
-        """Stop an index build this process started (PostgreSQL drops the unfinished index's work with it)."""
+        """Stop an index build this process started (PostgreSQL leaves the unfinished index invalid; the next
+        build drops it first)."""
         tasks, self._ann_tasks = list(self._ann_tasks.values()), {}
         for task in tasks:
             if not task.done():
