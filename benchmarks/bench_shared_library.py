@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import multiprocessing
 import os
 import random
@@ -42,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+HNSW_PROBE_ENV = "ASTRO_BENCH_HNSW_PROBE"  # --hnsw-probe: the user processes also time an HNSW kNN in PostgreSQL
 BASELINE_ENV = "ASTRO_BENCH_LIBRARY"  # --baseline: the user processes import the library from this checkout
 sys.path.insert(0, os.environ.get(BASELINE_ENV) or str(ROOT))
 
@@ -156,15 +158,19 @@ PHASES = (("data_version", "data_version"), ("missing_vectors", "missing-vector 
           ("changes_since", "index follow"), ("fts", "BM25"), ("get_many", "chunk rows"))
 
 
+_SEARCHING: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar("bench_search", default=None)
+
+
 class Phases:
     """Where one user's searches spend their time: each repository call a search makes, timed (benchmark only)."""
 
     def __init__(self, c: ServiceContainer) -> None:
         self.current: dict[str, float] | None = None
-        self.task: asyncio.Task | None = None
         self.searches: list[dict[str, float]] = []
         for name, label in PHASES:
             self._wrap(c.chunks, name, label)
+        self._wrap(c.rag.index, "ensure", "follow (applied)")
+        self._wrap_product()
         self._wrap(c.rag.index, "search_floor", "vectors (with follow)")
 
     def _wrap(self, obj: object, name: str, label: str) -> None:
@@ -175,17 +181,41 @@ class Phases:
             try:
                 return await fn(*args, **kwargs)
             finally:
-                if self.current is not None and asyncio.current_task() is self.task:  # not a background job's call
+                # the search's own calls and those of tasks it started (the BM25 query beside the vector side),
+                # not a background job's: those tasks carry the search's context
+                if self.current is not None and _SEARCHING.get() is self.current:
                     self.current[label] = self.current.get(label, 0.0) + (time.perf_counter() - t) * 1000
 
         setattr(obj, name, timed)
 
+    def _wrap_product(self) -> None:
+        """The product itself, timed where it runs (a worker thread: to_thread carries the search's context)."""
+        from astro_jupyter.services import vector_index
+
+        fn = getattr(vector_index, "top_k_floor", None)
+        if fn is None or getattr(fn, "bench_wrapped", False):
+            return
+
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                current = _SEARCHING.get()
+                if current is not None:
+                    current["product"] = current.get("product", 0.0) + (time.perf_counter() - t) * 1000
+
+        timed.bench_wrapped = True  # type: ignore[attr-defined]
+        vector_index.top_k_floor = timed
+
     async def search(self, c: ServiceContainer, query: str) -> float:
-        self.current, self.task = {}, asyncio.current_task()
+        self.current = {}
+        token = _SEARCHING.set(self.current)
         t = time.perf_counter()
         try:
             await c.rag.search(query, 8)
         finally:
+            _SEARCHING.reset(token)
             ms = (time.perf_counter() - t) * 1000
             self.current["total"] = ms
             self.searches.append(self.current)
@@ -217,8 +247,25 @@ async def user_session(c: ServiceContainer, u: int, papers: list[int], chunks: i
         pid, did = await add_paper(c, corpus, paper, chunks)
         if did:
             wrote.append(pid)
-        await phases.search(c, rng.choice(queries))
+        query = rng.choice(queries)
+        await phases.search(c, query)
+        if os.environ.get(HNSW_PROBE_ENV):
+            await hnsw_probe(c, query, phases.searches[-1])
     return {"wrote": wrote, "searches": phases.searches}
+
+
+async def hnsw_probe(c: ServiceContainer, query: str, search: dict[str, float]) -> None:
+    """--hnsw-probe: right after a search, the same question's kNN through pgvector's HNSW index inside
+    PostgreSQL (one query; nothing followed or multiplied here), timed apart from the search's total."""
+    from astro_jupyter.services.embed import embed_query
+
+    space = await c.rag.space()
+    if space.kind != "pgvector":
+        return
+    qvec = await embed_query(c.rag.embedder, query)
+    t = time.perf_counter()
+    await c.chunks.knn(space, qvec, 50)
+    search["HNSW in PostgreSQL (probe)"] = (time.perf_counter() - t) * 1000
 
 
 def user_papers(u: int, common: int, own: int, first: int) -> list[int]:
@@ -337,6 +384,14 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
     c = ServiceContainer(user_config(tmp, url, 99, run))
     await c.start()
     before = await c.library.papers.count()
+    space = await c.rag.space()
+    build = getattr(c.chunks, "ensure_ann_index", None)
+    if os.environ.get(HNSW_PROBE_ENV) and space.kind == "pgvector" and build is not None:
+        await build(space)  # what an HNSW search in PostgreSQL needs (and every write then keeps up to date)
+    hnsw = space.kind == "pgvector" and await c.shared_library.fetchval(
+        "SELECT to_regclass($1) IS NOT NULL", f"{space.name}_hnsw")
+    print(f"  vector path: {c.shared_library.vector.describe()}; the space's column: {space.kind}"
+          f"{'; with an HNSW index' if hnsw else ''}; searches: exact, in each user's memory", flush=True)
     plans = [user_papers(u, common, own, first) for u in range(users)]
     if stats:
         server.psql("SELECT pg_stat_statements_reset()", database="bench")
@@ -367,7 +422,8 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
               f"chunks written by {len(wrote)} adds for {len(set(wrote))} papers; chunks per paper "
               f"{min(counts)}–{max(counts)} (want {chunks})")
         print("  where a search's time goes (ms per search; a call a search did not make counts 0):")
-        for label in ("total", *[label for _, label in PHASES], "vectors (with follow)"):
+        for label in ("total", *[label for _, label in PHASES], "follow (applied)", "product", "vectors (with follow)",
+                      "HNSW in PostgreSQL (probe)"):
             values = [s.get(label, 0.0) for s in searches]
             print(f"    {label:<22} p50 {statistics.median(values):7.1f}  p95 {np.percentile(values, 95):7.1f}"
                   f"  max {max(values):7.1f}  (in {sum(1 for s in searches if label in s)} searches)")
@@ -404,8 +460,12 @@ async def main() -> None:
     ap.add_argument("--server-log", default="", metavar="PATH",
                     help="keep the server's log here, with the plans of statements slower than 100 ms (auto_explain)")
     ap.add_argument("--pgvector", action="store_true", help="PostgreSQL with pgvector (the pgserver wheel)")
+    ap.add_argument("--hnsw-probe", action="store_true",
+                    help="with --pgvector: after each search, time the same kNN through HNSW inside PostgreSQL")
     ap.add_argument("--users-only", action="store_true", help="fill the shared library, skip the SQLite comparison")
     args = ap.parse_args()
+    if args.hnsw_probe:
+        os.environ[HNSW_PROBE_ENV] = "1"  # the spawned user processes inherit it
     bindir = postgres.pgserver_bindir() if args.pgvector else postgres.debian_bindir()
     if bindir is None:
         sys.exit("no PostgreSQL: apt-get install postgresql (or pip install pgserver==0.1.4 for --pgvector)")

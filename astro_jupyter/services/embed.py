@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
+from .. import background_cpu
+
 if TYPE_CHECKING:
     from ..config import AstroConfig
 
@@ -121,10 +123,11 @@ class LexicalEmbedder:
         return np.stack([self.embed_one(t) for t in texts]).astype(np.float32)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """A query inline; a paper's chunks (~0.3 ms each) off the event loop."""
+        """A query inline; a paper's chunks (~0.3 ms each) off the event loop, below the searches' CPU priority
+        (``background_cpu``: on a hub another user's search should not wait behind this paper's passages)."""
         if len(texts) <= 8:
             return self.embed_many(texts)
-        return await asyncio.to_thread(self.embed_many, texts)
+        return await background_cpu.run(self.embed_many, texts)
 
 
 class EndpointEmbedder:
@@ -178,9 +181,13 @@ class LocalEmbedder:
                                    window=self.window)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Off the event loop: one text (a search's question, ``embed_query``) at the process's priority,
+        passages (a paper being added) on the low-priority threads of ``background_cpu``."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        return await asyncio.to_thread(self.embed_many, texts)
+        if len(texts) == 1:
+            return await asyncio.to_thread(self.embed_many, texts)
+        return await background_cpu.run(self.embed_many, texts)
 
 
 # -- choosing a backend ------------------------------------------------------------------------

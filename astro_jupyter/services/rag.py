@@ -301,6 +301,13 @@ class RagService:
         ``wait=False`` (a search): on a shared library, the periodic look after a clean one runs in
         the background instead of before the answer (see below).
         """
+        recheck = getattr(self.repo, "missing_check_secs", None)
+        if (not wait and recheck is not None and self._synced_at is not None
+                and time.monotonic() - self._checked_at < recheck):
+            # a search on a shared library between two periodic looks: nothing to ask the database (its data
+            # version was a round trip in every search, 10–40 ms under load) and no lock to wait on (the
+            # background look holds it for its anti-join)
+            return 0
         async with self._sync_lock:
             version = await self.repo.data_version()
             if self._synced_at is not None and version == self._synced_at:
@@ -310,7 +317,6 @@ class RagService:
             # and not in a search's time — an anti-join over every chunk of the library (160–280 ms inside
             # PostgreSQL at 86k chunks, load 13) that seldom finds anything; what it finds is found by full
             # text meanwhile
-            recheck = getattr(self.repo, "missing_check_secs", None)
             if self._synced_at is not None and recheck is not None:
                 if time.monotonic() - self._checked_at < recheck:
                     return 0
@@ -375,8 +381,8 @@ class RagService:
             await asyncio.shield(self._reembed_task)
 
     async def aclose(self) -> None:
-        """Stop a background re-embedding or look for missing vectors (what it stored stays; the rest is done
-        next time)."""
+        """Stop a background re-embedding, look for missing vectors or vector index build (what it stored
+        stays; the rest is done next time)."""
         for name in ("_recheck_task", "_reembed_task"):
             task = getattr(self, name)
             setattr(self, name, None)
@@ -384,6 +390,9 @@ class RagService:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        close_index = getattr(self.index, "aclose", None)
+        if close_index is not None:
+            await close_index()
 
     def mark_unsynced(self) -> None:
         """Some chunks were stored without vectors (the embedding backend failed)."""
@@ -402,25 +411,20 @@ class RagService:
             restrict = await self.repo.ids_for_papers(paper_ids)
             if not restrict:
                 return []
-        vector: list[tuple[int, float]] = []
-        floor = 0.0
-        fts: list[tuple[int, float]] = []
         self.last_vector_error = ""
-        if mode in ("hybrid", "vector"):
-            try:
-                qvec = await embed_query(self.embedder, query)  # first: a failing endpoint costs one request
-                await self.sync(paper_ids, wait=False)
-                space = await self.space()
-                vector, floor = await self.index.search_floor(space, qvec, pool, restrict=restrict)
-            except Exception as exc:  # noqa: BLE001 - an embedding endpoint down must not stop full-text search
-                if mode == "vector":
-                    raise
-                self.last_vector_error = f"{type(exc).__name__}: {exc}"
-                self.mark_unsynced()
-        if mode in ("hybrid", "fts"):
-            match = fts_query(query)
-            if match:
-                fts = await self.repo.fts(match, pool, paper_ids=paper_ids)
+        match = fts_query(query) if mode in ("hybrid", "fts") else ""
+        # the full-text ranking runs beside the vector one (a query in the database while this process embeds
+        # the question, follows the other users' vectors and multiplies): one after the other, a search waited
+        # for the sum of both, each stretched by every other process on a busy hub's cores
+        lexical = asyncio.ensure_future(self.repo.fts(match, pool, paper_ids=paper_ids)) if match else None
+        try:
+            vector, floor = await self._vector_ranking(query, pool, paper_ids, restrict, mode)
+            fts: list[tuple[int, float]] = await lexical if lexical is not None else []
+        finally:
+            if lexical is not None and not lexical.done():  # the vector side failed (mode "vector") or was cancelled
+                lexical.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await lexical
         if vector and fts:
             fused = fuse(vector, floor, fts, self.vector_weight())[:k]
         else:
@@ -432,6 +436,24 @@ class RagService:
         bm25 = {i: -sc for i, sc in fts}  # FTS5 gives BM25 negated
         return [Hit(rows[i], sc, vrank.get(i), frank.get(i), similarity=cosine.get(i), bm25=bm25.get(i))
                 for i, sc in fused if i in rows]
+
+    async def _vector_ranking(self, query: str, pool: int, paper_ids: Sequence[str] | None,
+                              restrict: list[int] | None, mode: Mode) -> tuple[list[tuple[int, float]], float]:
+        """(best ``pool`` (chunk id, cosine), the lowest cosine searched); in hybrid mode a failure (an embedding
+        endpoint down) leaves ([], 0.0) and ``last_vector_error``, so full-text search still answers."""
+        if mode not in ("hybrid", "vector"):
+            return [], 0.0
+        try:
+            qvec = await embed_query(self.embedder, query)  # first: a failing endpoint costs one request
+            await self.sync(paper_ids, wait=False)
+            space = await self.space()
+            return await self.index.search_floor(space, qvec, pool, restrict=restrict)
+        except Exception as exc:  # noqa: BLE001 - an embedding endpoint down must not stop full-text search
+            if mode == "vector":
+                raise
+            self.last_vector_error = f"{type(exc).__name__}: {exc}"
+            self.mark_unsynced()
+            return [], 0.0
 
     def weak_match(self, query: str, hits: Sequence[Hit]) -> str:
         """Why the best of ``hits`` is probably not about the question, or "" when it may be.

@@ -54,7 +54,7 @@ class VectorSupport:
 
     def describe(self) -> str:
         if self.available:
-            return f"pgvector {self.version} (exact kNN in memory; HNSW index in PostgreSQL)"
+            return f"pgvector {self.version} (exact kNN in memory; HNSW in PostgreSQL for a space too large for memory)"
         return f"float arrays, searched exactly in memory (no pgvector: {self.error})"
 
 

@@ -34,6 +34,7 @@ from typing import Any, AsyncIterator, Iterable, Sequence
 
 import numpy as np
 
+from .. import background_cpu
 from ..errors import NotFoundError, PermissionDenied, StoreError
 from . import fts_terms
 from .chunks import ChunkRow, Space, space_name
@@ -237,7 +238,6 @@ class PgChunkRepository:
         self._own_terms = fts_terms.available()  # postings need FTS5's tokenizer in this Python
         self._terms_version: int | None = None  # data_version the postings state below is from
         self._terms_ready = False  # every chunk has its postings
-        self._term_stats: tuple[int, float] = (0, 1.0)  # (chunks, average length in FTS5 tokens)
         self._indexing: asyncio.Task[int] | None = None
 
     async def data_version(self) -> int:
@@ -247,7 +247,8 @@ class PgChunkRepository:
     async def replace(self, paper_id: str, chunks: Sequence[Any]) -> list[int]:
         """Drop a paper's chunks (their vectors and postings go by cascade, vectors leaving tombstones),
         insert the new ones with their word postings and the paper's BM25 statistics."""
-        terms = await asyncio.to_thread(fts_terms.chunk_terms, [(c.text, c.section) for c in chunks]) \
+        # tokenizing a paper's chunks is ingest work: below the searches' CPU priority (background_cpu)
+        terms = await background_cpu.run(fts_terms.chunk_terms, [(c.text, c.section) for c in chunks]) \
             if chunks and self._own_terms else None
         async with self.db.transaction() as conn:
             await conn.execute("SELECT nextval('library_changes')")
@@ -357,7 +358,8 @@ class PgChunkRepository:
         return [(int(r["id"]), -float(r["score"])) for r in rows]
 
     async def _lexical_state(self) -> bool:
-        """Whether every chunk has its postings, checked again after each write; starts indexing the rest."""
+        """Whether every chunk has its postings, asked again after each write while some wait for theirs
+        (starts indexing them). Once they all have, ``fts`` learns of new ones from its own query."""
         row = await self.db.fetchrow(
             f"SELECT {_DATA_VERSION} AS v,"
             " EXISTS (SELECT 1 FROM paper_chunks WHERE fts_length IS NULL) AS pending")
@@ -367,11 +369,6 @@ class PgChunkRepository:
             self._terms_ready = not row["pending"]
             if row["pending"]:
                 self.start_indexing()
-            else:
-                stats = await self.db.fetchrow(
-                    "SELECT coalesce(sum(chunks), 0) AS n, coalesce(sum(tokens), 0) AS t FROM paper_term_stats")
-                n = int(stats["n"])
-                self._term_stats = (n, float(stats["t"]) / n if n else 1.0)
         return self._terms_ready
 
     async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
@@ -380,8 +377,13 @@ class PgChunkRepository:
         FTS5's bm25: the GIN index on each chunk's term counts finds the chunks holding a question's words, and
         each one's counts of just those words are looked up in its jsonb object (the tsvector ranking unnested every
         matching chunk's whole tsvector: 3.9× SQLite's time on 100k chunks). PostgreSQL's ``ts_rank`` has no
-        IDF: on the labelled set its top 3 differed from SQLite's in most questions."""
-        if not self._own_terms or not await self._lexical_state():
+        IDF: on the labelled set its top 3 differed from SQLite's in most questions.
+
+        One round trip: the library's chunk count and average length (``paper_term_stats``, a row per paper)
+        and whether any chunk waits for its postings are read by the same statement. Asked apart, after each
+        other user's write (every search, with ten users adding), they were two more round trips before this
+        one — each 10–36 ms on a loaded machine."""
+        if not self._own_terms or (not self._terms_ready and not await self._lexical_state()):
             return await self._fts_tsvector(match, limit, paper_ids)
         terms = fts_terms.query_terms(match)  # cached; a fraction of a millisecond otherwise
         if not terms:
@@ -390,24 +392,33 @@ class PgChunkRepository:
         # its jsonb), then the phrase's IDF from how many of them hold it (references too, as FTS5 counts),
         # then BM25 summed over the phrases (repeats included) in FTS5's order of arithmetic
         n = len(terms)
-        args: list[Any] = [sorted(set(terms)), float(self._term_stats[0]), self._term_stats[1], int(limit), *terms]
-        tfs = ", ".join(f"(t.counts -> ${5 + i}::text)::float8 AS f{i}" for i in range(n))
+        args: list[Any] = [sorted(set(terms)), int(limit), *terms]
+        tfs = ", ".join(f"(t.counts -> ${3 + i}::text)::float8 AS f{i}" for i in range(n))
         dfs = ", ".join(f"count(f{i}) AS d{i}" for i in range(n))
         # in double precision, as FTS5 computes it (numeric ln was both slower and not FTS5's rounding)
-        idfs = ", ".join(f"CASE WHEN ln(($2::float8 - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) <= 0 THEN 1e-6::float8"
-                         f" ELSE ln(($2::float8 - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) END AS w{i}"
+        idfs = ", ".join(f"CASE WHEN ln((s.n - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) <= 0 THEN 1e-6::float8"
+                         f" ELSE ln((s.n - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) END AS w{i}"
                          for i in range(n))
         score = " + ".join(f"coalesce(w.w{i} * ((c.f{i} * {BM25_K1 + 1}) / (c.f{i} + c.norm)), 0)" for i in range(n))
-        sql = (f"WITH c AS MATERIALIZED (SELECT t.chunk_id, t.searchable, {tfs},"
-               f" {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl / $3::float8) AS norm"
-               " FROM chunk_terms t WHERE t.counts ?| $1::text[]),"
-               f" d AS (SELECT {dfs} FROM c), w AS MATERIALIZED (SELECT {idfs} FROM d)"
-               f" SELECT c.chunk_id, {score} AS score FROM c, w WHERE c.searchable")
+        # the statistics as the old per-version query computed them in Python: n = Σ chunks, avgdl = Σ tokens / n
+        stats = ("s AS MATERIALIZED (SELECT coalesce(sum(chunks), 0)::float8 AS n, CASE WHEN coalesce(sum(chunks), 0) = 0"
+                 " THEN 1::float8 ELSE sum(tokens)::float8 / sum(chunks)::float8 END AS avgdl FROM paper_term_stats)")
+        sql = (f"WITH {stats}, c AS MATERIALIZED (SELECT t.chunk_id, t.searchable, {tfs},"
+               f" {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl / s.avgdl) AS norm"
+               " FROM chunk_terms t, s WHERE t.counts ?| $1::text[]),"
+               f" d AS (SELECT {dfs} FROM c), w AS MATERIALIZED (SELECT {idfs} FROM d, s)"
+               f" (SELECT c.chunk_id, {score} AS score, NULL::boolean AS pending FROM c, w WHERE c.searchable")
         if paper_ids:
             args.append(list(paper_ids))
             sql += f" AND c.chunk_id IN (SELECT id FROM paper_chunks WHERE paper_id = ANY(${len(args)}::text[]))"
-        rows = await self.db.fetch(sql + " ORDER BY score DESC, c.chunk_id LIMIT $4", *args)
-        return [(int(r["chunk_id"]), -float(r["score"])) for r in rows]
+        sql += (" ORDER BY score DESC, c.chunk_id LIMIT $2)"
+                " UNION ALL SELECT NULL, NULL, EXISTS (SELECT 1 FROM paper_chunks WHERE fts_length IS NULL)")
+        rows = await self.db.fetch(sql, *args)
+        if any(r["pending"] for r in rows):  # an older version wrote chunks without postings: index them, rank by tsvector
+            self._terms_ready, self._terms_version = False, None
+            await self._lexical_state()
+            return await self._fts_tsvector(match, limit, paper_ids)
+        return [(int(r["chunk_id"]), -float(r["score"])) for r in rows if r["pending"] is None]
 
     # -- postings for chunks written without them ---------------------------------------------
     def start_indexing(self) -> None:
@@ -443,7 +454,7 @@ class PgChunkRepository:
             rows = await conn.fetch(
                 "SELECT id, paper_id, part, text, section FROM paper_chunks WHERE paper_id = ANY($1::text[])"
                 " AND fts_length IS NULL ORDER BY id FOR UPDATE SKIP LOCKED", taken)
-            terms = await asyncio.to_thread(fts_terms.chunk_terms, [(r["text"], r["section"]) for r in rows])
+            terms = await background_cpu.run(fts_terms.chunk_terms, [(r["text"], r["section"]) for r in rows])
             ids = [int(r["id"]) for r in rows]
             await conn.execute("SELECT nextval('library_changes')")
             await self._write_terms(conn, ids, [r["part"] for r in rows], terms)
@@ -483,9 +494,10 @@ class PgChunkRepository:
                     f"CREATE TABLE IF NOT EXISTS {name} (chunk_id bigint PRIMARY KEY REFERENCES paper_chunks (id)"
                     f" ON DELETE CASCADE, embedding {column} NOT NULL, xid xid8 NOT NULL DEFAULT pg_current_xact_id())")
                 await conn.execute(f"CREATE INDEX IF NOT EXISTS {name}_xid ON {name} (xid)")
-                if kind == "pgvector":
-                    await conn.execute(
-                        f"CREATE INDEX IF NOT EXISTS {name}_hnsw ON {name} USING hnsw (embedding vector_cosine_ops)")
+                # no HNSW index yet: searches are exact in each user's memory (services/vector_index.py) and
+                # never read one, while keeping it up to date was most of PostgreSQL's CPU with ten users adding
+                # papers (≈ 1,000 of 1,200 busy-backend samples, on CPU in the vector INSERT, against 90 for the
+                # word postings): built by ``ensure_ann_index`` once a space outgrows the in-memory index
                 await conn.execute(
                     f"CREATE OR REPLACE TRIGGER {name}_removed AFTER DELETE ON {name}"
                     " FOR EACH ROW EXECUTE FUNCTION astro_vector_removed()")
@@ -496,6 +508,28 @@ class PgChunkRepository:
         space = Space(row["name"], row["backend"], int(row["dim"]), row["kind"])
         self._spaces[name] = space
         return space
+
+    async def ensure_ann_index(self, space: Space) -> bool:
+        """Build pgvector's HNSW index on the space (``CREATE INDEX CONCURRENTLY``: writers and readers go on),
+        for kNN in PostgreSQL once a space is too large for the in-memory index; True once it exists. One
+        process builds it (an advisory lock; the others return False meanwhile and search exactly)."""
+        if space.kind != "pgvector":
+            return False
+        index = f"{space.name}_hnsw"
+        async with self.db.acquire() as conn:
+            if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL AND (SELECT indisvalid FROM pg_index"
+                                   " WHERE indexrelid = to_regclass($1))", index):
+                return True
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _lock_key("hnsw:" + space.name)):
+                return False
+            try:
+                if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", index):  # left invalid by a failed build
+                    await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
+                await conn.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {space.name} USING hnsw (embedding vector_cosine_ops)")
+                return True
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", _lock_key("hnsw:" + space.name))
 
     @staticmethod
     def _encode(space: Space, row: np.ndarray) -> Any:
@@ -586,7 +620,8 @@ class PgChunkRepository:
 
     async def knn(self, space: Space, query: np.ndarray, k: int, *, restrict: Sequence[int] | None = None,
                   exact: bool = False) -> list[tuple[int, float]]:
-        """pgvector kNN by cosine distance, best first: through the HNSW index, or ``exact`` (a scan)."""
+        """pgvector kNN by cosine distance, best first: through the HNSW index when it exists
+        (``ensure_ann_index``), or ``exact`` (a scan)."""
         if space.kind != "pgvector":
             raise StoreError("kNN in SQL needs pgvector; use the in-memory index")
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)

@@ -289,3 +289,130 @@ async def test_following_reads_each_write_once_while_another_writer_is_mid_trans
     finally:
         await open_writer.execute("ROLLBACK")
         await open_writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_search_after_another_users_write_is_three_round_trips(shared_url: str, make_container,
+                                                                       monkeypatch) -> None:
+    """Under ten users' load each round trip to the shared database waits its turn on busy cores (10–40 ms):
+    a search asks only for the others' new vectors, the BM25 ranking (the library's statistics and whether any
+    chunk waits for its postings in the same statement) and the passages — not the data version for the
+    missing-vector look between its periodic runs, nor the statistics apart after each other user's write."""
+    from tests.store.test_library_repository import _paper_with_chunks, _two_papers
+
+    alice, bob = await make_container(shared_url, user="alice"), await make_container(shared_url, user="bob")
+    await _two_papers(alice)
+    await bob.rag.search("millisecond pulsars", 3)  # the first: loads the index, looks for missing vectors
+    new = await _paper_with_chunks(alice, "local:frb", [("1 Intro", "Fast radio bursts from magnetars.")])
+    statements: list[str] = []
+    db = bob.shared_library
+    for name in ("fetch", "fetchrow", "fetchval", "execute"):
+        def counted(sql: str, *args: object, _real=getattr(db, name)) -> object:
+            statements.append(sql)
+            return _real(sql, *args)
+
+        monkeypatch.setattr(db, name, counted)
+    hits = await bob.rag.search("fast radio bursts magnetars", 3)
+    assert hits[0].chunk.id == new[0] and hits[0].bm25 is not None and hits[0].similarity is not None
+    assert len(statements) == 3, statements
+
+
+@pytest.mark.asyncio
+async def test_the_bm25_ranking_runs_beside_the_vector_ranking(shared_url: str, make_container, monkeypatch) -> None:
+    """A search's full-text query is already in the database while its vector side runs (one after the other,
+    the search waited for the sum of both on a busy machine)."""
+    from tests.store.test_library_repository import _two_papers
+
+    c = await make_container(shared_url)
+    await _two_papers(c)
+    await c.rag.search("millisecond pulsars", 3)
+    fts_started = asyncio.Event()
+    real_fts, real_vectors = c.chunks.fts, c.rag.index.search_floor
+
+    async def fts(*args: object, **kwargs: object) -> object:
+        fts_started.set()
+        return await real_fts(*args, **kwargs)
+
+    async def search_floor(*args: object, **kwargs: object) -> object:
+        # one after the other, the full-text query started only once this had returned: here it times out,
+        # and the search answers without its vector side
+        await asyncio.wait_for(fts_started.wait(), 5)
+        return await real_vectors(*args, **kwargs)
+
+    monkeypatch.setattr(c.chunks, "fts", fts)
+    monkeypatch.setattr(c.rag.index, "search_floor", search_floor)
+    hits = await c.rag.search("millisecond pulsars", 3)
+    assert c.rag.last_vector_error == ""
+    assert hits[0].chunk.paper_id == "local:pulsar" and hits[0].bm25 is not None and hits[0].similarity is not None
+
+
+@pytest.mark.asyncio
+async def test_adding_a_paper_parses_tokenizes_and_embeds_below_the_searches_priority(shared_url: str, make_container,
+                                                                                      monkeypatch) -> None:
+    """On a hub one user's adds (PDF pages, word postings, passage embeddings) must not take the cores on equal
+    terms from another user's search: that work runs on threads niced ``BACKGROUND_NICENESS`` above the
+    process; the search's own question embedding does not."""
+    import os
+    import threading
+
+    import astro_jupyter.services.parse as parse
+    from astro_jupyter import background_cpu
+    from astro_jupyter.services.embed import embed_query
+    from astro_jupyter.store import fts_terms
+
+    c = await make_container(shared_url)
+    resolve = getattr(c.rag.embedder, "resolve", None)
+    backend = await resolve() if resolve is not None else c.rag.embedder
+    niceness: dict[str, list[int]] = {}
+    loop_thread = threading.get_native_id()
+
+    def spy(name: str, fn):
+        def run(*args, **kwargs):
+            tid = threading.get_native_id()
+            if tid != loop_thread:  # lexical-v2 embeds up to 8 texts inline, on the event loop (≈ 2 ms)
+                niceness.setdefault(name, []).append(os.getpriority(os.PRIO_PROCESS, tid))
+            return fn(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(parse, "finish", spy("parse", parse.finish))
+    monkeypatch.setattr(fts_terms, "chunk_terms", spy("postings", fts_terms.chunk_terms))
+    monkeypatch.setattr(backend, "embed_many", spy("embed", backend.embed_many))
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    record = await c.library.add(str(PDFS / "many_pages.pdf"), fetch=False)
+    result = await c.parser.parse(record.id)
+    assert result.embedded > 8  # more than a query-sized batch (lexical-v2 embeds up to 8 texts inline)
+    lowered = min(19, process + background_cpu.BACKGROUND_NICENESS)
+    assert set(niceness) == {"parse", "postings", "embed"}, niceness
+    assert all(n == lowered for values in niceness.values() for n in values), (process, niceness, backend.name)
+    niceness.clear()
+    await embed_query(backend, "millisecond pulsars")
+    assert niceness.get("embed", [process]) == [process]  # a search's question: inline, or at the process's priority
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == process  # the event loop's thread untouched
+
+
+@pytest.mark.asyncio
+async def test_hnsw_index_only_for_a_space_too_large_for_memory(make_database, make_container) -> None:
+    """Every write keeps an HNSW index up to date — most of PostgreSQL's CPU with ten users adding papers — so a
+    space gets one only when the in-memory (exact) index cannot hold it and kNN runs in PostgreSQL."""
+    from tests.store.test_library_repository import _two_papers
+    from tests.waiting import until
+
+    c = await make_container(make_database("pgvector"))
+    await _two_papers(c)
+    space = await c.rag.space()
+    hnsw = f"{space.name}_hnsw"
+    assert space.kind == "pgvector"
+    assert await c.shared_library.fetchval("SELECT to_regclass($1)::text", hnsw) is None
+    memory = [h.chunk.id for h in await c.rag.search("pulsar timing", 3, mode="vector")]
+
+    small = await make_container(c.config.shared_library_url, user="bob")
+    small.rag.index.max_rows = 1  # this user's index cannot hold the space: kNN in PostgreSQL
+    hits = await small.rag.search("pulsar timing", 3, mode="vector")
+    assert [h.chunk.id for h in hits] == memory  # exact meanwhile
+    task = small.rag.index._ann_tasks[space.name]
+    await until(task.done, what="the HNSW index build")
+    assert task.result() is True
+    assert await c.shared_library.fetchval(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)", hnsw) is True
+    hits = await small.rag.search("pulsar timing", 3, mode="vector")
+    assert [h.chunk.id for h in hits] == memory  # through the index now (two papers: every row is a candidate)

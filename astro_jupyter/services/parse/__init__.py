@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ... import background_cpu
 from ...errors import ToolInputError
 from ..pdf_lock import locked
 from .chunking import chunk_sections
@@ -117,23 +118,23 @@ class ParseService:
             from .html import parse_html
 
             text = await asyncio.to_thread(path.read_text, "utf-8", "replace")
-            doc = await asyncio.to_thread(parse_html, text)
+            doc = await background_cpu.run(parse_html, text)
             if progress is not None:
                 await progress(done=1, total=1, message="parsed HTML")
             return doc
-        pdf = await asyncio.to_thread(locked, open_pdf, path)
+        pdf = await background_cpu.run(locked, open_pdf, path)
         try:
             total = pdf.page_count
             pages = []
             iterator = iter_pages(pdf)
             for number in range(1, total + 1):
-                page = await asyncio.to_thread(locked, next, iterator)
+                page = await background_cpu.run(locked, next, iterator)
                 pages.append(page)
                 if progress is not None:
                     await progress(done=number, total=total, message=f"page {number}/{total}")
         finally:
             await asyncio.to_thread(locked, pdf.close)
-        return await asyncio.to_thread(finish, pages)
+        return await background_cpu.run(finish, pages)
 
     async def parse(self, identifier: str, progress: Progress | None = None) -> ParseResult:
         """Parse under the paper's parse claim: in a shared library, a second user's parse of the same
