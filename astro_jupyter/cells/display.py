@@ -238,6 +238,19 @@ class CatalogQueryResult(AstroResult):
     kept); ``to_pandas()`` is that table as a DataFrame; ``show_sky()`` overlays the rows on a sky view.
     """
 
+    @classmethod
+    def from_stored(cls, record: dict[str, Any]) -> "CatalogQueryResult":
+        """A result stored earlier (a ``catalog_results`` record as a dict), read back by its id:
+        ``%astro sky --result ID``. Its provenance, not the tool call's preview."""
+        catalog = {k: record.get(k) for k in ("service", "service_url", "adql", "row_count", "truncated", "maxrec",
+                                               "mode", "created_at")}
+        catalog["result_id"] = record.get("id")
+        content = (f"stored result {record.get('id')}: {record.get('row_count')} rows from {record.get('service')}\n"
+                   f"{record.get('adql')}")
+        metadata = {"catalog": catalog, "result_id": record.get("id"), "path": record.get("path")}
+        return cls("query_catalog", {"service": record.get("service"), "adql": record.get("adql")}, content, False,
+                   metadata, int(record.get("duration_ms") or 0))
+
     @property
     def catalog(self) -> dict[str, Any]:
         return dict(self.metadata.get("catalog") or {})

@@ -39,6 +39,8 @@ r = %astro query_catalog service=gaia adql="SELECT ..."   r.to_table(), r.to_pan
 %astro export [SESSION] [-o PATH.ipynb]   the research log, and its BibTeX beside it (.bib)
 %astro sky TARGET [--table VAR] [--fov DEG]   Aladin Lite view of TARGET (rows of table VAR overlaid);
                                     v = %astro sky ...; v.selection is what you selected, as a Table
+%astro sky [TARGET] --result ID     ... with the rows of a stored query_catalog / cone_search result
+                                    (its id, cat_...: the sidebar's "Show on sky" under a catalog result)
 %%astro [--session S] [--new] [--model M] [--max-steps N] [--coordinator] [--allow TOOL,TOOL]
 <prompt>                            ask the agent; the timeline streams below the cell.
                                     --allow: tools allowed without asking when no one can answer
@@ -234,7 +236,9 @@ class AstroMagics(Magics):
     def _sky(self, rest: str) -> Any:
         p = _parser("%astro sky")
         p.add_argument("target", nargs="*")
-        p.add_argument("--table", help="a variable holding an astropy Table to overlay")
+        rows = p.add_mutually_exclusive_group()
+        rows.add_argument("--table", help="a variable holding an astropy Table to overlay")
+        rows.add_argument("--result", help="the id of a stored query_catalog / cone_search result to overlay")
         p.add_argument("--fov", type=float, help="field of view in degrees")
         ns = p.parse_args(_split(rest))
         table = None
@@ -242,8 +246,10 @@ class AstroMagics(Magics):
             if ns.table not in self.shell.user_ns:
                 raise UsageError(f"%astro sky: no variable {ns.table!r} in the namespace")
             table = self.shell.user_ns[ns.table]
+        elif ns.result is not None:
+            table = self._stored_catalog(ns.result)
         if not ns.target and table is None:
-            raise UsageError("%astro sky: give a target name (e.g. %astro sky NGC 1275) and/or --table VAR")
+            raise UsageError("%astro sky: give a target name (e.g. %astro sky NGC 1275) and/or --table VAR / --result ID")
         try:
             from .sky import SkyError, show_sky
         except ImportError as exc:
@@ -252,6 +258,20 @@ class AstroMagics(Magics):
             return show_sky(table, " ".join(ns.target) or None, fov=ns.fov)
         except SkyError as exc:
             raise UsageError(f"%astro sky: {exc}") from None
+
+    def _stored_catalog(self, result_id: str) -> CatalogQueryResult:
+        """A stored catalog result by its id, through the application layer (the kernel is the local
+        user: ownerless, ``None``); its rows are read from the library's VOTable by ``to_table()``."""
+        async def load() -> dict[str, Any]:
+            return (await (await self.rt.app()).stored_catalog(None, result_id)).to_dict()
+
+        from ..errors import NotFoundError
+
+        try:
+            record = self.rt.call(load)
+        except NotFoundError as exc:
+            raise UsageError(f"%astro sky: {exc}") from None
+        return CatalogQueryResult.from_stored(record)
 
     def _subagent(self, rest: str) -> AgentAnswer | None:
         p = _parser("%astro subagent")

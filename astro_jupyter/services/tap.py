@@ -63,6 +63,7 @@ PREVIEW_ROWS = 50
 PREVIEW_CELLS = 5_000  # the preview travels in every tool_result event: bounded for wide tables
 PREVIEW_TEXT = 200  # characters of one text cell in the preview
 _CHUNK = 1 << 20
+RESULT_ID = re.compile(r"^cat_[0-9a-f]{16}$")  # a stored result's id: "cat_" + secrets.token_hex(8)
 
 
 class TapError(ServiceError):
@@ -354,7 +355,7 @@ class TapService:
         if not 1 <= int(maxrec) <= MAXREC_LIMIT:
             raise InvalidInput(f"'maxrec' must be between 1 and {MAXREC_LIMIT:,}")
         mode = mode or ("sync" if maxrec <= SYNC_MAX_ROWS else "async")
-        result_id = "cat_" + secrets.token_hex(8)
+        result_id = "cat_" + secrets.token_hex(8)  # matches RESULT_ID
         started = time.monotonic()
         dest_dir.mkdir(parents=True, exist_ok=True)
         tmp = dest_dir / f".{result_id}.part"

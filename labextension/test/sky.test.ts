@@ -1,7 +1,7 @@
 // @vitest-environment happy-dom
-/** "Show on sky": a resolved query_target offers the `%astro sky` cell, run through the panel's
- * code action (insert below the active cell and run it); a name that is not a plain object name
- * never becomes code. */
+/** "Show on sky": a resolved query_target or a positional catalog result (query_catalog, cone_search)
+ * offers the `%astro sky` cell, run through the panel's code action (insert below the active cell and
+ * run it); a name that is not a plain object name, or a result id that is not one, never becomes code. */
 import { describe, expect, it } from 'vitest';
 
 import { skyCell } from '../src/sky';
@@ -13,7 +13,13 @@ import { AgentEvent } from '../src/tokens';
 
 const RESOLVED = { main_id: 'NGC  1275', ra_deg: 49.9507, dec_deg: 41.5117, otype: 'Sy2' };
 
-function render(name: unknown, result: { output: string; is_error?: boolean; metadata?: Record<string, unknown> }) {
+type Result = { output: string; is_error?: boolean; metadata?: Record<string, unknown> };
+
+function render(name: unknown, result: Result) {
+  return renderCall('query_target', { name }, result);
+}
+
+function renderCall(tool: string, args: Record<string, unknown>, result: Result) {
   const calls: [string, string][] = [];
   const ctx: IRenderContext = {
     rendermime: null,
@@ -29,8 +35,8 @@ function render(name: unknown, result: { output: string; is_error?: boolean; met
   document.body.appendChild(view.node);
   const events: AgentEvent[] = [
     { type: 'session', session_id: 's', run_id: 'r1' },
-    { type: 'tool_call', id: 'q', name: 'query_target', arguments: { name }, step: 1 },
-    { type: 'tool_result', tool_call_id: 'q', name: 'query_target', output: result.output, is_error: result.is_error ?? false, metadata: result.metadata ?? {}, duration_ms: 12 } as AgentEvent
+    { type: 'tool_call', id: 'q', name: tool, arguments: args, step: 1 },
+    { type: 'tool_result', tool_call_id: 'q', name: tool, output: result.output, is_error: result.is_error ?? false, metadata: result.metadata ?? {}, duration_ms: 12 } as AgentEvent
   ];
   events.forEach((e, i) => model.apply('r1', i + 1, e));
   view.flush();
@@ -58,5 +64,63 @@ describe('Show on sky', () => {
       const tool = { name: 'query_target', arguments: { name }, result: { output: '', isError: false, metadata: RESOLVED, durationMs: 1 } } as unknown as IToolItem;
       expect(skyCell(tool)).toBe(`%load_ext astro_jupyter\n%astro sky "${name}"`);
     }
+  });
+
+  describe('under a catalog result', () => {
+    const ID = 'cat_0123456789abcdef';
+    const COLUMNS = [
+      { name: 'source_id', unit: null, ucd: 'meta.id;meta.main', datatype: 'long' },
+      { name: 'ra', unit: 'deg', ucd: 'pos.eq.ra;meta.main', datatype: 'double' },
+      { name: 'dec', unit: 'deg', ucd: 'pos.eq.dec;meta.main', datatype: 'double' }
+    ];
+    function catalogMeta(over: Record<string, unknown> = {}, id: unknown = ID): Record<string, unknown> {
+      const catalog = {
+        service: 'local', adql: 'SELECT ...', row_count: 12, truncated: false, maxrec: 10000, mode: 'sync', result_id: id,
+        columns: COLUMNS, preview: [{ source_id: 1, ra: 187.7, dec: 12.4 }], position: { ra: 'ra', dec: 'dec' }, ...over
+      };
+      return { catalog, result_id: id, path: `/home/u/.astro/tool-results/${String(id)}.vot` };
+    }
+    const CONE = { target: 'M 87', radius: 60, catalog: 'astrojup.stars', service: 'local' };
+    const QUERY = { service: 'local', adql: 'SELECT TOP 12 source_id, ra, dec FROM astrojup.stars' };
+
+    it('runs %astro sky --result ID for a positional cone_search or query_catalog result', () => {
+      for (const [tool, args] of [['cone_search', CONE], ['query_catalog', QUERY]] as const) {
+        const { button, calls } = renderCall(tool, args, { output: 'cone_search: 12 rows ...', metadata: catalogMeta() });
+        expect(button?.textContent).toBe('Show on sky');
+        expect(button?.title).toBe(`Insert \u201c%astro sky --result ${ID}\u201d below the active cell and run it`);
+        button!.click();
+        expect(calls).toEqual([['run', `%load_ext astro_jupyter\n%astro sky --result ${ID}`]]);
+      }
+    });
+
+    it('is not offered for a table without positions, an empty one, or a failed query', () => {
+      const cases: Result[] = [
+        { output: 'rows', metadata: catalogMeta({ position: null, columns: [COLUMNS[0]] }) },
+        { output: 'rows', metadata: catalogMeta({ position: { ra: 'ra' } }) },
+        { output: 'rows', metadata: catalogMeta({ position: { ra: 'ra', dec: '' } }) },
+        { output: 'rows', metadata: catalogMeta({ row_count: 0, preview: [] }) },
+        { output: 'ADQL error: no column nope', is_error: true, metadata: catalogMeta() },
+        { output: 'ADQL error', is_error: true, metadata: { service: 'local', reason: 'tap_query_error' } },
+        { output: 'no catalog block', metadata: { result_id: ID } }
+      ];
+      for (const result of cases) {
+        expect(renderCall('query_catalog', QUERY, result).button).toBeNull();
+      }
+      // describe_catalog lists columns, it has no rows to show
+      expect(renderCall('describe_catalog', { service: 'local' }, { output: 'tables', metadata: catalogMeta() }).button).toBeNull();
+    });
+
+    it('never turns an id that is not a stored result id into code', () => {
+      for (const id of ['cat_0123456789abcdef\nimport os', 'cat_0123456789abcdef; x', '--table secrets', 'cat_0123456789ABCDEF',
+        'cat_0123456789abcde', 'cat_0123456789abcdef0', '../../astro.db', ' cat_0123456789abcdef', 'cat_0123456789abcdef ',
+        'cat_0123456789abcdef\u2028x', 42, null]) {
+        expect(renderCall('cone_search', CONE, { output: 'rows', metadata: catalogMeta({}, id) }).button).toBeNull();
+      }
+      // the call's own arguments never reach the cell: only the validated id does
+      const crafted = { ...CONE, target: 'M 87"\nimport os', catalog: 'x"; os.system("y")' };
+      const { button, calls } = renderCall('cone_search', crafted, { output: 'rows', metadata: catalogMeta() });
+      button!.click();
+      expect(calls).toEqual([['run', `%load_ext astro_jupyter\n%astro sky --result ${ID}`]]);
+    });
   });
 });

@@ -75,10 +75,11 @@ def ensure_imported() -> None:
 
 
 class DachsServer:
-    """One ``dachs serve`` process on a free port; ``tap_url`` is its TAP endpoint."""
+    """One ``dachs serve`` process on a free port (or ``port``: a server configured before DaCHS starts);
+    ``tap_url`` is its TAP endpoint."""
 
-    def __init__(self) -> None:
-        self.port = 0
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
         self.proc: subprocess.Popen[bytes] | None = None
         self._dir = tempfile.mkdtemp(prefix="astro-dachs-")
 
@@ -97,7 +98,7 @@ class DachsServer:
             raise DachsUnavailable("DaCHS's import and server need root here (as in .ci/run)")
         ensure_postgres()
         ensure_imported()
-        self.port = _free_port()
+        self.port = self.port or _free_port()
         settings = Path(self._dir) / "gavo.rc"
         settings.write_text(
             f"[web]\nserverURL: {self.base_url}\nbindAddress: 127.0.0.1\nserverPort: {self.port}\n", encoding="utf-8")

@@ -28,6 +28,11 @@ def test_query_catalog_result_object(load, dachs_server: Any, monkeypatch: pytes
     assert list(frame.columns) == ["source_id", "ra", "dec", "vmag"] and len(frame) == 75
     assert "75 rows" in repr(r) and "ra [deg]" in r._repr_html_() and "overflow:auto" in r._repr_html_()
 
+    # the stored result read back by its id (the sidebar's "Show on sky"): every row on the view
+    view = ip.run_line_magic("astro", f"sky --result {r.catalog['result_id']}")
+    assert len(view.table) == 75 and len(view._markers) == 75
+    assert list(view.table["source_id"]) == list(table["source_id"])
+
     seen: dict[str, Any] = {}
     sky = types.ModuleType("astro_jupyter.kernel.sky")  # the sky helper's module, stood in for this call
 

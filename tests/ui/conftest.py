@@ -129,13 +129,37 @@ def sesame() -> Iterator[FakeSesameServer]:
 
 
 @pytest.fixture(scope="package")
-def lab(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer, sesame: FakeSesameServer) -> Iterator[Lab]:
+def tap_port() -> int:
+    """The loopback port of the lab's TAP service ``local``: named in the lab's config from the start,
+    served (by GAVO DaCHS) only once a test asks for ``tap``."""
+    return _free_port()
+
+
+@pytest.fixture(scope="package")
+def tap(tap_port: int) -> Iterator[Any]:
+    """A real TAP server (GAVO DaCHS, tests/fakes/dachs.py) at the lab's service ``local``; skips when
+    DaCHS cannot run here."""
+    from tests.fakes.dachs import DachsServer, DachsUnavailable
+
+    try:
+        server = DachsServer(port=tap_port).start()
+    except DachsUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="package")
+def lab(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer, sesame: FakeSesameServer, tap_port: int) -> Iterator[Lab]:
     yield from _run_lab(tmp_path_factory, {
         "OPENAI_BASE_URL": llm.url,
         "OPENAI_API_KEY": "sk-fake",
         "LLM_MODEL": "gpt-4o-mini",
         "LLM_FALLBACK_MODEL": "fallback-model",
         "ASTRO_SESAME_URL": sesame.url,
+        "ASTRO_TAP_SERVICES": json.dumps({"local": f"http://127.0.0.1:{tap_port}/tap"}),
     })
 
 

@@ -1,6 +1,7 @@
 """The sky view in JupyterLab (issue 25): ``%astro sky`` renders an Aladin Lite view with 10,000
 overlaid rows, a selection drawn in it comes back to Python, and the sidebar's "Show on sky"
-inserts and runs the cell.
+inserts and runs the cell: under a resolved target, and under a catalog result (a cone_search on the
+lab's TAP service ``local``, a real GAVO DaCHS: ``tap`` in conftest.py), whose rows the view overlays.
 
 ipyaladin's front end imports Aladin Lite from ``https://esm.sh`` (no network here): the page
 routes that URL to the npm package ``aladin-lite`` (``.ci/run`` fetches it), wrapped so the test
@@ -262,3 +263,35 @@ def test_show_on_sky_inserts_and_runs_the_cell(page: Any, lab: Any, script: Any)
     first_prompt = notebook.locator(".jp-Cell").nth(0).locator(".jp-InputPrompt").inner_text()
     assert "[ ]" in first_prompt or first_prompt.strip() in ("[ ]:", "")  # the other cell did not run
     shot(page, "show-on-sky")
+
+
+def test_show_on_sky_under_a_catalog_result_overlays_its_rows(page: Any, lab: Any, script: Any, tap: Any) -> None:
+    route_aladin(page)
+    notebook = open_notebook(page, lab, "show-catalog-on-sky.ipynb", ["x = 1"])
+    new_session(page)
+    cone = {"target": "M 87", "radius": "3 arcmin", "catalog": "astrojup.stars", "service": "local"}
+    script.script(Turn.call("cone_search", cone), Turn.say("12 stars within 3 arcmin of M 87."))
+    send(page, "Which stars are near M 87?")
+    wait_done(page, timeout=120_000)
+    tool = page.locator(f'{PANEL} [data-tool-call-id]').filter(has=page.locator(".jp-Astro-sky"))
+    button = tool.locator(".jp-Astro-sky")
+    button.wait_for()
+    assert button.inner_text() == "Show on sky"
+    button.click()
+    inserted = notebook.locator(".jp-Cell").nth(1)
+    inserted.locator(".jp-InputArea").wait_for()
+    source = inserted.locator(".jp-InputArea .cm-content").inner_text()
+    found = re.fullmatch(r"%load_ext astro_jupyter\n%astro sky --result (cat_[0-9a-f]{16})", source)
+    assert found, source
+    # the view of that cell holds the stored result's rows (the 12 stars the test catalog has around M 87)
+    page.wait_for_function(
+        """() => (window.__astroAladins || []).some(al =>
+              (al.view.catalogs || []).some(c => c.name === 'astro-jupyter rows' && c.getSources().length >= 12))""",
+        timeout=90_000,
+    )
+    inserted.locator(".aladin-widget canvas").first.wait_for(timeout=30_000)
+    assert notebook.locator(".jp-Cell").count() == 2
+    first_prompt = notebook.locator(".jp-Cell").nth(0).locator(".jp-InputPrompt").inner_text()
+    assert "[ ]" in first_prompt or first_prompt.strip() in ("[ ]:", "")  # the other cell did not run
+    assert WASM_TRAP not in page.astro_errors  # type: ignore[attr-defined]
+    shot(page, "show-catalog-on-sky")

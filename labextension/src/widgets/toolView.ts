@@ -198,7 +198,8 @@ export class ToolView extends ItemView<IToolItem> {
     this.ctx.decorateTool?.(t, this.el);
   }
 
-  /** "Show on sky" under a resolved target: inserts and runs the `%astro sky` cell in the active notebook. */
+  /** "Show on sky" under a resolved target or a positional catalog result: inserts and runs the `%astro sky`
+   * cell in the active notebook. */
   private offerSky(): void {
     const cell = skyCell(this.item);
     if (cell === null || this.skyButton) {
