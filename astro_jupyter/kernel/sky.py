@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InvalidInput
+from ..services.tap import DEC_NAMES, RA_NAMES
 
 if TYPE_CHECKING:
     from astropy.coordinates import SkyCoord
@@ -33,8 +34,6 @@ OVERLAY_NAME = "astro-jupyter rows"
 OVERLAY_OPTIONS = {"name": OVERLAY_NAME, "shape": "circle", "color": "#ff9f1c"}
 DEFAULT_FOV_DEG = 0.5  # a target alone: about a galaxy group's field
 MIN_FOV_DEG, MAX_FOV_DEG = 1 / 60, 180.0
-RA_NAMES = ("ra", "raj2000", "_raj2000", "ra_icrs", "radeg", "ra_deg", "ramean", "s_ra")
-DEC_NAMES = ("dec", "dej2000", "_dej2000", "de_icrs", "decj2000", "dedeg", "dec_deg", "decmean", "s_dec")
 
 
 class SkyError(InvalidInput):

@@ -162,8 +162,10 @@ def field_meta(table: Any) -> list[dict[str, Any]]:
     return cols
 
 
-_RA_NAMES = ("ra", "raj2000", "ra_icrs", "ra_deg", "_raj2000", "s_ra")
-_DEC_NAMES = ("dec", "dej2000", "de_icrs", "dec_deg", "_dej2000", "s_dec", "decj2000")
+# Position columns by name when no UCD says which: one list for the tool's result metadata (the sidebar's
+# "Show on sky") and the kernel's sky view, so a table the kernel can show always offers the button.
+RA_NAMES = ("ra", "raj2000", "_raj2000", "ra_icrs", "radeg", "ra_deg", "ramean", "s_ra")
+DEC_NAMES = ("dec", "dej2000", "_dej2000", "de_icrs", "decj2000", "dedeg", "dec_deg", "decmean", "demean", "s_dec")
 
 
 def position_columns(columns: list[dict[str, Any]]) -> dict[str, str] | None:
@@ -181,8 +183,8 @@ def position_columns(columns: list[dict[str, Any]]) -> dict[str, str] | None:
         if ra and dec:
             return {"ra": ra, "dec": dec}
     lowered = {c["name"].lower(): c["name"] for c in columns}
-    ra = next((lowered[n] for n in _RA_NAMES if n in lowered), None)
-    dec = next((lowered[n] for n in _DEC_NAMES if n in lowered), None)
+    ra = next((lowered[n] for n in RA_NAMES if n in lowered), None)
+    dec = next((lowered[n] for n in DEC_NAMES if n in lowered), None)
     return {"ra": ra, "dec": dec} if ra and dec else None
 
 

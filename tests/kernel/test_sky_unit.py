@@ -24,6 +24,15 @@ def test_position_columns_by_ucd_then_by_name() -> None:
         position_columns(Table({"ra": [1.0], "mag": [2.0]}))
 
 
+@pytest.mark.parametrize("ra, dec", [("RAJ2000", "DEJ2000"), ("RAdeg", "DEdeg"), ("RAmean", "DEmean"), ("s_ra", "s_dec")])
+def test_a_table_the_kernel_can_show_has_positions_in_the_tools_metadata(ra: str, dec: str) -> None:
+    """The sidebar offers "Show on sky" from the tool's metadata: every name the kernel's view accepts counts there."""
+    from astro_jupyter.services.tap import position_columns as tool_positions
+
+    assert position_columns(Table({ra: [1.0], dec: [2.0]})) == (ra, dec)
+    assert tool_positions([{"name": ra}, {"name": "mag"}, {"name": dec}]) == {"ra": ra, "dec": dec}
+
+
 def test_the_view_holds_the_rows_and_angles_are_converted() -> None:
     t = QTable({"ra": [10.0, 10.2] * u.deg, "dec": [36000.0, 36360.0] * u.arcsec, "name": ["a", "b"]})
     view = show_sky(t)  # no target: the rows' centre
