@@ -1,5 +1,5 @@
 """Over the server API a long tool call from a slow local model shows progress while it is written
-(``tool_call_preparing`` on the run's SSE stream before the ``tool_call``), in the server's I/O process."""
+(``tool_call_preparing`` on the run's SSE stream before the ``tool_call``), from a run in the agent host."""
 
 from __future__ import annotations
 
