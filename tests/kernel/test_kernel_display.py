@@ -44,6 +44,25 @@ def test_widget_timeline_builds_cards_progress_and_subagents() -> None:
     assert "finished" in tl.status.value and "sess_1" in tl.status.value
 
 
+
+def test_widget_timeline_finish_leaves_the_answer_as_a_markdown_output() -> None:
+    """The widget's state is not in a saved notebook: the final answer leaves it for a text/markdown output."""
+    answer = "**M 31** is at 778 kpc; see [the paper](https://arxiv.org/abs/2301.01234)."
+    shown: list[tuple[object, dict[str, object]]] = []
+    tl = WidgetTimeline(lambda obj, **kw: shown.append((obj, kw)))
+    tl.show(TextDelta(delta=answer[:20], step=1))
+    tl.show(TextDelta(delta=answer[20:], step=1))
+    tl.finish("finished", "sess_1", answer)
+    assert shown[0] == (tl.box, {})
+    assert shown[1:] == [({"text/markdown": answer, "text/plain": answer}, {"raw": True})]
+    assert tl.text.layout.display == "none"  # shown once, rendered, not also as the streamed text
+    assert "finished" in tl.status.value and "sess_1" in tl.status.value
+
+    quiet: list[object] = []
+    nothing = WidgetTimeline(lambda obj, **kw: quiet.append(obj))
+    nothing.finish("cancelled", "sess_2", "  ")
+    assert quiet == [nothing.box]  # no answer: no empty Markdown output
+
 def test_text_timeline_lines() -> None:
     out = io.StringIO()
     tl = TextTimeline(out)

@@ -172,3 +172,36 @@ def test_kernel_interrupt_cancels_cleanly(kernel: Any, llm_env: Any) -> None:
     assert out["result"]["text/plain"].startswith("<AgentAnswer finished")
     history = llm_env.chat_requests[-1]["messages"]
     assert [m["role"] for m in history if m["role"] == "user"] == ["user", "user"]  # same session, both prompts
+
+
+def test_the_widget_timeline_leaves_the_answer_as_a_markdown_output_in_the_saved_notebook(
+        kernel: Any, llm_env: Any, project: Path) -> None:
+    """Interactive JupyterLab (allow_stdin on): the timeline is a widget, and the answer is still a
+    ``text/markdown`` output of the cell, so the saved file shows it (GitHub, nbconvert, an agent reading it)."""
+    import nbformat
+    from nbconvert import MarkdownExporter
+
+    answer = "**M 87** is the giant elliptical at the heart of the Virgo cluster, 16.4 Mpc away."
+    llm_env.script(Turn.say(answer))
+    outputs: list[Any] = []
+
+    def keep(msg: dict[str, Any]) -> None:  # what the frontend stores as the cell's outputs
+        if msg["msg_type"] in ("stream", "display_data", "execute_result", "error"):
+            outputs.append(nbformat.v4.output_from_msg(msg))
+
+    reply = kernel.execute_interactive("%%astro\nWhere is M 87?", output_hook=keep, timeout=120)
+    assert reply["content"]["status"] == "ok"
+    widgets = [i for i, o in enumerate(outputs) if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert widgets, f"no widget timeline was displayed (the interactive path): {outputs}"
+    markdown = [i for i, o in enumerate(outputs) if "text/markdown" in o.get("data", {})]
+    assert [outputs[i]["data"]["text/markdown"] for i in markdown] == [answer]
+    assert outputs[markdown[0]]["output_type"] == "display_data" and markdown[0] > widgets[0]
+    assert not any(o["output_type"] == "error" for o in outputs)
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%%astro\nWhere is M 87?")]
+    nb.cells[0].outputs = outputs
+    path = project / "saved.ipynb"
+    nbformat.write(nb, path)
+    converted, _ = MarkdownExporter().from_notebook_node(nbformat.read(path, as_version=4))
+    assert answer in converted  # the answer itself, not only VBox(children=…) and <AgentAnswer …>

@@ -177,6 +177,50 @@ async def test_a_500_from_the_service_is_reported_with_its_text(tmp_path: Path) 
     assert record.status == "error" and "HTTP 500" in record.error and record.path is None
 
 
+SERVICE_MESSAGE = "Could not find table gaiadr9.gaia_source: the archive is in maintenance until 14:00 UTC"
+
+
+class _ErrorVotable(FakeHandler):
+    """A TAP endpoint that answers every query with a VOTable whose ``QUERY_STATUS`` is ``ERROR``
+    (the TAP error document), with the HTTP status in ``state["status"]`` (200 or 400 both occur in the wild)."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.record()
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<VOTABLE version="1.3" xmlns="http://www.ivoa.net/xml/VOTable/v1.3">\n'
+            '  <RESOURCE type="results">\n'
+            f'    <INFO name="QUERY_STATUS" value="ERROR">{SERVICE_MESSAGE}</INFO>\n'
+            '  </RESOURCE>\n'
+            '</VOTABLE>\n'
+        ).encode()
+        self.send_body(int(self.fake.state.get("status", 200)), body, "application/x-votable+xml")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("status", [200, 400])
+async def test_a_votable_with_an_error_info_is_a_clean_error_with_the_services_message(tmp_path: Path, status: int) -> None:
+    adql = "SELECT TOP 5 source_id FROM gaiadr9.gaia_source"
+    with FakeServer(_ErrorVotable) as fake:
+        fake.state["status"] = status
+        astro = AstroApp(tap_config(tmp_path, f"{fake.url}/tap"), source="cli")
+        await astro.start()
+        try:
+            run = await astro.run_tool("query_catalog", {"service": "local", "adql": adql})
+            [record] = await astro.services.tap.repo.list()
+        finally:
+            await astro.close()
+    assert [r.method for r in fake.requests] == ["POST"]  # the query reached the service, which refused it
+    assert run.is_error
+    assert SERVICE_MESSAGE in run.content and run.content.startswith("query_catalog on local failed")
+    assert "Traceback" not in run.content and "DALQueryError" not in run.content and 'File "' not in run.content
+    assert run.metadata["service_message"] == SERVICE_MESSAGE
+    assert record.status == "error" and SERVICE_MESSAGE in record.error and record.path is None
+    assert record.row_count is None and record.adql == adql
+    folder = Path(astro.config.tool_results_dir) / "catalogs"
+    assert not folder.exists() or not any(folder.iterdir())  # no VOTable, no partial file
+
+
 @pytest.mark.asyncio
 async def test_a_trusted_service_redirecting_to_a_private_address_is_refused(tmp_path: Path) -> None:
     with FakeServer(_Broken) as fake:
@@ -268,6 +312,38 @@ async def test_cone_search_by_coordinates_finds_the_planted_stars_nearest_first(
     assert 900000 in ids and all(900000 <= i < 900012 for i in ids)
     assert [r["dist_deg"] for r in rows] == sorted(r["dist_deg"] for r in rows) and rows[0]["source_id"] == 900000
     assert "CONTAINS(POINT('ICRS', t.ra, t.dec), CIRCLE('ICRS', 187.70593, 12.39112" in run.metadata["catalog"]["adql"]
+
+
+@pytest.mark.asyncio
+async def test_cone_search_by_name_resolves_it_through_sesame_and_finds_the_planted_stars_nearest_first(
+        tmp_path: Path, dachs_server: dachs.DachsServer, sesame_server) -> None:
+    """The by-name twin of the coordinates test: "Virgo A" is M 87's alias, known only to Sesame."""
+    astro = AstroApp(tap_config(tmp_path, dachs_server.tap_url, service_urls={"sesame": sesame_server.url}), source="cli")
+    await astro.start()
+    try:
+        run = await astro.run_tool("cone_search", {"service": "local", "catalog": STARS, "target": "Virgo A",
+                                                   "radius": "1 arcmin"})
+        unknown = await astro.run_tool("cone_search", {"service": "local", "catalog": STARS, "target": "Planet Nine",
+                                                       "radius": "1 arcmin"})
+        records = await astro.services.tap.repo.list()
+    finally:
+        await astro.close()
+    assert not run.is_error, run.content
+    assert sesame_server.names_asked[:1] == ["Virgo A"]  # the name went to Sesame, as typed
+    # Sesame's position of M 87 (tests/data/sesame/m87.xml) is the cone's centre
+    assert run.metadata["centre"] == {"ra": 187.70593075, "dec": 12.39112331, "target": "M 87"}
+    assert "CIRCLE('ICRS', 187.70593075, 12.39112331" in run.metadata["catalog"]["adql"]
+    rows = run.metadata["catalog"]["preview"]
+    ids = [r["source_id"] for r in rows]
+    assert 900000 in ids and all(900000 <= i < 900012 for i in ids)
+    assert [r["dist_deg"] for r in rows] == sorted(r["dist_deg"] for r in rows) and rows[0]["source_id"] == 900000
+    assert rows[0]["dist_deg"] < 1e-5  # the planted star sits on M 87
+    assert f"{len(rows)} rows from local" in run.content or f"{len(rows)} row from local" in run.content
+    # an unknown name: Sesame's "nothing found", said plainly; no query was run or stored
+    assert unknown.is_error and "'Planet Nine'" in unknown.content and "found no object" in unknown.content
+    assert "Traceback" not in unknown.content and "cone_search" in unknown.content
+    assert "Planet Nine" in sesame_server.names_asked
+    assert [r.id for r in records] == [run.metadata["result_id"]]
 
 
 @pytest.mark.asyncio
