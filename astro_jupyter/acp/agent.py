@@ -53,7 +53,7 @@ from acp.schema import (
 from ..app.follow import PERMISSION_ANSWERS, follow, is_question
 from ..errors import AstroError, InvalidRequest, RunConflict, SessionNotFound
 from ..events import from_wire
-from .updates import call_content, stop_reason, to_update, tool_call_id, tool_title
+from .updates import answer_cut_off, call_content, stop_reason, to_update, tool_call_id, tool_title
 
 if TYPE_CHECKING:
     from ..agent.run import RunHandle
@@ -278,7 +278,7 @@ class AstroAcpAgent:
         except BaseException:  # the request was cancelled, the client went away, or sending failed
             handle.cancel()
             raise
-        return PromptResponse(stop_reason=stop_reason(reason))  # type: ignore[arg-type]
+        return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)
@@ -286,17 +286,19 @@ class AstroAcpAgent:
             session.run.cancel()
 
     async def _follow(self, session_id: str, handle: "RunHandle") -> str:
-        """Send the run's updates; ask its questions beside the stream; the run's done reason."""
+        """Send the run's updates; ask its questions beside the stream; the ACP stop reason of the
+        run's end (``max_tokens`` when its answer was cut off, though the run finished)."""
         root = self.app.config.project_root
         asks: dict[str, asyncio.Task[None]] = {}  # request_id → the open client request
         by_call: dict[str, str] = {}  # tool_call_id → request_id of its permission question
         last_ask_call = ""
-        reason = "error"
+        reason, cut_off = "error", False
         try:
             async for event in follow(handle):
                 update = to_update(event, root)
                 if update is not None:
                     await self.conn.session_update(session_id, update)
+                cut_off = answer_cut_off(event, cut_off)
                 kind = event.type
                 if kind == "tool_call" and event.name == "ask_user" and not event.subagent_id:  # type: ignore[attr-defined]
                     last_ask_call = event.id  # type: ignore[attr-defined]
@@ -314,7 +316,7 @@ class AstroAcpAgent:
         finally:
             for task in asks.values():
                 _stop(task)
-        return reason
+        return stop_reason(reason, cut_off=cut_off)
 
     async def _ask(self, session_id: str, handle: "RunHandle", question: Any, call_id: str) -> None:
         """Ask the client; a dismissal, an error or a broken connection is a denial (no answer)."""

@@ -4,7 +4,8 @@ One event gives at most one update: text → ``agent_message_chunk``, thinking �
 ``agent_thought_chunk``, a tool call → ``tool_call`` (kind, title, locations, raw input), its
 progress and result → ``tool_call_update`` (status, content, locations), the todo list →
 ``plan``. Questions are not updates (``agent.py`` turns them into ``session/request_permission``);
-the bookkeeping events (``session``, ``question_answered``, ``done``) give none. A subagent's
+the bookkeeping events (``session``, ``question_answered``, ``done``) give none; a ``truncated``
+notice is said in the message (and the prompt ends ``max_tokens``, ``stop_reason``). A subagent's
 text stays inside it (as in the sidebar); its tool calls are shown, their ids prefixed with the
 subagent's so two loops' ``call_1`` never collide in the client.
 """
@@ -150,6 +151,8 @@ def to_update(event: Event, project_root: str) -> Any | None:
     if kind == "error" and not sub:
         label = "Note" if event.reason == "notice" else "Error"  # type: ignore[attr-defined]
         return update_agent_message_text(f"\n\n**{label}:** {event.message}\n")  # type: ignore[attr-defined]
+    if kind == "truncated" and not sub:  # otherwise the client shows a cut answer as a whole one
+        return update_agent_message_text(f"\n\n**Cut off:** {event.message}\n")  # type: ignore[attr-defined]
     if kind == "model_switch" and not sub:
         return update_agent_thought_text(
             f"(model switched from {event.from_model} to {event.to_model}: {event.reason})\n"  # type: ignore[attr-defined]
@@ -162,6 +165,23 @@ def to_update(event: Event, project_root: str) -> Any | None:
 STOP_REASONS = {"finished": "end_turn", "cancelled": "cancelled", "max_steps": "max_turn_requests", "error": "end_turn"}
 
 
-def stop_reason(done_reason: str) -> str:
-    """ACP's ``stopReason`` for our ``done`` reason (an error was already told as a message)."""
+def stop_reason(done_reason: str, *, cut_off: bool = False) -> str:
+    """ACP's ``stopReason`` for our ``done`` reason (an error was already told as a message). A run
+    that finished on an answer the output bound cut off (``cut_off``, see ``answer_cut_off``) is
+    ``max_tokens``: it looks finished and is not, and the client should say so."""
+    if cut_off and done_reason == "finished":
+        return "max_tokens"
     return STOP_REASONS.get(done_reason, "end_turn")
+
+
+def answer_cut_off(event: Event, cut_off: bool) -> bool:
+    """Whether the run's answer so far ends cut off, after ``event`` (``cut_off``: before it). A
+    ``truncated`` notice in the text sets it; a cut inside a tool call does not (the call was not
+    run, the model was told and writes on), and later text or calls clear it. Subagents' do not count."""
+    if event.subagent_id:
+        return cut_off
+    if event.type == "truncated":
+        return not event.tool_name  # type: ignore[attr-defined]
+    if event.type in ("text_delta", "tool_call"):
+        return False
+    return cut_off

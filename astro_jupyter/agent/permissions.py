@@ -51,13 +51,16 @@ class Unattended:
     why: str
     allow: frozenset[str] = frozenset()
     source: str = ""  # where the allow-list came from, e.g. "%%astro --allow"
+    # how to allow a refused call where this front end has no allow-list of its own (astro-jupyter mcp);
+    # "" is the notebook's way (%%astro --allow, c.AstroConfig.unattended_allow)
+    how: str = ""
 
     def decide(self, tool_name: str, reason: str) -> PermissionDecision:
         if tool_name in self.allow:
             return PermissionDecision("allow", f"allowed without asking for unattended runs ({self.source})", "unattended")
-        return PermissionDecision(
-            "deny", f"{reason}; not asked: {self.why}. To allow it in unattended runs, list it: "
-            f"%%astro --allow {tool_name} (or c.AstroConfig.unattended_allow)", "unattended")
+        how = self.how or (f"To allow it in unattended runs, list it: %%astro --allow {tool_name} "
+                           "(or c.AstroConfig.unattended_allow)")
+        return PermissionDecision("deny", f"{reason}; not asked: {self.why}. {how}", "unattended")
 
     def notice(self) -> str:
         """What the run's timeline and the exported log say about it (once, at the start)."""

@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Coroutine
+from typing import TYPE_CHECKING, Any, Coroutine
 
 from ..errors import StoreError
 from ..events import Done, ToolCall, ToolResult
 from ..store.sessions import new_id
 from .common import AppBase
 from .tools import ToolRun
+
+if TYPE_CHECKING:
+    from ..agent.permissions import Unattended
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +47,19 @@ class ToolSessionsMixin(AppBase):
         return run, session_id
 
     async def run_tool_for_session(
-        self, name: str, arguments: dict[str, Any], *, source: str, title_prefix: str, owner: str = ""
+        self, name: str, arguments: dict[str, Any], *, source: str, title_prefix: str, owner: str = "",
+        unattended: "Unattended | None" = None,
     ) -> tuple[ToolRun, str, Coroutine[Any, Any, None]]:
         """``run_tool_as_session`` in two steps: the run, then ``store`` (the third value, to be awaited
         once), which writes the session with the executor's audit rows in one transaction. The caller
-        picks when: ``astro-jupyter mcp`` stores a read-only call after answering it (mcp/server.py)."""
+        picks when: ``astro-jupyter mcp`` stores a read-only call after answering it (mcp/server.py).
+        ``unattended``: how a question is refused (why no one can answer, how to allow the call)."""
         title = call_title(title_prefix, name, arguments)
         session_id, run_id = new_id("ses"), new_id("run")
         with self.services.audit.held() as held:
             try:
-                run = await self.run_tool(name, arguments, session_id=session_id, run_id=run_id)
+                run = await self.run_tool(name, arguments, session_id=session_id, run_id=run_id,
+                                          unattended=unattended)
             except BaseException:  # cancelled mid-call: no session, but the audit rows are kept
                 await _keep_audit(self.services.db, held.rows)
                 raise

@@ -37,6 +37,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from .._version import __version__
+from ..agent.permissions import Unattended
 from .exposed import EXPOSED, exposed_tools
 
 from ..errors import ConfigError
@@ -53,6 +54,14 @@ STDIO_LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message from the client, at 
 INSTRUCTIONS = (
     "astro-jupyter: literature (ADS + arXiv), object resolution (CDS Sesame) and the user's own paper library "
     "with retrieval over parsed papers. Every call is kept in the user's astro-jupyter history."
+)
+
+# The calling agent cannot consent for the user, and nobody else is there: a call the permission rules
+# leave at Ask is refused at once (never held until the permission timeout), saying why and how to allow it.
+NO_ONE_TO_ASK = Unattended(
+    why="no one can answer a permission question over MCP (the calling agent cannot consent for the user)",
+    how="To allow it over MCP, add an allow rule for it to c.AstroConfig.permission_rules, or configure what it "
+        "asks about (e.g. the TAP service, in c.AstroConfig.tap_services)",
 )
 
 
@@ -140,7 +149,7 @@ def build_server(app: "AstroApp", *, allow_writes: bool = False, pending: Pendin
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}{hint}; tools: {', '.join(sorted(names))}")
         arguments = params.arguments if params.arguments is not None else {}
         run, session_id, store = await app.run_tool_for_session(params.name, arguments, source=SOURCE,
-                                                                 title_prefix="MCP")
+                                                                 title_prefix="MCP", unattended=NO_ONE_TO_ASK)
         if pending is None or not EXPOSED[params.name].read_only:
             await store
         else:

@@ -21,7 +21,7 @@ from astro_jupyter.services.container import Tuning
 from tests.acp_agent.client import RecordingClient
 from tests.agent.runtime_helpers import FAST
 from tests.app.conftest import app_config
-from tests.fakes.openai_server import Turn
+from tests.fakes.openai_server import ScriptedCall, Turn
 
 
 @contextlib.asynccontextmanager
@@ -169,3 +169,51 @@ async def test_modes_and_the_model_option(tmp_path, openai_server):
         listed = await conn.list_sessions()
         assert new.session_id in [s.session_id for s in listed.sessions]
     assert openai_server.models_requested() == ["chain-a"]
+
+
+@pytest.mark.asyncio
+async def test_a_cut_off_answer_ends_the_prompt_with_max_tokens_not_end_turn(tmp_path, openai_server):
+    """``finish_reason: "length"`` in the answer: the run finishes, but the prompt's stop reason is
+    ``max_tokens`` and the client is told it was cut off. A cut inside a tool call's arguments is not
+    (the call is not run, the model is told and answers): that prompt ends ``end_turn``."""
+    openai_server.script(
+        Turn.say("Andromeda is a spiral galaxy at a distance of", finish_reason="length"),
+        Turn.calls_(ScriptedCall("file_write", '{"path": "x.txt", "content": "par'), finish_reason="length"),
+        Turn.say("Here is a short answer instead."),
+    )
+    client = RecordingClient()
+    async with connected(tmp_path, openai_server.url, client) as (conn, app):
+        new = await conn.new_session(cwd=str(tmp_path / "project"), mcp_servers=[])
+        cut = await conn.prompt(session_id=new.session_id, prompt=[text_block("Tell me about M 31")])
+        said = client.text()
+        recovered = await conn.prompt(session_id=new.session_id, prompt=[text_block("Write x")])
+        first_run = (await app.get_session(None, new.session_id))["runs"][0]
+    assert cut.stop_reason == "max_tokens"
+    assert said.startswith("Andromeda is a spiral galaxy at a distance of") and "**Cut off:**" in said
+    assert first_run["status"] == "finished"  # the run itself ended normally; only the answer is short
+    assert recovered.stop_reason == "end_turn" and client.text().endswith("Here is a short answer instead.")
+    assert not (tmp_path / "project" / "x.txt").exists() and client.questions == []
+
+
+def _offered(body: dict[str, Any]) -> set[str]:
+    return {t["function"]["name"] for t in body.get("tools") or []}
+
+
+@pytest.mark.asyncio
+async def test_the_coordinator_mode_makes_the_next_run_a_coordinator_run(tmp_path, openai_server):
+    """session/set_mode coordinator: the next prompt's run is told it coordinates and is offered the
+    delegation tools; back to default, the next one is neither."""
+    openai_server.script(Turn.say("I will delegate."), Turn.say("I will do it myself."))
+    client = RecordingClient()
+    async with connected(tmp_path, openai_server.url, client) as (conn, _app):
+        new = await conn.new_session(cwd=str(tmp_path / "project"), mcp_servers=[])
+        assert new.modes.current_mode_id == "default"
+        await conn.set_session_mode(session_id=new.session_id, mode_id="coordinator")
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("Survey M 31 and M 33")])
+        await conn.set_session_mode(session_id=new.session_id, mode_id="default")
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("Now just M 31")])
+    coordinated, plain = openai_server.chat_requests
+    delegation = {"delegate_task", "check_task", "synthesize"}
+    assert delegation <= _offered(coordinated) and not delegation & _offered(plain)
+    assert "coordinator mode" in coordinated["messages"][0]["content"]
+    assert "coordinator mode" not in plain["messages"][0]["content"]

@@ -24,6 +24,7 @@ from astro_jupyter.agent.executor import ToolLimits
 from astro_jupyter.mcp.exposed import EXPOSED
 from astro_jupyter.mcp.server import build_server
 from astro_jupyter.services.container import Tuning
+from tests.fakes.base import FakeHandler, FakeServer
 
 ROOT = Path(__file__).resolve().parents[2]
 READ_ONLY = {"search_papers", "query_target", "get_paper_metadata", "rag_search", "get_paper_content", "object_papers",
@@ -291,3 +292,69 @@ def test_never_exposes_a_tool_whose_registry_flag_is_not_read_only():
     fake.add(PretendTarget())
     assert "query_target" not in exposed_tools(fake, allow_writes=True)
     assert "query_target" in exposed_tools(registry)
+
+
+@pytest.mark.asyncio
+async def test_http_without_a_token_in_the_environment_prints_one_and_only_it_gets_in(tmp_path, sesame_server):
+    """No ASTRO_MCP_TOKEN: the command makes a token and prints it; a client holding the printed token
+    gets in, one without it (or with another) gets 401."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    env = _env(tmp_path / "home", sesame_server.url)
+    assert "ASTRO_MCP_TOKEN" not in env
+    proc, url = _start_http(env, "127.0.0.1:0")
+    try:
+        # "Bearer token  <token>" (bounded: a command that prints none would leave readline waiting)
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), timeout=30)
+        assert line.startswith("Bearer token"), line
+        token = line.split()[-1]
+        assert len(token) >= 32
+        async with httpx2.AsyncClient() as plain:
+            refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            wrong = await plain.post(url, json={}, headers={"Authorization": f"Bearer {token}x"})
+        assert refused.status_code == 401 and wrong.status_code == 401
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == READ_ONLY | CATALOGS
+            result = await client.call_tool("query_target", {"name": "M 31"})
+        assert result.is_error is False and "00:42:44.33" in result.content[0].text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+class _AnyTap(FakeHandler):
+    """A TAP service that records whatever reaches it (nothing should)."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.record()
+        self.send_body(500, b"not expected", "text/plain")
+
+    do_POST = do_GET
+
+
+@pytest.mark.asyncio
+async def test_a_call_the_rules_leave_at_ask_is_refused_at_once_saying_no_one_can_answer(tmp_path):
+    """query_catalog against a TAP URL the user has not configured asks; over MCP no one can answer,
+    so the call is refused at once (not after the permission timeout), says why and how to allow it,
+    and nothing is fetched or stored. The refusal is kept in the history like any call."""
+    tuning = Tuning(tools=ToolLimits(permission_timeout_secs=600))  # a question held open would show here
+    with FakeServer(_AnyTap) as tap:
+        config = AstroConfig(home=str(tmp_path / "home"))
+        async with AstroApp(config, tuning=tuning) as app, Client(build_server(app)) as client:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            result = await client.call_tool("query_catalog", {"service": f"{tap.url}/tap", "adql": "SELECT 1 AS one"})
+            elapsed = loop.time() - started
+            kept = await app.services.tap.repo.list()
+            session_id = result.structured_content["session_id"]
+            audit = await app.services.audit.list(limit=100)
+    text = result.content[0].text
+    assert result.is_error is True and elapsed < 30
+    assert text.startswith("Permission denied for query_catalog")
+    assert f"a TAP service you have not configured: {tap.url}/tap" in text
+    assert "no one can answer a permission question over MCP" in text
+    assert "c.AstroConfig.permission_rules" in text and "%%astro" not in text
+    assert tap.requests == [] and kept == []
+    [permission] = [row for row in audit if row["event"] == "permission" and row["session_id"] == session_id]
+    assert permission["is_error"]
