@@ -28,7 +28,17 @@ from typing import Any, Callable, TypeVar
 T = TypeVar("T")
 
 BACKGROUND_NICENESS = 10  # added to the process's niceness for the background threads (19 at most)
-WORKERS = 2  # the machines here have two cores; more threads would only queue for them
+
+
+def _usable_cpus() -> int:
+    """The cores this process may run on (a hub container's cpuset, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+WORKERS = _usable_cpus()  # one thread per usable core: more would only queue for them
 _lock = threading.Lock()
 _executor: concurrent.futures.ThreadPoolExecutor | None = None
 
