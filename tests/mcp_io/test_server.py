@@ -199,22 +199,28 @@ def _start_http(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str],
     return proc, line.split()[-1]
 
 
+async def _only_the_token_gets_in(url: str, token: str, *, wrong: str, target: str) -> Any:
+    """No token and a wrong one get 401; the SDK client with ``token`` lists the tools and resolves ``target``."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient() as plain:
+        refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        mistaken = await plain.post(url, json={}, headers={"Authorization": f"Bearer {wrong}"})
+    assert refused.status_code == 401 and mistaken.status_code == 401
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == READ_ONLY | CATALOGS
+        return await client.call_tool("query_target", {"name": target})
+
+
 @pytest.mark.asyncio
 async def test_sdk_client_over_streamable_http_needs_the_bearer_token(tmp_path, sesame_server):
-    from mcp.client.streamable_http import streamable_http_client
 
     env = _env(tmp_path / "home", sesame_server.url, ASTRO_MCP_TOKEN="s3cret-token")
     proc, url = _start_http(env, "127.0.0.1:0")
     try:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
-        async with httpx2.AsyncClient() as plain:
-            refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-            wrong = await plain.post(url, json={}, headers={"Authorization": "Bearer nope"})
-        assert refused.status_code == 401 and wrong.status_code == 401
-        http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"})
-        async with http, Client(streamable_http_client(url, http_client=http)) as client:
-            assert {t.name for t in (await client.list_tools()).tools} == READ_ONLY | CATALOGS
-            result = await client.call_tool("query_target", {"name": "Sgr A*"})
+        result = await _only_the_token_gets_in(url, "s3cret-token", wrong="nope", target="Sgr A*")
         assert result.is_error is False and "17:45:40.03" in result.content[0].text
     finally:
         proc.terminate()
@@ -298,7 +304,6 @@ def test_never_exposes_a_tool_whose_registry_flag_is_not_read_only():
 async def test_http_without_a_token_in_the_environment_prints_one_and_only_it_gets_in(tmp_path, sesame_server):
     """No ASTRO_MCP_TOKEN: the command makes a token and prints it; a client holding the printed token
     gets in, one without it (or with another) gets 401."""
-    from mcp.client.streamable_http import streamable_http_client
 
     env = _env(tmp_path / "home", sesame_server.url)
     assert "ASTRO_MCP_TOKEN" not in env
@@ -309,14 +314,7 @@ async def test_http_without_a_token_in_the_environment_prints_one_and_only_it_ge
         assert line.startswith("Bearer token"), line
         token = line.split()[-1]
         assert len(token) >= 32
-        async with httpx2.AsyncClient() as plain:
-            refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-            wrong = await plain.post(url, json={}, headers={"Authorization": f"Bearer {token}x"})
-        assert refused.status_code == 401 and wrong.status_code == 401
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
-        async with http, Client(streamable_http_client(url, http_client=http)) as client:
-            assert {t.name for t in (await client.list_tools()).tools} == READ_ONLY | CATALOGS
-            result = await client.call_tool("query_target", {"name": "M 31"})
+        result = await _only_the_token_gets_in(url, token, wrong=f"{token}x", target="M 31")
         assert result.is_error is False and "00:42:44.33" in result.content[0].text
     finally:
         proc.terminate()
