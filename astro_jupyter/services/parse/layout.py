@@ -93,42 +93,44 @@ def _make_line(group: list[RawPiece]) -> Line | None:
 def _line_from_spans(x0: float, y0: float, x1: float, y1: float, text: str, spans: list[Span], raws: Any) -> Line:
     """A baseline's ``Line`` from its text (not blank) and its spans in reading order: the size most
     characters have, bold/italic/monospaced when every character is, and a bold run-in prefix
-    ("**Method.** We ..."). Per span only tuple unpacking and counts."""
-    sizes: dict[float, int] = {}
-    bold_chars = 0
-    italic_chars = 0
-    mono_chars = 0
-    chars = 0
-    prefix_open = True
-    prefix: list[str] = []
+    ("**Method.** We ..."). A span of spaces only counts for nothing. Characters are counted per
+    span only when the spans' sizes differ: this runs for every line with more than one span."""
+    first_size = spans[0][1]
+    same_size = True
+    every = 7  # the style bits every non-blank span has
     for span_text, span_size, style in spans:
-        n = len(span_text) - span_text.count(" ")
-        if not n:
-            if prefix:  # a space between two bold words keeps the run-in prefix going
-                prefix.append(span_text)
-            continue
-        chars += n
-        size = round(span_size * 2) / 2
-        sizes[size] = sizes.get(size, 0) + n
-        if style & 2:
-            italic_chars += n
-        if style & 4:
-            mono_chars += n
-        if style & 1:
-            bold_chars += n
-            if prefix_open:
-                prefix.append(span_text)
-        else:
-            prefix_open = False
-    size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
-    all_bold = chars > 0 and bold_chars == chars
+        if span_size != first_size:
+            same_size = False
+        if style & every != every and span_text.strip(" "):
+            every &= style
+    chars = len(text) - text.count(" ")  # ``text`` holds every span's characters
+    if same_size:
+        size = round(first_size * 2) / 2
+    else:
+        sizes: dict[float, int] = {}
+        for span_text, span_size, _ in spans:
+            n = len(span_text) - span_text.count(" ")
+            if n:
+                key = round(span_size * 2) / 2
+                sizes[key] = sizes.get(key, 0) + n
+        size = max(sizes, key=sizes.__getitem__) if len(sizes) > 1 else next(iter(sizes), 0.0)
     bold_prefix = ""
-    if prefix and not all_bold:
-        bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
-        if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
-            bold_prefix = ""
-    return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), size, all_bold, bold_prefix, chars, raws,
-                chars > 0 and italic_chars == chars, chars > 0 and mono_chars == chars)
+    if not every & 1:
+        prefix: list[str] = []
+        for span_text, _, style in spans:
+            if not span_text.strip(" "):
+                if prefix:  # a space between two bold words keeps the run-in prefix going
+                    prefix.append(span_text)
+            elif style & 1:
+                prefix.append(span_text)
+            else:
+                break
+        if prefix:
+            bold_prefix = " ".join("".join(prefix).split()).rstrip(" ([{")
+            if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
+                bold_prefix = ""
+    bold, italic, mono = _STYLE_FLAGS[every] if chars else (False, False, False)
+    return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), size, bold, bold_prefix, chars, raws, italic, mono)
 
 
 # MuPDF's HTML output of a text page: one <p> per line (its left edge, the first character's
@@ -345,7 +347,7 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
     led: list[int] = []  # lines whose first style run is smaller than their largest (a footnote mark)
     spans: list[Span] = []
     cache = _tags_style_cache
-    left = baseline = first = 0.0
+    left = baseline = first = largest = 0.0
     started = False
     tokens = _HTML_TOKEN.findall(html)
     tokens.append(_END_TOKEN)  # closes the last line
@@ -353,7 +355,6 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
         if top:
             if started:
                 if len(spans) > 1:
-                    largest = max([s[1] for s in spans])
                     # a mark set at about two thirds of the text's size; far smaller (a bullet
                     # scaled down to a point) sits on the line's own baseline
                     if 0.4 * largest < spans[0][1] < 0.85 * largest:
@@ -361,13 +362,16 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
                     html_lines.append((left, baseline, largest, spans))
                 else:
                     html_lines.append((left, baseline, first, spans))
-            started, first = True, float(height)
+            started, first, largest = True, float(height), 0.0
             left, baseline, spans = float(x), float(top) + 0.8 * first, []
             continue
         style = cache.get(key)
         if style is None:
             style = _html_style(key)
-        spans.append((_unescape(text) if "&" in text else text, float(size), style))
+        span_size = float(size)
+        if span_size > largest:
+            largest = span_size
+        spans.append((_unescape(text) if "&" in text else text, span_size, style))
     at = 0
     blocks: list[tuple[int, TextBlock]] = []
     unexplained: list[int] = []
@@ -404,35 +408,42 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
         rows = html_lines[start:at]
         count = len(rows)
         # the block box is the union of its lines' boxes: its top is the first line's top, its
-        # bottom the last line's bottom; the font's ascent and descent per point follow from them
+        # bottom the last line's bottom; the font's ascent and descent per point follow from them.
+        # With both in range no line reaches beyond the box (the first line's top and the last
+        # one's bottom are the box's own); a last line of size 0 gives no descent to check.
         first_row, last_row = rows[0], rows[-1]
         ascent = (first_row[1] - by0) / first_row[2] if first_row[2] else 0.0
         descent = (by1 - last_row[1]) / last_row[2] if last_row[2] else 0.0
         if (
             not (0.3 < ascent < 1.3)
             or not (-0.1 < descent < 0.6)
-            or by0 < min(b - 1.3 * s for _, b, s, _ in rows) - 1.0
-            or by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0
+            or (not last_row[2] and by1 > max(b + 0.6 * s for _, b, s, _ in rows) + 1.0)
             # a line led by smaller type (a footnote mark): its HTML baseline is that mark's
             or (led and (k := bisect_left(led, start)) < len(led) and led[k] < at)
         ):
             unexplained.append(index)
             continue
-        # lines on one baseline ("1" + "Introduction") are merged, as ``_merge_same_baseline`` does
+        # lines on one baseline ("1" + "Introduction") are merged, as ``_merge_same_baseline``
+        # does; a line alone on its baseline (nearly all) goes straight to ``_piece_line``
         lines: list[Line] = []
-        group: list[RawPiece] = []
+        group: list[RawPiece] | None = None  # the pieces of the current baseline, once it has two
+        p_left = p_y0 = p_y1 = 0.0
+        p_spans: list[Span] | None = None  # the previous row's spans
         for left, baseline, size, spans in rows:
             y1 = baseline + descent * size
-            if group:
-                last = group[-1]
-                if abs(last[3] - y1) < 2.0 and left >= last[0]:
-                    group.append((left, baseline - ascent * size, bx1, y1, spans, None))
+            if p_spans is not None:
+                if abs(p_y1 - y1) < 2.0 and left >= p_left:
+                    if group is None:
+                        group = [(p_left, p_y0, bx1, p_y1, p_spans, None)]
+                    p_left, p_y0, p_y1, p_spans = left, baseline - ascent * size, y1, spans
+                    group.append((p_left, p_y0, bx1, p_y1, p_spans, None))
                     continue
-                line = _piece_line(*last[:5]) if len(group) == 1 else _make_line(group)
+                line = _piece_line(p_left, p_y0, bx1, p_y1, p_spans) if group is None else _make_line(group)
+                group = None
                 if line is not None:
                     lines.append(line)
-            group = [(left, baseline - ascent * size, bx1, y1, spans, None)]
-        line = _piece_line(*group[0][:5]) if len(group) == 1 else _make_line(group)
+            p_left, p_y0, p_y1, p_spans = left, baseline - ascent * size, y1, spans
+        line = _piece_line(p_left, p_y0, bx1, p_y1, p_spans) if group is None else _make_line(group)  # type: ignore[arg-type]
         if line is not None:
             lines.append(line)
         if not lines:
