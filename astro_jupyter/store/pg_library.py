@@ -15,7 +15,8 @@ sharing adds:
   search reads only its words' postings and scores every chunk as the SQLite library does; chunks written
   without postings (before they existed, or by an older version) are indexed in the background and
   meanwhile ranked from the stored ``tsvector`` (GIN, ``websearch_to_tsquery``); **vectors** in one table per embedding space — ``vector(dim)`` with an
-  HNSW index when pgvector is there, ``real[]`` otherwise. Each user's in-memory index (exact, as
+  HNSW index when pgvector is there, else little-endian float32 bytes (``bytea``; spaces made by
+  earlier versions hold ``real[]``, still read and written). Each user's in-memory index (exact, as
   with SQLite) follows other users' writes incrementally: every vector row carries the id of the
   transaction that wrote it and removals leave a tombstone, so ``changes_since`` returns just what
   changed after a snapshot's ``xmin``.
@@ -46,6 +47,7 @@ PARSE_STALE_SECS = 3600  # a "being parsed" mark older than this is from a proce
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() constants
 MISSING_CHECK_SECS = 30.0  # how often a search may look for other users' chunks left without a vector
 INDEX_BATCH_PAPERS = 20  # papers whose chunks one background indexing transaction takes
+FLOAT32 = "float32"  # a space's kind without pgvector: bytea of little-endian float32 (earlier ones: "array", real[])
 HNSW_EF_SEARCH = 100  # pgvector's HNSW candidate list (recall vs speed) for knn(exact=False)
 _JSON = {"authors", "keywords", "metadata"}
 _COLUMNS = ("id", *METADATA_FIELDS, "pdf_path", "markdown_path", "state", "source", "metadata", "added_by")
@@ -211,10 +213,14 @@ def _float4_arrays(blobs: Sequence[bytes], dim: int) -> np.ndarray:
 
 
 def _vectors_blob(data: bytes, n: int, dim: int, kind: str) -> np.ndarray:
-    """``n`` vectors sent back to back in one ``bytea`` (``string_agg`` of each row's binary send form) as one
-    float32 matrix: pgvector's ``vector_send`` (a 2-byte dimension, 2 unused bytes, big-endian floats) or a
-    ``real[]``'s ``array_send`` (``_float4_arrays``). One value for all the rows a search follows: no row
-    objects, no per-row decoding."""
+    """``n`` vectors sent back to back in one ``bytea`` (``string_agg`` of each row's binary form) as one
+    float32 matrix: float32 bytes as stored, pgvector's ``vector_send`` (a 2-byte dimension, 2 unused bytes,
+    big-endian floats) or a ``real[]``'s ``array_send`` (``_float4_arrays``). One value for all the rows a
+    search follows: no row objects, no per-row decoding."""
+    if kind == FLOAT32:
+        if len(data) != 4 * dim * n:
+            raise StoreError(f"a stored vector is not {dim} floats")
+        return np.frombuffer(data, dtype="<f4").reshape(n, dim).copy()
     if kind != "pgvector":
         width = 20 + 8 * dim
         if len(data) != width * n:
@@ -535,8 +541,12 @@ class PgChunkRepository:
         row = await self.db.fetchrow("SELECT name, backend, dim, kind FROM embedding_spaces WHERE name = $1", name)
         if row is None:
             await self.db.pool()  # vector support is known once connected
-            kind = "pgvector" if self.db.vector.available else "array"
-            column = f"vector({int(dim)})" if kind == "pgvector" else "real[]"
+            # without pgvector, float32 bytes: what a search follows is then copied out as stored, where a real[]
+            # went through array_send (34 ms per search inside PostgreSQL with ten users adding, on the cores
+            # their searches share) and twice the bytes
+            kind = "pgvector" if self.db.vector.available else FLOAT32
+            column = f"vector({int(dim)})" if kind == "pgvector" else \
+                f"bytea CHECK (octet_length(embedding) = {4 * int(dim)})"
             async with self.db.transaction() as conn:
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key("space:" + name))
                 await conn.execute(
@@ -582,6 +592,8 @@ class PgChunkRepository:
 
     @staticmethod
     def _encode(space: Space, row: np.ndarray) -> Any:
+        if space.kind == FLOAT32:
+            return row.astype("<f4").tobytes()
         return row if space.kind == "pgvector" else row.tolist()
 
     async def put_vectors(self, space: Space, ids: Sequence[int], matrix: np.ndarray) -> None:
@@ -617,6 +629,8 @@ class PgChunkRepository:
             return ids, np.zeros((0, space.dim), np.float32)
         if space.kind == "pgvector":
             matrix = np.stack([r[1].to_numpy() for r in rows]).astype(np.float32, copy=False)
+        elif space.kind == FLOAT32:
+            matrix = _vectors_blob(b"".join(r[1] for r in rows), len(rows), space.dim, FLOAT32)
         elif isinstance(rows[0][1], bytes):
             matrix = _float4_arrays([r[1] for r in rows], space.dim)
         else:
@@ -626,7 +640,7 @@ class PgChunkRepository:
     @staticmethod
     def _embedding_column(space: Space) -> str:
         """A ``real[]`` is read in its binary form (``array_send``): as Python floats, 100k × 384 took 40 s."""
-        return "embedding" if space.kind == "pgvector" else "array_send(embedding)"
+        return "array_send(embedding)" if space.kind == "array" else "embedding"
 
     async def load_vectors(self, space: Space) -> tuple[np.ndarray, np.ndarray]:
         return self._matrix(space, await self.db.fetch(
@@ -651,9 +665,9 @@ class PgChunkRepository:
         each time. A transaction seen committed writes nothing more (a later change carries a new xid)."""
         base, _, rest = mark.partition(":")
         seen = [x for x in rest.split(",") if x]
-        send = "vector_send" if space.kind == "pgvector" else "array_send"
+        send = {"pgvector": "vector_send(embedding)", "array": "array_send(embedding)"}.get(space.kind, "embedding")
         row = await self.db.fetchrow(
-            f"WITH v AS (SELECT chunk_id, {send}(embedding) AS e, xid FROM {space.name}"
+            f"WITH v AS (SELECT chunk_id, {send} AS e, xid FROM {space.name}"
             " WHERE xid >= $1::text::xid8 AND xid <> ALL($3::text[]::xid8[])),"
             " t AS (SELECT t.chunk_id, t.xid FROM vector_tombstones t WHERE t.space = $2"
             " AND t.xid >= $1::text::xid8 AND t.xid <> ALL($3::text[]::xid8[])"
