@@ -421,7 +421,7 @@ class PgChunkRepository:
         FTS5's bm25. PostgreSQL's ``ts_rank`` has no IDF: on the labelled set its top 3 differed from SQLite's
         in most questions.
 
-        The question's words' rows of ``term_postings`` (a primary-key range scan) hold every chunk with them,
+        The question's words' rows of ``term_postings`` (an index scan on the word) hold every chunk with them,
         the word's count in each and each chunk's length: a search reads those rows and no chunk's. Reading
         each candidate chunk's jsonb counts instead (0002's ``chunk_terms``) cost a heap page per candidate:
         on 100k chunks p95 67 ms against 20 ms now, max 183 against 55.

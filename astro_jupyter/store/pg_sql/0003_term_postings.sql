@@ -14,9 +14,13 @@ CREATE TABLE IF NOT EXISTS term_postings (
     searchable boolean NOT NULL,
     chunk_ids bigint[] NOT NULL,
     tfs integer[] NOT NULL,
-    dls integer[] NOT NULL,
-    PRIMARY KEY (term, paper_id, searchable)
+    dls integer[] NOT NULL
 );
+-- two plain indexes, no unique key: one transaction writes a paper's rows (under an advisory lock on the
+-- paper), and entries of one word (or one paper) share a deduplicated leaf entry. A primary key on
+-- (term, paper_id, searchable) made each row an insertion at a random leaf of a larger index: with ten users
+-- adding papers (Debian PostgreSQL) the insert took 109-193 ms per paper inside PostgreSQL, 85 ms without it.
+CREATE INDEX IF NOT EXISTS term_postings_term ON term_postings (term);
 CREATE INDEX IF NOT EXISTS term_postings_paper ON term_postings (paper_id);
 
 -- papers whose chunks have no term postings yet: every paper with chunks now, and from here on every paper a
