@@ -197,3 +197,18 @@ async def test_a_common_word_costs_its_postings_not_a_page_per_chunk_holding_it(
     plan = json.loads(explained[0][0])[0]["Plan"]
     pages = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
     assert pages < 40, f"the BM25 query read {pages} pages for a word in 1,500 chunks"
+
+
+@pytest.mark.asyncio
+async def test_postings_columns_go_as_array_literals_the_server_reads_back_exactly(make_database) -> None:
+    """A paper's postings are sent as one array literal per column (asyncpg's per-element encoding of ~6,000
+    postings took the event loop's time at the searches' priority): whatever a term holds comes back as it was."""
+    from astro_jupyter.store.pg_library import _int_array, _text_array
+
+    db = PgDatabase(make_database("postgres"))
+    try:
+        terms = ['a"b', "c\\d", "{x,y}", "NULL", " sp ", "", "ångström", "x'y"]
+        assert await db.fetchval("SELECT $1::text::text[]", _text_array(terms)) == terms
+        assert await db.fetchval("SELECT $1::text::bigint[]", _int_array([1, 2**40, 0])) == [1, 2**40, 0]
+    finally:
+        await db.close()
