@@ -33,6 +33,7 @@ import contextvars
 import multiprocessing
 import os
 import random
+import resource
 import shutil
 import statistics
 import sys
@@ -243,6 +244,7 @@ async def user_session(c: ServiceContainer, u: int, papers: list[int], chunks: i
     queries = corpus.queries(200)
     phases = Phases(c)
     wrote: list[str] = []
+    cpu = _cpu_secs()
     for paper in papers:
         pid, did = await add_paper(c, corpus, paper, chunks)
         if did:
@@ -251,7 +253,42 @@ async def user_session(c: ServiceContainer, u: int, papers: list[int], chunks: i
         await phases.search(c, query)
         if os.environ.get(HNSW_PROBE_ENV):
             await hnsw_probe(c, query, phases.searches[-1])
-    return {"wrote": wrote, "searches": phases.searches}
+    return {"wrote": wrote, "searches": phases.searches, "cpu": _cpu_secs() - cpu}
+
+
+def _cpu_secs() -> float:
+    """CPU seconds this process used so far (all its threads)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, every process in it (/proc/stat's first line)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+
+
+def server_cpu_secs(server: postgres.PostgresServer) -> float:
+    """CPU seconds of the PostgreSQL server so far: the postmaster, its live backends and those it reaped."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        master = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if pid == master:
+            total += sum(int(x) for x in fields[11:15])  # utime, stime, and its reaped children's
+        elif ppid == master:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 async def hnsw_probe(c: ServiceContainer, query: str, search: dict[str, float]) -> None:
@@ -293,7 +330,7 @@ def _user_process(tmp: str, url: str, u: int, run: int, papers: list[int], chunk
 
 
 async def users_in_processes(url: str, tmp: Path, users: int, plans: list[list[int]], chunks: int, run: int,
-                             library: str = "") -> list[dict]:
+                             library: str = "", started=lambda: None) -> list[dict]:
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per user, as JupyterHub spawns them
     barrier, results = ctx.Barrier(users + 1), ctx.Queue()
     procs = [ctx.Process(target=_user_process, args=(str(tmp), url, u, run, plans[u], chunks, barrier, results))
@@ -306,6 +343,7 @@ async def users_in_processes(url: str, tmp: Path, users: int, plans: list[list[i
     finally:
         os.environ.pop(BASELINE_ENV, None)
     await asyncio.to_thread(barrier.wait, 900)
+    started()  # every user's index is loaded: the clock starts
     out: dict[int, dict] = {}
     for _ in procs:
         u, result = await asyncio.to_thread(results.get, True, 1800)
@@ -319,8 +357,9 @@ async def users_in_processes(url: str, tmp: Path, users: int, plans: list[list[i
 
 
 async def users_on_one_loop(url: str, tmp: Path, users: int, plans: list[list[int]], chunks: int, run: int,
-                            library: str = "") -> list[dict]:
+                            library: str = "", started=lambda: None) -> list[dict]:
     containers = [await open_user(tmp, url, u, run) for u in range(users)]
+    started()
     try:
         return list(await asyncio.gather(*(user_session(c, u, plans[u], chunks) for u, c in enumerate(containers))))
     finally:
@@ -393,16 +432,26 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
     print(f"  vector path: {c.shared_library.vector.describe()}; the space's column: {space.kind}"
           f"{'; with an HNSW index' if hnsw else ''}; searches: exact, in each user's memory", flush=True)
     plans = [user_papers(u, common, own, first) for u in range(users)]
-    if stats:
-        server.psql("SELECT pg_stat_statements_reset()", database="bench")
-    log_at = (server.root / "server.log").stat().st_size
     load = os.getloadavg()[0]
     samples: dict[str, int] = {}
-    sampler = asyncio.get_running_loop().create_task(sample_waits(url, samples))
-    start = time.perf_counter()
+    sampler: asyncio.Task | None = None
+    at: dict[str, object] = {}
+
+    def started() -> None:
+        """Everything below counts from when the users start adding and searching, not from their servers'
+        start (the index load of 100k vectors per user is not in a search's time either)."""
+        nonlocal sampler
+        if stats:
+            server.psql("SELECT pg_stat_statements_reset()", database="bench")
+        at.update(log=(server.root / "server.log").stat().st_size, load=os.getloadavg()[0],
+                  server=server_cpu_secs(server), machine=machine_cpu(), start=time.perf_counter())
+        sampler = asyncio.get_running_loop().create_task(sample_waits(url, samples))
+
     try:
         runner = users_in_processes if mode == "processes" else users_on_one_loop
-        got = await runner(url, tmp, users, plans, chunks, run, library)
+        got = await runner(url, tmp, users, plans, chunks, run, library, started)
+        start, log_at, server_cpu, machine = at["start"], at["log"], at["server"], at["machine"]
+        load = max(load, at["load"])
         secs = time.perf_counter() - start
         sampler.cancel()
         load = max(load, os.getloadavg()[0])
@@ -418,6 +467,10 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
             "SELECT count(*) - count(DISTINCT arxiv_id) FROM papers WHERE arxiv_id LIKE '2701.%'")
         p95 = float(np.percentile(latencies, 95))
         print(f"  {len(latencies)} searches and {users * (common + own)} adds in {secs:.0f} s")
+        users_cpu = sum(r.get("cpu", 0.0) for r in got) if mode == "processes" else got[0].get("cpu", 0.0)
+        print(f"  CPU over the run: user processes {users_cpu:.1f} s, PostgreSQL "
+              f"{server_cpu_secs(server) - server_cpu:.1f} s; the machine (everything on it) "
+              f"{machine_cpu()[0] - machine[0]:.1f} s busy of {machine_cpu()[1] - machine[1]:.0f} s")
         print(f"  papers: expected {expected}, stored {stored}, lost {len(missing)}, duplicate rows {dup_rows}; "
               f"chunks written by {len(wrote)} adds for {len(set(wrote))} papers; chunks per paper "
               f"{min(counts)}–{max(counts)} (want {chunks})")
@@ -438,9 +491,10 @@ async def users_at_once(url: str, tmp: Path, users: int, common: int, own: int, 
         print(f"  search latency over all users ({mode}): p50 {statistics.median(latencies):.1f} ms, p95 {p95:.1f} ms "
               f"(target ≤ 200 ms); load {load:.1f} at start → {os.getloadavg()[0]:.1f} at end", flush=True)
     finally:
-        sampler.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await sampler
+        if sampler is not None:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sampler
         await c.close()
 
 

@@ -111,7 +111,7 @@ class AdminMixin(AppBase):
 
     async def _shared_library(self) -> dict[str, Any]:
         """The shared PostgreSQL library: reachable, its versions, and how vectors are stored and searched
-        (pgvector, or float arrays when ``CREATE EXTENSION vector`` failed)."""
+        (pgvector, or float32 bytes when ``CREATE EXTENSION vector`` failed)."""
         shared = self.services.shared_library
         try:
             return {"reachable": True, **await shared.describe()}

@@ -43,7 +43,7 @@ class SharedLibraryUnavailable(StoreError):
 
 @dataclass(frozen=True)
 class VectorSupport:
-    """``pgvector`` if ``CREATE EXTENSION vector`` worked (or it was there), else float arrays."""
+    """``pgvector`` if ``CREATE EXTENSION vector`` worked (or it was there), else float32 bytes."""
 
     version: str | None
     error: str = ""
@@ -55,7 +55,7 @@ class VectorSupport:
     def describe(self) -> str:
         if self.available:
             return f"pgvector {self.version} (exact kNN in memory; HNSW in PostgreSQL for a space too large for memory)"
-        return f"float arrays, searched exactly in memory (no pgvector: {self.error})"
+        return f"float32 vectors (bytea), searched exactly in memory (no pgvector: {self.error})"
 
 
 def redact(url: str) -> str:

@@ -10,11 +10,13 @@ sharing adds:
   everyone's listing shows it as being parsed;
 - **who may remove**: ``added_by`` is set on insert; only that user or one named in
   ``library_admins`` removes a paper;
-- **full text** by BM25 over word → chunk postings (``chunk_terms``) made with FTS5's own tokenizer
-  (``store/fts_terms.py``), so a search reads only its words' postings and scores every chunk as the
-  SQLite library does; chunks written before the postings existed are indexed in the background and
+- **full text** by BM25 over word → chunk postings (``term_postings``: per word and paper, the chunks
+  holding it with their counts and lengths) made with FTS5's own tokenizer (``store/fts_terms.py``), so a
+  search reads only its words' postings and scores every chunk as the SQLite library does; chunks written
+  without postings (before they existed, or by an older version) are indexed in the background and
   meanwhile ranked from the stored ``tsvector`` (GIN, ``websearch_to_tsquery``); **vectors** in one table per embedding space — ``vector(dim)`` with an
-  HNSW index when pgvector is there, ``real[]`` otherwise. Each user's in-memory index (exact, as
+  HNSW index when pgvector is there, else little-endian float32 bytes (``bytea``; spaces made by
+  earlier versions hold ``real[]``, still read and written). Each user's in-memory index (exact, as
   with SQLite) follows other users' writes incrementally: every vector row carries the id of the
   transaction that wrote it and removals leave a tombstone, so ``changes_since`` returns just what
   changed after a snapshot's ``xmin``.
@@ -45,6 +47,7 @@ PARSE_STALE_SECS = 3600  # a "being parsed" mark older than this is from a proce
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() constants
 MISSING_CHECK_SECS = 30.0  # how often a search may look for other users' chunks left without a vector
 INDEX_BATCH_PAPERS = 20  # papers whose chunks one background indexing transaction takes
+FLOAT32 = "float32"  # a space's kind without pgvector: bytea of little-endian float32 (earlier ones: "array", real[])
 HNSW_EF_SEARCH = 100  # pgvector's HNSW candidate list (recall vs speed) for knn(exact=False)
 _JSON = {"authors", "keywords", "metadata"}
 _COLUMNS = ("id", *METADATA_FIELDS, "pdf_path", "markdown_path", "state", "source", "metadata", "added_by")
@@ -204,13 +207,48 @@ def _float4_arrays(blobs: Sequence[bytes], dim: int) -> np.ndarray:
     which a search follows, cost ≈ 13 ms per thousand (384 dimensions, on this 2-core machine under load);
     at once, under 1 ms."""
     width = 20 + 8 * dim
-    data = b"".join(blobs)
-    if len(data) != width * len(blobs) or any(len(b) != width for b in blobs):
+    if any(len(b) != width for b in blobs):
         raise StoreError(f"a stored vector is not {dim} floats")
-    pairs = np.frombuffer(data, dtype=">i4").reshape(len(blobs), width // 4)[:, 5:].reshape(len(blobs), dim, 2)
+    return _float4_rows(b"".join(blobs), len(blobs), dim)
+
+
+def _vectors_blob(data: bytes, n: int, dim: int, kind: str) -> np.ndarray:
+    """``n`` vectors sent back to back in one ``bytea`` (``string_agg`` of each row's binary form) as one
+    float32 matrix: float32 bytes as stored, pgvector's ``vector_send`` (a 2-byte dimension, 2 unused bytes,
+    big-endian floats) or a ``real[]``'s ``array_send`` (``_float4_arrays``). One value for all the rows a
+    search follows: no row objects, no per-row decoding."""
+    if kind == FLOAT32:
+        if len(data) != 4 * dim * n:
+            raise StoreError(f"a stored vector is not {dim} floats")
+        return np.frombuffer(data, dtype="<f4").reshape(n, dim).copy()
+    if kind != "pgvector":
+        width = 20 + 8 * dim
+        if len(data) != width * n:
+            raise StoreError(f"a stored vector is not {dim} floats")
+        return _float4_rows(data, n, dim)
+    if len(data) != (4 + 4 * dim) * n:
+        raise StoreError(f"a stored vector is not {dim} floats")
+    if n and (np.frombuffer(data, dtype=">i2").reshape(n, 2 + 2 * dim)[:, 0] != dim).any():
+        raise StoreError(f"a stored vector is not {dim} floats")
+    return np.frombuffer(data, dtype=">f4").reshape(n, 1 + dim)[:, 1:].astype(np.float32)
+
+
+def _float4_rows(data: bytes, n: int, dim: int) -> np.ndarray:
+    """``n`` binary ``real[]`` values back to back (each ``20 + 8 * dim`` bytes) as float32."""
+    width = 20 + 8 * dim
+    pairs = np.frombuffer(data, dtype=">i4").reshape(n, width // 4)[:, 5:].reshape(n, dim, 2)
     if (pairs[:, :, 0] != 4).any():
         raise StoreError("a stored vector has a null element")
     return np.ascontiguousarray(pairs[:, :, 1]).view(">f4").astype(np.float32)
+
+
+def _text_array(values: Sequence[str]) -> str:
+    """A PostgreSQL array literal of these strings, every element quoted (backslash and quote escaped)."""
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+
+
+def _int_array(values: Sequence[int]) -> str:
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 # the write counter: a fresh sequence reads last_value 1 before and after its first nextval, is_called tells them apart
@@ -245,16 +283,19 @@ class PgChunkRepository:
 
     # -- chunks --------------------------------------------------------------------------
     async def replace(self, paper_id: str, chunks: Sequence[Any]) -> list[int]:
-        """Drop a paper's chunks (their vectors and postings go by cascade, vectors leaving tombstones),
-        insert the new ones with their word postings and the paper's BM25 statistics."""
+        """Drop a paper's chunks (their vectors and postings go by cascade and trigger, vectors leaving
+        tombstones), insert the new ones with the paper's word postings and BM25 statistics."""
         # tokenizing a paper's chunks is ingest work: below the searches' CPU priority (background_cpu)
         terms = await background_cpu.run(fts_terms.chunk_terms, [(c.text, c.section) for c in chunks]) \
             if chunks and self._own_terms else None
         async with self.db.transaction() as conn:
             await conn.execute("SELECT nextval('library_changes')")
+            # the background indexer takes a paper under this lock: it never writes postings for chunks replaced here
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key("terms:" + paper_id))
             await conn.execute("DELETE FROM paper_chunks WHERE paper_id = $1", paper_id)
             if not chunks:
                 await conn.execute("DELETE FROM paper_term_stats WHERE paper_id = $1", paper_id)
+                await conn.execute("DELETE FROM postings_pending WHERE paper_id = $1", paper_id)
                 return []
             rows = await conn.fetch(
                 "INSERT INTO paper_chunks (paper_id, seq, section, part, page_start, page_end, text, fts_length)"
@@ -266,23 +307,41 @@ class PgChunkRepository:
             )
             by_seq = {r["seq"]: int(r["id"]) for r in rows}
             ids = [by_seq[c.seq] for c in chunks]
-            if terms is not None:
-                await self._write_terms(conn, ids, [c.part for c in chunks], terms)
-                await conn.execute(
-                    "INSERT INTO paper_term_stats (paper_id, chunks, tokens) VALUES ($1, $2, $3) ON CONFLICT (paper_id)"
-                    " DO UPDATE SET chunks = EXCLUDED.chunks, tokens = EXCLUDED.tokens",
-                    paper_id, len(chunks), sum(t[0] for t in terms))
+            if terms is not None:  # else the insert left the paper in postings_pending: indexed in the background
+                await self._write_postings(conn, [paper_id] * len(ids), ids, [c.part for c in chunks], terms)
         return ids
 
     @staticmethod
-    async def _write_terms(conn: Any, ids: Sequence[int], parts: Sequence[str],
-                           terms: Sequence[tuple[int, dict[str, int]]]) -> None:
-        rows = [(chunk_id, json.dumps(counts, ensure_ascii=False), length, part != "references")
-                for chunk_id, part, (length, counts) in zip(ids, parts, terms)]
-        await conn.executemany(
-            "INSERT INTO chunk_terms (chunk_id, counts, dl, searchable) VALUES ($1, $2::jsonb, $3, $4)"
-            " ON CONFLICT (chunk_id) DO UPDATE SET counts = EXCLUDED.counts, dl = EXCLUDED.dl,"
-            " searchable = EXCLUDED.searchable", rows)
+    async def _write_postings(conn: Any, paper_ids: Sequence[str], ids: Sequence[int], parts: Sequence[str],
+                              terms: Sequence[tuple[int, dict[str, int]]]) -> None:
+        """The term postings of these chunks (their papers' old ones already gone), each paper's BM25 statistics,
+        and the papers off the pending list. One statement for all postings: a row per (term, paper, searchable)."""
+        rows = [(term, paper_id, searchable, chunk_id, tf, length)
+                for paper_id, chunk_id, part, (length, counts) in zip(paper_ids, ids, parts, terms)
+                for searchable in (part != "references",) for term, tf in counts.items()]
+        if rows:
+            # each column as one array literal (a str the server parses; 7 ms per paper to build): asyncpg encoding
+            # six Python lists of a paper's ~6,000 postings checked every element's type, on the event loop at the
+            # searches' priority (profiled user with ten adding: 200k isinstance calls, 0.56 s of its session)
+            term, paper, searchable, chunk, tf, dl = zip(*rows)
+            await conn.execute(
+                "INSERT INTO term_postings (term, paper_id, searchable, chunk_ids, tfs, dls)"
+                " SELECT u.term, u.paper_id, u.searchable, array_agg(u.chunk_id ORDER BY u.chunk_id),"
+                " array_agg(u.tf ORDER BY u.chunk_id), array_agg(u.dl ORDER BY u.chunk_id)"
+                " FROM unnest($1::text::text[], $2::text::text[], $3::text::boolean[], $4::text::bigint[],"
+                " $5::text::int[], $6::text::int[]) u(term, paper_id, searchable, chunk_id, tf, dl)"
+                " GROUP BY u.term, u.paper_id, u.searchable",
+                _text_array(term), _text_array(paper), "{" + ",".join("t" if b else "f" for b in searchable) + "}",
+                _int_array(chunk), _int_array(tf), _int_array(dl))
+        stats: dict[str, tuple[int, int]] = {}
+        for paper_id, (length, _counts) in zip(paper_ids, terms):
+            n, tokens = stats.get(paper_id, (0, 0))
+            stats[paper_id] = (n + 1, tokens + length)
+        await conn.execute(
+            "INSERT INTO paper_term_stats (paper_id, chunks, tokens) SELECT * FROM unnest($1::text[], $2::int[],"
+            " $3::bigint[]) ON CONFLICT (paper_id) DO UPDATE SET chunks = EXCLUDED.chunks, tokens = EXCLUDED.tokens",
+            list(stats), [v[0] for v in stats.values()], [v[1] for v in stats.values()])
+        await conn.execute("DELETE FROM postings_pending WHERE paper_id = ANY($1::text[])", list(stats))
 
     async def removed_ids(self, paper_id: str) -> list[int]:
         return [int(r["id"]) for r in await self.db.fetch("SELECT id FROM paper_chunks WHERE paper_id = $1", paper_id)]
@@ -358,11 +417,10 @@ class PgChunkRepository:
         return [(int(r["id"]), -float(r["score"])) for r in rows]
 
     async def _lexical_state(self) -> bool:
-        """Whether every chunk has its postings, asked again after each write while some wait for theirs
-        (starts indexing them). Once they all have, ``fts`` learns of new ones from its own query."""
+        """Whether every paper's chunks have their postings, asked again after each write while some wait for
+        theirs (starts indexing them). Once they all have, ``fts`` learns of new ones from its own query."""
         row = await self.db.fetchrow(
-            f"SELECT {_DATA_VERSION} AS v,"
-            " EXISTS (SELECT 1 FROM paper_chunks WHERE fts_length IS NULL) AS pending")
+            f"SELECT {_DATA_VERSION} AS v, EXISTS (SELECT 1 FROM postings_pending) AS pending")
         version = int(row["v"])
         if self._terms_version != version:
             self._terms_version = version
@@ -374,13 +432,16 @@ class PgChunkRepository:
     async def fts(self, match: str, limit: int, *, paper_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
         """Front-matter and body chunks holding any phrase of the sanitised FTS5 expression (``"a" OR "b"``),
         ranked by BM25 exactly as FTS5 ranks (k1 1.2, b 0.75, its IDF, every phrase counted), negated like
-        FTS5's bm25: the GIN index on each chunk's term counts finds the chunks holding a question's words, and
-        each one's counts of just those words are looked up in its jsonb object (the tsvector ranking unnested every
-        matching chunk's whole tsvector: 3.9× SQLite's time on 100k chunks). PostgreSQL's ``ts_rank`` has no
-        IDF: on the labelled set its top 3 differed from SQLite's in most questions.
+        FTS5's bm25. PostgreSQL's ``ts_rank`` has no IDF: on the labelled set its top 3 differed from SQLite's
+        in most questions.
+
+        The question's words' rows of ``term_postings`` (an index scan on the word) hold every chunk with them,
+        the word's count in each and each chunk's length: a search reads those rows and no chunk's. Reading
+        each candidate chunk's jsonb counts instead (0002's ``chunk_terms``) cost a heap page per candidate:
+        on 100k chunks p95 67 ms against 20 ms now, max 183 against 55.
 
         One round trip: the library's chunk count and average length (``paper_term_stats``, a row per paper)
-        and whether any chunk waits for its postings are read by the same statement. Asked apart, after each
+        and whether any paper waits for its postings are read by the same statement. Asked apart, after each
         other user's write (every search, with ten users adding), they were two more round trips before this
         one — each 10–36 ms on a loaded machine."""
         if not self._own_terms or (not self._terms_ready and not await self._lexical_state()):
@@ -388,13 +449,14 @@ class PgChunkRepository:
         terms = fts_terms.query_terms(match)  # cached; a fraction of a millisecond otherwise
         if not terms:
             return []
-        # one pass over the chunks holding any of the words (GIN): each phrase's count in each (a lookup in
-        # its jsonb), then the phrase's IDF from how many of them hold it (references too, as FTS5 counts),
-        # then BM25 summed over the phrases (repeats included) in FTS5's order of arithmetic
+        # each phrase's IDF from how many chunks hold its term (references too, as FTS5 counts), then per chunk
+        # each phrase's count (one row per chunk and term: unnested in the select list, not a function scan per
+        # row), then BM25 summed over the phrases (repeats included) in FTS5's order of arithmetic
         n = len(terms)
         args: list[Any] = [sorted(set(terms)), int(limit), *terms]
-        tfs = ", ".join(f"(t.counts -> ${3 + i}::text)::float8 AS f{i}" for i in range(n))
-        dfs = ", ".join(f"count(f{i}) AS d{i}" for i in range(n))
+        dfs = ", ".join(f"coalesce(sum(cardinality(p.chunk_ids)) FILTER (WHERE p.term = ${3 + i}::text), 0)::float8"
+                        f" AS d{i}" for i in range(n))
+        tfs = ", ".join(f"(max(u.tf) FILTER (WHERE u.term = ${3 + i}::text))::float8 AS f{i}" for i in range(n))
         # in double precision, as FTS5 computes it (numeric ln was both slower and not FTS5's rounding)
         idfs = ", ".join(f"CASE WHEN ln((s.n - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) <= 0 THEN 1e-6::float8"
                          f" ELSE ln((s.n - d{i} + 0.5::float8) / (d{i} + 0.5::float8)) END AS w{i}"
@@ -403,18 +465,22 @@ class PgChunkRepository:
         # the statistics as the old per-version query computed them in Python: n = Σ chunks, avgdl = Σ tokens / n
         stats = ("s AS MATERIALIZED (SELECT coalesce(sum(chunks), 0)::float8 AS n, CASE WHEN coalesce(sum(chunks), 0) = 0"
                  " THEN 1::float8 ELSE sum(tokens)::float8 / sum(chunks)::float8 END AS avgdl FROM paper_term_stats)")
-        sql = (f"WITH {stats}, c AS MATERIALIZED (SELECT t.chunk_id, t.searchable, {tfs},"
-               f" {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8 * t.dl / s.avgdl) AS norm"
-               " FROM chunk_terms t, s WHERE t.counts ?| $1::text[]),"
-               f" d AS (SELECT {dfs} FROM c), w AS MATERIALIZED (SELECT {idfs} FROM d, s)"
-               f" (SELECT c.chunk_id, {score} AS score, NULL::boolean AS pending FROM c, w WHERE c.searchable")
+        only = ""
         if paper_ids:
             args.append(list(paper_ids))
-            sql += f" AND c.chunk_id IN (SELECT id FROM paper_chunks WHERE paper_id = ANY(${len(args)}::text[]))"
-        sql += (" ORDER BY score DESC, c.chunk_id LIMIT $2)"
-                " UNION ALL SELECT NULL, NULL, EXISTS (SELECT 1 FROM paper_chunks WHERE fts_length IS NULL)")
+            only = f" AND p.paper_id = ANY(${len(args)}::text[])"
+        sql = (f"WITH {stats}, p AS MATERIALIZED (SELECT term, paper_id, searchable, chunk_ids, tfs, dls"
+               " FROM term_postings WHERE term = ANY($1::text[])),"
+               f" d AS (SELECT {dfs} FROM p), w AS MATERIALIZED (SELECT {idfs} FROM d, s),"
+               " u AS (SELECT p.term, unnest(p.chunk_ids) AS chunk_id, unnest(p.tfs) AS tf, unnest(p.dls) AS dl"
+               f" FROM p WHERE p.searchable{only}),"
+               f" c AS (SELECT u.chunk_id, {tfs}, {BM25_K1}::float8 * (1::float8 - {BM25_B}::float8 + {BM25_B}::float8"
+               " * max(u.dl) / s.avgdl) AS norm FROM u, s GROUP BY u.chunk_id, s.avgdl)"
+               f" (SELECT c.chunk_id, {score} AS score, NULL::boolean AS pending FROM c, w"
+               " ORDER BY score DESC, c.chunk_id LIMIT $2)"
+               " UNION ALL SELECT NULL, NULL, EXISTS (SELECT 1 FROM postings_pending)")
         rows = await self.db.fetch(sql, *args)
-        if any(r["pending"] for r in rows):  # an older version wrote chunks without postings: index them, rank by tsvector
+        if any(r["pending"] for r in rows):  # chunks written without postings (an older version): index them, rank by tsvector
             self._terms_ready, self._terms_version = False, None
             await self._lexical_state()
             return await self._fts_tsvector(match, limit, paper_ids)
@@ -441,31 +507,34 @@ class PgChunkRepository:
             return done
 
     async def index_pending_batch(self, papers: int = INDEX_BATCH_PAPERS) -> int:
-        """Write the postings of up to ``papers`` papers' unindexed chunks; returns how many chunks (0: none
-        left that another process is not already doing). A paper is taken whole under an advisory lock, so
-        its statistics row is counted by one writer at a time."""
+        """Write the postings of up to ``papers`` pending papers (``postings_pending``: chunks written without
+        them); returns how many papers (0: none left that another process is not already doing). A paper is
+        taken whole under an advisory lock that ``replace`` also takes, so its postings and statistics are
+        written by one transaction at a time."""
         async with self.db.transaction() as conn:
             candidates = [r["paper_id"] for r in await conn.fetch(
-                "SELECT DISTINCT paper_id FROM paper_chunks WHERE fts_length IS NULL LIMIT $1", papers * 4)]
+                "SELECT paper_id FROM postings_pending ORDER BY paper_id LIMIT $1", papers * 4)]
             taken = [p for p in candidates
                      if await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _lock_key("terms:" + p))][:papers]
+            if taken:  # still pending now that they are ours (another process may have done them meanwhile)
+                taken = [r["paper_id"] for r in await conn.fetch(
+                    "DELETE FROM postings_pending WHERE paper_id = ANY($1::text[]) RETURNING paper_id", taken)]
             if not taken:
                 return 0
             rows = await conn.fetch(
                 "SELECT id, paper_id, part, text, section FROM paper_chunks WHERE paper_id = ANY($1::text[])"
-                " AND fts_length IS NULL ORDER BY id FOR UPDATE SKIP LOCKED", taken)
-            terms = await background_cpu.run(fts_terms.chunk_terms, [(r["text"], r["section"]) for r in rows])
-            ids = [int(r["id"]) for r in rows]
+                " ORDER BY id", taken)
             await conn.execute("SELECT nextval('library_changes')")
-            await self._write_terms(conn, ids, [r["part"] for r in rows], terms)
-            await conn.execute(
-                "UPDATE paper_chunks c SET fts_length = u.n FROM unnest($1::bigint[], $2::int[]) u(id, n) WHERE c.id = u.id",
-                ids, [t[0] for t in terms])
-            await conn.execute(
-                "INSERT INTO paper_term_stats (paper_id, chunks, tokens) SELECT paper_id, count(*), sum(fts_length)"
-                " FROM paper_chunks WHERE paper_id = ANY($1::text[]) AND fts_length IS NOT NULL GROUP BY paper_id"
-                " ON CONFLICT (paper_id) DO UPDATE SET chunks = EXCLUDED.chunks, tokens = EXCLUDED.tokens", taken)
-            return len(rows)
+            await conn.execute("DELETE FROM term_postings WHERE paper_id = ANY($1::text[])", taken)
+            await conn.execute("DELETE FROM paper_term_stats WHERE paper_id = ANY($1::text[])", taken)
+            if rows:
+                terms = await background_cpu.run(fts_terms.chunk_terms, [(r["text"], r["section"]) for r in rows])
+                ids = [int(r["id"]) for r in rows]
+                await conn.execute(
+                    "UPDATE paper_chunks c SET fts_length = u.n FROM unnest($1::bigint[], $2::int[]) u(id, n)"
+                    " WHERE c.id = u.id AND c.fts_length IS DISTINCT FROM u.n", ids, [t[0] for t in terms])
+                await self._write_postings(conn, [r["paper_id"] for r in rows], ids, [r["part"] for r in rows], terms)
+            return len(taken)
 
     async def aclose(self) -> None:
         task, self._indexing = self._indexing, None
@@ -486,8 +555,12 @@ class PgChunkRepository:
         row = await self.db.fetchrow("SELECT name, backend, dim, kind FROM embedding_spaces WHERE name = $1", name)
         if row is None:
             await self.db.pool()  # vector support is known once connected
-            kind = "pgvector" if self.db.vector.available else "array"
-            column = f"vector({int(dim)})" if kind == "pgvector" else "real[]"
+            # without pgvector, float32 bytes: what a search follows is then copied out as stored, where a real[]
+            # went through array_send (34 ms per search inside PostgreSQL with ten users adding, on the cores
+            # their searches share) and twice the bytes
+            kind = "pgvector" if self.db.vector.available else FLOAT32
+            column = f"vector({int(dim)})" if kind == "pgvector" else \
+                f"bytea CHECK (octet_length(embedding) = {4 * int(dim)})"
             async with self.db.transaction() as conn:
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key("space:" + name))
                 await conn.execute(
@@ -533,6 +606,8 @@ class PgChunkRepository:
 
     @staticmethod
     def _encode(space: Space, row: np.ndarray) -> Any:
+        if space.kind == FLOAT32:
+            return row.astype("<f4").tobytes()
         return row if space.kind == "pgvector" else row.tolist()
 
     async def put_vectors(self, space: Space, ids: Sequence[int], matrix: np.ndarray) -> None:
@@ -568,6 +643,8 @@ class PgChunkRepository:
             return ids, np.zeros((0, space.dim), np.float32)
         if space.kind == "pgvector":
             matrix = np.stack([r[1].to_numpy() for r in rows]).astype(np.float32, copy=False)
+        elif space.kind == FLOAT32:
+            matrix = _vectors_blob(b"".join(r[1] for r in rows), len(rows), space.dim, FLOAT32)
         elif isinstance(rows[0][1], bytes):
             matrix = _float4_arrays([r[1] for r in rows], space.dim)
         else:
@@ -577,7 +654,7 @@ class PgChunkRepository:
     @staticmethod
     def _embedding_column(space: Space) -> str:
         """A ``real[]`` is read in its binary form (``array_send``): as Python floats, 100k × 384 took 40 s."""
-        return "embedding" if space.kind == "pgvector" else "array_send(embedding)"
+        return "array_send(embedding)" if space.kind == "array" else "embedding"
 
     async def load_vectors(self, space: Space) -> tuple[np.ndarray, np.ndarray]:
         return self._matrix(space, await self.db.fetch(
@@ -592,24 +669,34 @@ class PgChunkRepository:
         One statement, so one snapshot for all three parts without a transaction around them (every search
         asks this: BEGIN, three queries and COMMIT were five round trips, one is enough).
 
+        The vectors come as one ``bytea`` (each row's binary send form, concatenated in the server) and are
+        decoded at once: row by row, 1,000 vectors (one paper another user added) cost 8 ms of this process's
+        CPU in row objects and per-row decoding, on the cores every user's search shares.
+
         The mark is the snapshot's xmin and the committed transactions at or after it already read
         (``xmin:x1,x2``): while any writer is mid-transaction the xmin stays behind it, and every search
         read again all that the others committed since — with ten users adding papers, thousands of vectors
         each time. A transaction seen committed writes nothing more (a later change carries a new xid)."""
         base, _, rest = mark.partition(":")
         seen = [x for x in rest.split(",") if x]
-        rows = await self.db.fetch(
-            f"SELECT 0 AS k, chunk_id, {self._embedding_column(space)} AS e, xid::text AS x FROM {space.name}"
-            " WHERE xid >= $1::text::xid8 AND xid <> ALL($3::text[]::xid8[])"
-            " UNION ALL SELECT 1, t.chunk_id, NULL, t.xid::text FROM vector_tombstones t WHERE t.space = $2"
+        send = {"pgvector": "vector_send(embedding)", "array": "array_send(embedding)"}.get(space.kind, "embedding")
+        row = await self.db.fetchrow(
+            f"WITH v AS (SELECT chunk_id, {send} AS e, xid FROM {space.name}"
+            " WHERE xid >= $1::text::xid8 AND xid <> ALL($3::text[]::xid8[])),"
+            " t AS (SELECT t.chunk_id, t.xid FROM vector_tombstones t WHERE t.space = $2"
             " AND t.xid >= $1::text::xid8 AND t.xid <> ALL($3::text[]::xid8[])"
-            f" AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = t.chunk_id)"
-            " UNION ALL SELECT 2, NULL, NULL, pg_snapshot_xmin(pg_current_snapshot())::text", base, space.name, seen)
-        ids, matrix = self._matrix(space, [(r["chunk_id"], r["e"]) for r in rows if r["k"] == 0])
-        nxt = next(int(r["x"]) for r in rows if r["k"] == 2)
-        kept = sorted({int(x) for x in seen} | {int(r["x"]) for r in rows if r["k"] != 2})
+            f" AND NOT EXISTS (SELECT 1 FROM {space.name} v WHERE v.chunk_id = t.chunk_id))"
+            " SELECT (SELECT array_agg(chunk_id ORDER BY chunk_id) FROM v) AS ids,"
+            " (SELECT string_agg(e, ''::bytea ORDER BY chunk_id) FROM v) AS blob,"
+            " (SELECT array_agg(DISTINCT xid::text) FROM v) AS vx,"
+            " (SELECT array_agg(chunk_id) FROM t) AS removed, (SELECT array_agg(DISTINCT xid::text) FROM t) AS tx,"
+            " pg_snapshot_xmin(pg_current_snapshot())::text AS next", base, space.name, seen)
+        ids = np.array(row["ids"] or [], dtype=np.int64)
+        matrix = _vectors_blob(row["blob"] or b"", len(ids), space.dim, space.kind).reshape(len(ids), space.dim)
+        nxt = int(row["next"])
+        kept = sorted({int(x) for x in seen} | {int(x) for x in (row["vx"] or [])} | {int(x) for x in (row["tx"] or [])})
         mark = ":".join([str(nxt), ",".join(str(x) for x in kept if x >= nxt)]).rstrip(":")
-        return ids, matrix, [int(r["chunk_id"]) for r in rows if r["k"] == 1], mark
+        return ids, matrix, [int(i) for i in (row["removed"] or [])], mark
 
     async def vector_stamp(self, space: Space) -> tuple[int, int]:
         row = await self.db.fetchrow(f"SELECT count(*) AS n, coalesce(max(chunk_id), 0) AS m FROM {space.name}")

@@ -115,6 +115,8 @@ def test_matrix_add_remove_keeps_exactness() -> None:
     m.add([3], rows[3:4])  # re-adding replaces, never duplicates
     m.add([3], rows[3:4])
     assert [i for i, _ in m.search(q, 50)].count(3) == 1 and m.size == 50
+    m.add([7, 7], np.stack([rows[8], rows[7]]))  # an id twice in one batch: its last row, once
+    assert m.search(rows[7], 1)[0][0] == 7 and [i for i, _ in m.search(q, 60)].count(7) == 1 and m.size == 50
 
 
 def test_vectors_added_after_a_load_do_not_move_the_loaded_matrix() -> None:

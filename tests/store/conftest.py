@@ -1,5 +1,5 @@
 """Real PostgreSQL servers for the shared-library tests (tests/fakes/postgres.py), one per session each:
-Debian's build (no pgvector: vectors as float arrays) and the ``pgserver`` wheel's (pgvector).
+Debian's build (no pgvector: vectors as float32 bytes) and the ``pgserver`` wheel's (pgvector).
 ``library_backend`` parametrises a test over SQLite and both; every test gets a fresh database."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The library's repositories (store/repository.py), the same tests on every backend: SQLite (the user's
-own astro.db), PostgreSQL without pgvector (Debian's server: vectors as float arrays) and PostgreSQL with
+own astro.db), PostgreSQL without pgvector (Debian's server: vectors as float32 bytes) and PostgreSQL with
 pgvector (the pgserver wheel's server). Each PostgreSQL test gets a new database on a real server
 the session started (tests/store/conftest.py)."""
 

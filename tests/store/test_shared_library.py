@@ -121,15 +121,42 @@ async def test_pgvector_knn_exact_and_hnsw(make_database, make_container) -> Non
 
 
 @pytest.mark.asyncio
-async def test_without_pgvector_vectors_are_float_arrays(make_database, make_container) -> None:
-    c = await make_container(make_database("postgres"))
+async def test_without_pgvector_vectors_are_float32_bytes_and_older_real_array_spaces_still_work(
+        make_database, make_container) -> None:
+    """Without pgvector a new space stores float32 bytes: what the other users' searches follow is copied out as
+    stored (a ``real[]`` went through ``array_send``, the largest share of PostgreSQL's time in a search with ten
+    users adding). A space an earlier version made (``real[]``) is still written, loaded and followed."""
     from tests.store.test_library_repository import _two_papers
 
-    await _two_papers(c)
-    space = await c.rag.space()
-    assert space.kind == "array" and not c.shared_library.vector.available
-    assert "no pgvector" in c.shared_library.vector.describe()
-    assert await c.shared_library.fetchval(f"SELECT pg_typeof(embedding)::text FROM {space.name} LIMIT 1") == "real[]"
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    await _two_papers(alice)
+    space = await alice.rag.space()
+    assert space.kind == "float32" and not alice.shared_library.vector.available
+    assert "no pgvector" in alice.shared_library.vector.describe()
+    assert await alice.shared_library.fetchval(
+        f"SELECT pg_typeof(embedding)::text || ' ' || octet_length(embedding) FROM {space.name} LIMIT 1") \
+        == f"bytea {4 * space.dim}"
+    hits = await bob.rag.search("pulsar timing arrays", 3, mode="vector")
+    assert hits and hits[0].chunk.paper_id == "local:pulsar"
+
+    # a real[] space an earlier version made, e.g. for another embedding backend
+    await alice.shared_library.execute(
+        "CREATE TABLE paper_chunk_vec_older_4 (chunk_id bigint PRIMARY KEY REFERENCES paper_chunks (id) ON DELETE"
+        " CASCADE, embedding real[] NOT NULL, xid xid8 NOT NULL DEFAULT pg_current_xact_id())")
+    await alice.shared_library.execute(
+        "INSERT INTO embedding_spaces (name, backend, dim, kind) VALUES ('paper_chunk_vec_older_4', 'older', 4, 'array')")
+    older = await alice.chunks.ensure_space("older", 4)
+    assert older.kind == "array"
+    ids = await alice.chunks.ids_for_papers(["local:halo", "local:pulsar"])
+    mark = await bob.chunks.vector_mark()
+    vectors = np.eye(len(ids), 4, dtype=np.float32) + 0.25
+    await alice.chunks.put_vectors(older, ids[:2], vectors[:2])
+    loaded_ids, loaded = await bob.chunks.load_vectors(older)
+    assert loaded_ids.tolist() == ids[:2] and np.array_equal(loaded, vectors[:2])
+    await alice.chunks.put_vectors(older, ids[2:], vectors[2:])
+    got, rows, removed, _ = await bob.chunks.changes_since(older, mark)
+    assert got.tolist() == ids and np.array_equal(rows, vectors) and removed == []
 
 
 @pytest.mark.asyncio
@@ -181,7 +208,7 @@ async def test_an_unreachable_shared_library_leaves_personal_work_going(make_con
 def test_doctor_says_how_vectors_are_stored_and_when_the_library_is_down(make_database, tmp_path) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "ASTRO_HOME": str(tmp_path / "home"),
            "ASTRO_EMBED_MODEL": "lexical", "HF_HUB_OFFLINE": "1"}
-    for kind, want in (("postgres", "float arrays"), ("pgvector", "pgvector")):
+    for kind, want in (("postgres", "float32 vectors"), ("pgvector", "pgvector")):
         env["ASTRO_SHARED_LIBRARY_URL"] = make_database(kind)
         out = subprocess.run([sys.executable, "-m", "astro_jupyter.cli", "doctor"], env=env, capture_output=True,
                              text=True, timeout=120, cwd=ROOT)

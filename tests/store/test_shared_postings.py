@@ -162,3 +162,53 @@ async def test_a_search_does_not_wait_for_the_periodic_look_for_chunks_without_v
         await asyncio.sleep(0.02)
     hits = await bob.rag.search("star formation dust", 3)
     assert hits[0].chunk.seq == 3 and hits[0].similarity is not None  # and now by its vector too
+
+
+@pytest.mark.asyncio
+async def test_a_common_word_costs_its_postings_not_a_page_per_chunk_holding_it(make_database, make_container,
+                                                                                monkeypatch) -> None:
+    """With ten users searching at once on a busy hub, BM25's cost decides how long each waits: a question word
+    held by 1,500 chunks is read as that word's postings (a few pages), not as every one of those chunks' rows
+    (0002's jsonb counts: a heap page per handful of chunks, 26k of them for a common word in 100k chunks)."""
+    import json
+
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    words = [f"w{n}" for n in range(3000)]
+    shared = await make_container(make_database("postgres"))
+    sqlite = await make_container("")
+    chunks = [Chunk(n, "1 Timing", "body", 1, 1,
+                    "pulsar " + " ".join(rng.choice(words, 40)) + (" glitch" if n % 97 == 0 else "")) for n in range(1500)]
+    for c in (shared, sqlite):
+        await c.library.papers.insert(PaperRecord(id="local:big", title="big", state="parsed"))
+        await c.chunks.replace("local:big", chunks)
+    sent: list[tuple[str, tuple]] = []
+    fetch = shared.shared_library.fetch
+
+    async def spy(sql: str, *args: object) -> list:
+        sent.append((sql, args))
+        return await fetch(sql, *args)
+
+    monkeypatch.setattr(shared.shared_library, "fetch", spy)
+    assert await _ranked(shared.chunks, "pulsar glitch") == await _ranked(sqlite.chunks, "pulsar glitch")
+    sql, args = next((q, a) for q, a in reversed(sent) if q.startswith("WITH"))  # the BM25 statement
+    explained = await fetch("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
+    plan = json.loads(explained[0][0])[0]["Plan"]
+    pages = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+    assert pages < 40, f"the BM25 query read {pages} pages for a word in 1,500 chunks"
+
+
+@pytest.mark.asyncio
+async def test_postings_columns_go_as_array_literals_the_server_reads_back_exactly(make_database) -> None:
+    """A paper's postings are sent as one array literal per column (asyncpg's per-element encoding of ~6,000
+    postings took the event loop's time at the searches' priority): whatever a term holds comes back as it was."""
+    from astro_jupyter.store.pg_library import _int_array, _text_array
+
+    db = PgDatabase(make_database("postgres"))
+    try:
+        terms = ['a"b', "c\\d", "{x,y}", "NULL", " sp ", "", "ångström", "x'y"]
+        assert await db.fetchval("SELECT $1::text::text[]", _text_array(terms)) == terms
+        assert await db.fetchval("SELECT $1::text::bigint[]", _int_array([1, 2**40, 0])) == [1, 2**40, 0]
+    finally:
+        await db.close()
