@@ -190,10 +190,11 @@ class Phases:
         setattr(obj, name, timed)
 
     def _wrap_product(self) -> None:
-        """The product itself, timed where it runs (a worker thread: to_thread carries the search's context)."""
+        """The product itself (``similarities``), timed where it runs (a worker thread: to_thread carries the search's
+        context)."""
         from astro_jupyter.services import vector_index
 
-        fn = getattr(vector_index, "top_k_floor", None)
+        fn = getattr(vector_index, "similarities", None)
         if fn is None or getattr(fn, "bench_wrapped", False):
             return
 
@@ -207,7 +208,7 @@ class Phases:
                     current["product"] = current.get("product", 0.0) + (time.perf_counter() - t) * 1000
 
         timed.bench_wrapped = True  # type: ignore[attr-defined]
-        vector_index.top_k_floor = timed
+        vector_index.similarities = timed
 
     async def search(self, c: ServiceContainer, query: str) -> float:
         self.current = {}

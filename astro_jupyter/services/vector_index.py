@@ -220,6 +220,51 @@ class VectorIndex:
             self._marks[space.name] = mark
             return True
 
+    async def _search_while_following(self, space: "Space", query: np.ndarray,
+                                      k: int) -> tuple[list[tuple[int, float]], float] | None:
+        """A shared store's search over a loaded matrix: the product over the rows held runs in a worker while
+        the other users' changes since the last look are fetched (a round trip to a database that their adds
+        keep busy); then the rows those changes replaced or removed are left out and the new rows scored apart.
+        The same dot products, top k and floor as following first and multiplying after, in the time of the
+        longer of the two instead of their sum (10 users adding: following p50 30-40 ms, p95 90-140, every
+        search). ``None``: no loaded matrix large enough for a worker (``ensure`` and the plain path then)."""
+        async with self._lock:
+            matrix = self._spaces.get(space.name)
+            if matrix is None or matrix.size * matrix.dim < INLINE_MAX:
+                return None
+            rows, ids = matrix.snapshot()
+            matrix.readers += 1
+
+            def release(_: object) -> None:
+                matrix.readers -= 1
+
+            # never cancelled (a cancelled search leaves it to finish): ``readers`` drops when the worker is done
+            product = asyncio.ensure_future(asyncio.to_thread(similarities, rows, query))
+            product.add_done_callback(release)
+            new_ids, new_rows, removed, mark = await self.repo.changes_since(space, self._marks[space.name])  # type: ignore[attr-defined]
+            gone = [int(i) for i in removed] + new_ids.tolist()  # rows left out of the product's result
+            pos = matrix.pos
+            if any(i in pos for i in gone):
+                await asyncio.shield(product)  # rows are about to move: the worker finishes first (no copy)
+            if removed:
+                matrix.remove(removed)
+            if len(new_ids):
+                matrix.add(new_ids.tolist(), new_rows)
+            self._marks[space.name] = mark
+        scores = await asyncio.shield(product)
+        if gone:
+            keep = ~np.isin(ids, np.asarray(gone, dtype=np.int64))
+            scores, ids = scores[keep], ids[keep]
+        if len(new_ids):
+            keys = list(dict.fromkeys(new_ids.tolist()))  # a repeated id: its last row, as ``add`` keeps
+            last = {int(i): n for n, i in enumerate(new_ids.tolist())}
+            fresh = np.asarray(new_rows, dtype=np.float32)[[last[i] for i in keys]]
+            scores = np.concatenate([scores, similarities(fresh, query)])
+            ids = np.concatenate([ids, np.asarray(keys, dtype=np.int64)])
+        if scores.size == 0:
+            return [], 0.0
+        return _best(scores, ids, k), float(scores.min())
+
     def _start_ann_index(self, space: "Space") -> None:
         """A shared library's approximate index for a space too large for memory (``ensure_ann_index``: pgvector's
         HNSW, built concurrently), once per space and process; none elsewhere."""
@@ -269,6 +314,10 @@ class VectorIndex:
         """Best k (chunk id, cosine) and the lowest cosine over every row searched (for the
         sqlite-vec path, over the k returned)."""
         query = np.asarray(query, dtype=np.float32).reshape(-1)
+        if restrict is None and hasattr(self.repo, "changes_since"):
+            found = await self._search_while_following(space, query, k)
+            if found is not None:
+                return found
         if await self.ensure(space):
             matrix = self._spaces[space.name]
             if matrix.size * matrix.dim < INLINE_MAX:

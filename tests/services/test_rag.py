@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import numpy as np
@@ -416,3 +417,87 @@ async def test_local_model_embeds_passages_below_the_question_priority(monkeypat
     await backend.embed(["a passage", "another passage"])
     await embed_query(backend, "a question")
     assert seen == [min(19, process + background_cpu.BACKGROUND_NICENESS), process]
+
+
+class _SharedVectors:
+    """A shared store's vector side as ``VectorIndex`` follows it (``vector_mark``/``changes_since``): another
+    writer's changes are queued with ``write``; ``changes_since`` hands them over only once ``gate`` is set."""
+
+    def __init__(self, ids: np.ndarray, rows: np.ndarray) -> None:
+        self.rows = dict(zip(ids.tolist(), rows))
+        self.pending: list[tuple[list[int], np.ndarray, list[int]]] = []
+        self.gate: asyncio.Event | None = None
+
+    async def vector_mark(self) -> str:
+        return "0"
+
+    async def vector_stamp(self, space) -> tuple[int, int]:
+        return len(self.rows), max(self.rows, default=0)
+
+    async def load_vectors(self, space) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(list(self.rows), dtype=np.int64), np.stack(list(self.rows.values()))
+
+    def write(self, ids: list[int], rows: np.ndarray, removed: list[int]) -> None:
+        for i in removed:
+            self.rows.pop(i)
+        self.rows.update(zip(ids, rows))
+        self.pending.append((ids, rows, removed))
+
+    async def changes_since(self, space, mark: str):
+        if self.gate is not None:
+            await asyncio.wait_for(self.gate.wait(), 5)
+        ids = [i for batch in self.pending for i in batch[0]]
+        rows = np.concatenate([b[1] for b in self.pending]) if ids else np.zeros((0, 384), np.float32)
+        removed = [i for batch in self.pending for i in batch[2]]
+        self.pending.clear()
+        return np.array(ids, dtype=np.int64), rows, removed, mark
+
+
+@pytest.mark.asyncio
+async def test_a_search_multiplies_while_it_follows_the_others_writes_and_finds_what_brute_force_finds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a shared library a search's product over the rows held runs while the others' changes are fetched:
+    the fetch here answers only once the product has started (sequential, it would wait 5 s and fail). What the
+    search returns is what multiplying the library as it now stands returns: rows another user removed or
+    replaced meanwhile are out, their new ones in, the floor the lowest of them all."""
+    from types import SimpleNamespace
+
+    from astro_jupyter.services import vector_index
+
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(8_000, 384)).astype(np.float32)
+    store = _SharedVectors(np.arange(1, 8_001), rows)
+    index = VectorIndex(store)  # type: ignore[arg-type]
+    space = SimpleNamespace(name="space", dim=384)
+    q = rng.normal(size=384).astype(np.float32)
+    await index.search_floor(space, q, 5)  # loads the matrix
+    assert 8_000 * 384 >= vector_index.INLINE_MAX  # large enough for a worker: the path under test
+
+    started = asyncio.Event()
+    product = vector_index.similarities
+
+    def signalling(r: np.ndarray, v: np.ndarray) -> np.ndarray:
+        loop.call_soon_threadsafe(started.set)
+        return product(r, v)
+
+    loop = asyncio.get_running_loop()
+    monkeypatch.setattr(vector_index, "similarities", signalling)
+    store.gate = started
+    best = [i for i, _ in (await index.search_floor(space, q, 3))[0]]
+    # another user: a row better than any (new), the best row replaced by a poor one, the second best removed,
+    # and a new row repeated within the batch (its last version counts)
+    strong = (q / np.linalg.norm(q) * 40).astype(np.float32)
+    store.write([9_001, best[0], 9_002, 9_002], np.stack([strong, -strong, strong * 0.9, -strong * 2]), [best[1]])
+    started.clear()
+    got, floor = await index.search_floor(space, q, 5)
+    all_ids = np.array(list(store.rows), dtype=np.int64)
+    scores = np.stack(list(store.rows.values())) @ q
+    order = np.argsort(-scores, kind="stable")[:5]
+    assert [i for i, _ in got] == all_ids[order].tolist()
+    assert [s for _, s in got] == pytest.approx(scores[order].tolist(), rel=1e-5)
+    assert floor == pytest.approx(float(scores.min()), rel=1e-5) and got[0][0] == 9_001
+    assert best[1] not in [i for i, _ in got] and index._spaces["space"].readers == 0
+    # what was followed is in the matrix: the next search (nothing new) gives the same
+    store.gate = None
+    again, _ = await index.search_floor(space, q, 5)
+    assert [i for i, _ in again] == [i for i, _ in got]

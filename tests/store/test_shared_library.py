@@ -86,8 +86,15 @@ async def test_only_the_adder_or_an_admin_removes_a_paper(shared_url: str, make_
 
 
 @pytest.mark.asyncio
-async def test_each_users_index_follows_the_others_writes(shared_url: str, make_container) -> None:
+@pytest.mark.parametrize("product", ["inline", "worker"])
+async def test_each_users_index_follows_the_others_writes(shared_url: str, make_container, product: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small products run inline after following; large ones (``worker``) in a thread while following."""
+    from astro_jupyter.services import vector_index
     from tests.store.test_library_repository import _paper_with_chunks, _two_papers
+
+    if product == "worker":
+        monkeypatch.setattr(vector_index, "INLINE_MAX", 0)
 
     alice, bob = await make_container(shared_url, user="alice"), await make_container(shared_url, user="bob")
     await _two_papers(alice)
@@ -443,3 +450,50 @@ async def test_hnsw_index_only_for_a_space_too_large_for_memory(make_database, m
         "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)", hnsw) is True
     hits = await small.rag.search("pulsar timing", 3, mode="vector")
     assert [h.chunk.id for h in hits] == memory  # through the index now (two papers: every row is a candidate)
+
+
+@pytest.mark.asyncio
+async def test_bulk_writes_take_turns_and_a_stalled_turn_delays_them_by_the_wait_at_most(
+        make_database, make_container, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A paper's chunks and postings wait while another user's bulk write holds the turn (searches do not);
+    they go in when it ends. A turn held too long (a client stalled mid-transaction) is waited for
+    ``WRITE_TURN_WAIT_SECS`` and then written past."""
+    from astro_jupyter.store import pg_library
+    from tests.store.test_library_repository import _paper_with_chunks, _two_papers
+
+    url = make_database("postgres")
+    alice, bob = await make_container(url, user="alice"), await make_container(url, user="bob")
+    await _two_papers(bob)
+    assert (await alice.rag.search("millisecond pulsars", 1))[0].chunk.paper_id == "local:pulsar"
+
+    async def writing_elsewhere(release: asyncio.Event) -> None:
+        async with bob.shared_library.transaction() as conn:  # another user's write, in its turn
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", pg_library.WRITE_TURN)
+            holding.set()
+            await release.wait()
+
+    holding, release = asyncio.Event(), asyncio.Event()
+    other = asyncio.create_task(writing_elsewhere(release))
+    await holding.wait()
+    adding = asyncio.create_task(_paper_with_chunks(alice, "local:frb", [("1 Intro", "Fast radio bursts.")]))
+    await asyncio.sleep(0.5)
+    assert not adding.done()  # waiting for its turn
+    hits = await asyncio.wait_for(bob.rag.search("dark matter halo", 2), 5)  # searches do not wait
+    assert hits[0].chunk.paper_id == "local:halo"
+    release.set()
+    await other
+    await asyncio.wait_for(adding, 10)
+    assert (await bob.rag.search("fast radio bursts", 1))[0].chunk.paper_id == "local:frb"
+
+    monkeypatch.setattr(pg_library, "WRITE_TURN_WAIT_SECS", 0.5)
+    holding, release = asyncio.Event(), asyncio.Event()
+    other = asyncio.create_task(writing_elsewhere(release))
+    await holding.wait()
+    try:
+        with caplog.at_level("WARNING", logger="astro_jupyter.store.pg_library"):
+            await asyncio.wait_for(_paper_with_chunks(alice, "local:grb", [("1 Intro", "Gamma-ray bursts.")]), 10)
+        assert "waited 0.5 s for its turn; writing without it" in caplog.text
+        assert await bob.chunks.count("local:grb") == 1
+    finally:
+        release.set()
+        await other
