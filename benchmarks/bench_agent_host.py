@@ -1,6 +1,7 @@
 """Jupyter beside the agent host: is the server still Jupyter while runs stream, and what does the host's start cost?
 
     python benchmarks/bench_agent_host.py [--runs 8 20] [--cli 2] [--window 6] [--rounds 2] [--panel-delay 1]
+        [--readers apart|same]
 
 The astro_jupyter measured is the one on PYTHONPATH (the server, its agent host and the CLI processes
 inherit it): run it with ``PYTHONPATH=/path/to/other/checkout`` for a before/after pair, alternated.
@@ -20,7 +21,9 @@ process (each turn: a streamed paragraph, then ``read_file``, ``grep_files``, ``
   ASTRO_HOME and LLM: p95 of Jupyter's own ``GET /api/contents``, of an ``execute_request`` round trip
   through the server's kernel websocket (``/api/kernels/<id>/channels``, a real ipykernel), of
   ``GET astro/api/sessions``; the ratio of each to its idle p95; the RSS of the server and of the agent
-  host; the CPU cores the server and the host used; the events/s the SSE readers received.
+  host; the CPU cores the server and the host used; the events/s the SSE readers received. The readers run
+  in a process of their own (``--readers apart``, as a browser's tabs do), so that the prober's requests wait
+  for the server only, not for its own event loop parsing the streams (``--readers same``).
 
 The kernel figure has a floor of its own: on this 2-core machine a ``1 + 1`` execute answers in ~15 ms
 through ``jupyter_client`` directly and ~53 ms through the server's websocket, idle (the server writes
@@ -250,24 +253,75 @@ async def stop_cli(procs: list[asyncio.subprocess.Process]) -> None:
 
 
 # -- one server: the sidebar's first token, then idle and the load cases -----------------------------------
-async def start_runs(client: Any, url: str, runs: int) -> tuple[list[dict[str, Any]], list[asyncio.Task[None]], list[int]]:
+def _read_apart(url: str, auth: dict[str, str], run_ids: list[str], count: Any, ready: Any) -> None:
+    """The runs' SSE readers in a process of their own (``--readers apart``), as a browser tab's are."""
+    import httpx2
+
+    load.AUTH = auth  # the server's token (each process that imports bench_server_load draws its own)
+
+    async def go() -> None:
+        limits = httpx2.Limits(max_connections=len(run_ids) + 5, max_keepalive_connections=len(run_ids) + 5)
+        async with httpx2.AsyncClient(timeout=300, limits=limits) as client:
+            counts = [0]
+            tasks = [asyncio.create_task(load._reader(client, url, run_id, counts)) for run_id in run_ids]
+            ready.set()
+            while not all(t.done() for t in tasks):
+                count.value = counts[0]
+                await asyncio.sleep(0.1)
+            count.value = counts[0]
+            failed = [t.exception() for t in tasks if t.exception() is not None]
+            if failed:
+                print(f"{len(failed)} SSE readers failed: {failed[0]!r}", file=sys.stderr, flush=True)
+
+    asyncio.run(go())
+
+
+class Readers:
+    """Every run's SSE reader, counting the events received: on the prober's own event loop (``same``, how this
+    benchmark measured until 2026-12-04) or in a process of their own (``apart``). On the prober's loop, parsing
+    ~1,000 events/s of 20 streams delays the prober's own requests, which then measure this process's loop as
+    much as the server; a browser's tabs parse their streams in the browser, not in Jupyter's clients."""
+
+    def __init__(self, client: Any, url: str, run_ids: list[str], where: str) -> None:
+        self.where = where
+        if where == "same":
+            self.counts = [0]
+            self.tasks = [asyncio.create_task(load._reader(client, url, r, self.counts)) for r in run_ids]
+            return
+        ctx = mp.get_context("spawn")
+        self.value, ready = ctx.Value("q", 0), ctx.Event()
+        self.proc = ctx.Process(target=_read_apart, args=(url, load.AUTH, run_ids, self.value, ready), daemon=True)
+        self.proc.start()
+        if not ready.wait(60):
+            raise SystemExit("the SSE readers' process did not start")
+
+    def count(self) -> int:
+        return self.counts[0] if self.where == "same" else int(self.value.value)
+
+    async def finish(self) -> None:
+        if self.where == "same":
+            await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), 120)
+        else:
+            await asyncio.to_thread(self.proc.join, 120)
+
+
+async def start_runs(client: Any, url: str, runs: int, readers: str) -> tuple[list[dict[str, Any]], Readers]:
     started = []
     for i in range(runs):
         resp = await client.post(f"{url}/astro/api/runs", headers=load.AUTH, json={"prompt": f"busy run {i}"})
         resp.raise_for_status()
         started.append(resp.json())
-    counts = [0]
-    readers = [asyncio.create_task(load._reader(client, url, s["run_id"], counts)) for s in started]
-    return started, readers, counts
+    return started, Readers(client, url, [s["run_id"] for s in started], readers)
 
 
-async def stop_runs(client: Any, url: str, started: list[dict[str, Any]], readers: list[asyncio.Task[None]]) -> None:
+async def stop_runs(client: Any, url: str, started: list[dict[str, Any]], readers: Readers) -> None:
     for s in started:
         await client.post(f"{url}/astro/api/runs/{s['run_id']}/cancel", headers=load.AUTH, json={})
-    await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), 120)
+    await readers.finish()
 
 
-async def loaded_server(llm_url: str, cases: list[int], cli: int, window: float, panel_delay: float) -> dict[str, Any]:
+async def loaded_server(llm_url: str, cases: list[int], cli: int, window: float, panel_delay: float,
+                        where: str) -> dict[str, Any]:
     import httpx2
 
     with tempfile.TemporaryDirectory(prefix="astro-host-bench-") as tmp:
@@ -287,11 +341,11 @@ async def loaded_server(llm_url: str, cases: list[int], cli: int, window: float,
                     for n, writers in labels:
                         clis = await start_cli(base, llm_url, writers) if writers else []
                         try:
-                            started, readers, counts = await start_runs(client, url, n)
+                            started, readers = await start_runs(client, url, n, where)
                             await asyncio.sleep(1.0)  # every run reaches its stream
-                            before = counts[0]
+                            before = readers.count()
                             got = await probe_window(prober, url, kernel, window, proc.pid)
-                            got["events_per_s"] = (counts[0] - before) / window
+                            got["events_per_s"] = (readers.count() - before) / window
                             got["load"] = os.getloadavg()[0]
                             await stop_runs(client, url, started, readers)
                         finally:
@@ -346,20 +400,21 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
     return out
 
 
-async def main(cases: list[int], cli: int, window: float, rounds: int, chunk_delay: float, panel_delay: float) -> None:
+async def main(cases: list[int], cli: int, window: float, rounds: int, chunk_delay: float, panel_delay: float,
+               where: str) -> None:
     parent, child = mp.Pipe()
     llm = mp.Process(target=load._serve_llm, args=(child, chunk_delay), daemon=True)
     llm.start()
     llm_url = parent.recv()
-    where = os.environ.get("PYTHONPATH", "(installed package)")
-    print(f"astro_jupyter from {where}; cpu count {os.cpu_count()}", flush=True)
+    source = os.environ.get("PYTHONPATH", "(installed package)")
+    print(f"astro_jupyter from {source}; cpu count {os.cpu_count()}; SSE readers: {where}", flush=True)
     columns = ["idle"] + [label(n, 0) for n in cases] + ([label(cases[-1], cli)] if cli else [])
     rows: list[dict[str, Any]] = []
     try:
         for r in range(rounds):
             cold = await cold_first_tokens(llm_url)
             cold_load = os.getloadavg()[0]
-            row = await loaded_server(llm_url, cases, cli, window, panel_delay)
+            row = await loaded_server(llm_url, cases, cli, window, panel_delay, where)
             row.update(cold=cold, cold_load=cold_load)
             rows.append(row)
             side = row["sidebar"]
@@ -401,9 +456,11 @@ if __name__ == "__main__":
     ap.add_argument("--chunk-delay", type=float, default=0.012, help="seconds between the scripted LLM's chunks")
     ap.add_argument("--panel-delay", type=float, default=1.0,
                     help="seconds from the sidebar's first requests to its prompt")
+    ap.add_argument("--readers", choices=("apart", "same"), default="apart",
+                    help="the runs' SSE readers in a process of their own (as a browser's) or on the prober's event loop")
     ap.add_argument("--profile-host", metavar="FILE",
                     help="run the agent host under cProfile (ASTRO_HOST_PROFILE) and write its stats to FILE")
     args = ap.parse_args()
     if args.profile_host:
         os.environ["ASTRO_HOST_PROFILE"] = str(Path(args.profile_host).resolve())
-    asyncio.run(main(args.runs, args.cli, args.window, args.rounds, args.chunk_delay, args.panel_delay))
+    asyncio.run(main(args.runs, args.cli, args.window, args.rounds, args.chunk_delay, args.panel_delay, args.readers))
