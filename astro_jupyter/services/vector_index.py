@@ -28,6 +28,15 @@ HEADROOM = 0.25  # rows reserved past a loaded matrix's end, as a share of its r
 INLINE_MAX = 2_000_000  # rows × dim below which a search is cheaper than a thread hop (≈ 0.5 ms)
 
 
+def _last_rows(ids: Sequence[int], rows: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """Each id once, in order of first appearance, with the last row given for it (as writing row by row)."""
+    keys = [int(i) for i in dict.fromkeys(int(i) for i in ids)]
+    if len(keys) != len(ids):
+        last = {int(i): n for n, i in enumerate(ids)}
+        rows = np.asarray(rows)[[last[k] for k in keys]]
+    return keys, rows
+
+
 @dataclass
 class _Matrix:
     dim: int
@@ -75,10 +84,7 @@ class _Matrix:
     def add(self, ids: Sequence[int], rows: np.ndarray) -> None:
         """Append (replacing rows already there) in one slice: a search following another user's paper adds
         its thousand vectors, row by row a Python loop in that search's time."""
-        keys = [int(i) for i in dict.fromkeys(int(i) for i in ids)]  # a repeated id: its last row, as row by row
-        if len(keys) != len(ids):
-            last = {int(i): n for n, i in enumerate(ids)}
-            rows = np.asarray(rows)[[last[k] for k in keys]]
+        keys, rows = _last_rows(ids, rows)
         self.remove(keys)
         n, start = len(keys), self.size
         self._grow(n)
@@ -256,10 +262,8 @@ class VectorIndex:
             keep = ~np.isin(ids, np.asarray(gone, dtype=np.int64))
             scores, ids = scores[keep], ids[keep]
         if len(new_ids):
-            keys = list(dict.fromkeys(new_ids.tolist()))  # a repeated id: its last row, as ``add`` keeps
-            last = {int(i): n for n, i in enumerate(new_ids.tolist())}
-            fresh = np.asarray(new_rows, dtype=np.float32)[[last[i] for i in keys]]
-            scores = np.concatenate([scores, similarities(fresh, query)])
+            keys, fresh = _last_rows(new_ids.tolist(), new_rows)  # as ``add`` stored them
+            scores = np.concatenate([scores, similarities(np.asarray(fresh, dtype=np.float32), query)])
             ids = np.concatenate([ids, np.asarray(keys, dtype=np.int64)])
         if scores.size == 0:
             return [], 0.0

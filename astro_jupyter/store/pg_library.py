@@ -81,8 +81,8 @@ async def _take_write_turn(conn: Any) -> bool:
     Why turns: a paper's chunks and word postings are a few hundred milliseconds of PostgreSQL's CPU, and
     with every user of a hub adding papers at once that many backends took every core, so each search (a few
     milliseconds of work in the database and in its own process) waited behind them: ten users adding and
-    searching on two cores, p95 search 223-249 ms with writes side by side, 134-159 ms with writes in
-    turn, in the same time for all the adds (benchmarks/bench_shared_library.py). The turn only orders
+    searching on two cores, p95 search 223-249 ms with writes side by side, 113-167 ms with writes in
+    turn, all the adds done in about the same time (benchmarks/bench_shared_library.py). The turn only orders
     writes; nothing depends on it for correctness, so a writer that holds it too long (a client stalled
     mid-transaction) delays the others by the wait at most."""
     from asyncpg.exceptions import LockNotAvailableError
