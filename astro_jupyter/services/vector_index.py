@@ -218,13 +218,17 @@ class VectorIndex:
                 self._marks[space.name] = mark
                 self.loads += 1
                 return True
-            ids, rows, removed, mark = await self.repo.changes_since(space, self._marks[space.name])  # type: ignore[attr-defined]
-            if removed:
-                matrix.remove(removed)
-            if len(ids):
-                matrix.add(ids.tolist(), rows)
-            self._marks[space.name] = mark
+            self._apply(space, matrix, *await self.repo.changes_since(space, self._marks[space.name]))  # type: ignore[attr-defined]
             return True
+
+    def _apply(self, space: "Space", matrix: _Matrix, ids: np.ndarray, rows: np.ndarray, removed: list[int],
+               mark: str) -> None:
+        """What ``changes_since`` returned, into the matrix; the next look starts from ``mark``."""
+        if removed:
+            matrix.remove(removed)
+        if len(ids):
+            matrix.add(ids.tolist(), rows)
+        self._marks[space.name] = mark
 
     async def _search_while_following(self, space: "Space", query: np.ndarray,
                                       k: int) -> tuple[list[tuple[int, float]], float] | None:
@@ -252,11 +256,7 @@ class VectorIndex:
             pos = matrix.pos
             if any(i in pos for i in gone):
                 await asyncio.shield(product)  # rows are about to move: the worker finishes first (no copy)
-            if removed:
-                matrix.remove(removed)
-            if len(new_ids):
-                matrix.add(new_ids.tolist(), new_rows)
-            self._marks[space.name] = mark
+            self._apply(space, matrix, new_ids, new_rows, removed, mark)
         scores = await asyncio.shield(product)
         if gone:
             keep = ~np.isin(ids, np.asarray(gone, dtype=np.int64))
