@@ -366,6 +366,38 @@ def test_real_paper_reads_as_the_whole_page_dict_reads_it(shared_pdfs: Path) -> 
     assert sum(b.startswith("| ") for page in fast for b in page) == 9
 
 
+def test_real_paper_is_read_without_the_dict(shared_pdfs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PaSa's table blocks, display math and figure labels (a box that takes in the next block's
+    lines) take their lines' boxes from the page's XML: the costly ``dict`` is never built, and the
+    Markdown is what it was with the ``dict`` (the test above: block for block)."""
+    built = []
+    extract_dict = pymupdf.TextPage.extractDICT
+    monkeypatch.setattr(pymupdf.TextPage, "extractDICT", lambda self, *a, **k: built.append(1) or extract_dict(self, *a, **k))
+    md = parse_pdf(shared_pdfs / "pasa.pdf").to_markdown()
+    assert built == []
+    assert md.count("\n| --- |") == 9 and "Table 3: Functions of the Crawler" in md
+
+
+def test_a_page_whose_xml_and_html_disagree_is_read_from_the_dict(shared_pdfs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the XML does not hold the lines the HTML gave a block, the page is read from the
+    ``dict`` instead: the same blocks, nothing lost."""
+    from astro_jupyter.services.parse import layout
+
+    page_boxes = layout._page_boxes
+
+    def one_line_short(textpage: object) -> list:
+        boxed = page_boxes(textpage)
+        for block in boxed:
+            if len(block.lines) > 1:
+                del block.lines[-1], block.text[-1]
+                break
+        return boxed
+
+    monkeypatch.setattr(layout, "_page_boxes", one_line_short)
+    fast, reference = _pages_as_the_dict_gives_them(shared_pdfs / "pasa.pdf")
+    assert fast == reference
+
+
 def test_footnote_led_by_a_superscript_mark_stays_one_paragraph(tmp_path: Path) -> None:
     """A footnote whose mark is set small and raised (as LaTeX does): the page's HTML places the
     line at the mark's baseline, which opened a gap to the next line and split the note in two."""

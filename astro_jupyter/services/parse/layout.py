@@ -1,8 +1,9 @@
-"""Page layout from PyMuPDF's ``dict`` output: lines, blocks, reading order, running headers.
+"""Page layout from a MuPDF text page: lines, blocks, reading order, running headers.
 
 Why our own layout pass: pymupdf4llm's fast mode finds no headings on real papers and its
 layout model runs at a few pages per second. Font statistics plus block geometry give
-headings and two-column order at the speed of ``get_text("dict")``.
+headings and two-column order faster than ``get_text("dict")`` alone (``extract_page`` says
+how: the page's HTML, its block boxes, and where needed its lines' boxes from its XML).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .page import Line, PageData, TextBlock
+from .page import Line, PageData, Piece, TextBlock
 from .tables import apply_tables, table_regions
-from .text import clean_line
+from .text import SOFT_HYPHEN, clean_line
 
 _TABLE_CAPTION = re.compile(r"^(?:table|tab\.)\s*[0-9IVX]+[a-z]?\s*[:.|]", re.IGNORECASE)
 _TWO_LETTERS = re.compile(r"[A-Za-z]{2}")
@@ -39,8 +40,8 @@ def _font_style(flags: int, font: str) -> int:
     return style
 
 
-# A piece is one MuPDF line: (x0, y0, x1, y1, spans, raw) with spans as (text, size, style) and
-# raw PyMuPDF's line dict (``dict`` path only: table cells need its spans' boxes).
+# A piece is one MuPDF line: (x0, y0, x1, y1, spans, cell) with spans as (text, size, style) and
+# cell its text with its box, for table cells (only where its exact box is known, else None).
 Span = tuple[str, float, int]
 RawPiece = tuple[float, float, float, float, list[Span], Any]
 # a ruling stroke: (x0, x1, y) when horizontal, (x, y0, y1) when vertical
@@ -80,17 +81,17 @@ def _make_line(group: list[RawPiece]) -> Line | None:
     if not kept:
         return None
     if len(kept) == 1:
-        x0, y0, x1, y1, _, raw = kept[0]
-        raws = [raw] if raw else []
+        x0, y0, x1, y1, _, cell = kept[0]
+        cells = [cell] if cell else []
     else:
         x0, y0 = min(p[0] for p in kept), min(p[1] for p in kept)
         x1, y1 = max(p[2] for p in kept), max(p[3] for p in kept)
-        raws = [p[5] for p in kept if p[5]]
+        cells = [p[5] for p in kept if p[5]]
     spans = kept[0][4] if len(kept) == 1 else [span for piece in kept for span in piece[4]]
-    return _line_from_spans(x0, y0, x1, y1, " ".join(texts), spans, raws)
+    return _line_from_spans(x0, y0, x1, y1, " ".join(texts), spans, cells)
 
 
-def _line_from_spans(x0: float, y0: float, x1: float, y1: float, text: str, spans: list[Span], raws: Any) -> Line:
+def _line_from_spans(x0: float, y0: float, x1: float, y1: float, text: str, spans: list[Span], cells: Any) -> Line:
     """A baseline's ``Line`` from its text (not blank) and its spans in reading order: the size most
     characters have, bold/italic/monospaced when every character is, and a bold run-in prefix
     ("**Method.** We ..."). A span of spaces only counts for nothing. Characters are counted per
@@ -130,7 +131,7 @@ def _line_from_spans(x0: float, y0: float, x1: float, y1: float, text: str, span
             if len(bold_prefix) < 3 or not _TWO_LETTERS.search(bold_prefix):
                 bold_prefix = ""
     bold, italic, mono = _STYLE_FLAGS[every] if chars else (False, False, False)
-    return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), size, bold, bold_prefix, chars, raws, italic, mono)
+    return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), size, bold, bold_prefix, chars, cells, italic, mono)
 
 
 # MuPDF's HTML output of a text page: one <p> per line (its left edge, the first character's
@@ -173,7 +174,7 @@ def _html_style(key: str) -> int:
 _STYLE_FLAGS = tuple((bool(s & 1), bool(s & 2), bool(s & 4)) for s in range(8))
 
 
-def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span], raw: Any = None) -> Line | None:
+def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span], cell: Piece | None = None) -> Line | None:
     """``_make_line`` of one MuPDF line alone on its baseline, the common case, without the group;
     one span (most lines) without the counting loop."""
     if len(spans) == 1:
@@ -182,11 +183,11 @@ def _piece_line(x0: float, y0: float, x1: float, y1: float, spans: list[Span], r
             return None
         bold, italic, mono = _STYLE_FLAGS[style]
         return Line(x0, y0, x1, y1, clean_line(" ".join(text.split())), round(size * 2) / 2, bold, "",
-                    len(text) - text.count(" "), [raw] if raw else (), italic, mono)
+                    len(text) - text.count(" "), [cell] if cell else (), italic, mono)
     whole = "".join([span[0] for span in spans])
     if not whole or whole.isspace():
         return None
-    return _line_from_spans(x0, y0, x1, y1, whole, spans, [raw] if raw else ())
+    return _line_from_spans(x0, y0, x1, y1, whole, spans, [cell] if cell else ())
 
 
 def extract_page(page: Any, number: int) -> PageData:
@@ -196,25 +197,34 @@ def extract_page(page: Any, number: int) -> PageData:
     text page itself (a Python dict per span), more than the whole parse may. The page's HTML
     carries what the heading and paragraph rules read (each line's text, left edge, baseline,
     and every style run's font, size, bold/italic/monospaced) and its blocks carry their boxes;
-    together they cost a fraction of the dict. Blocks that need more come from the ``dict``,
-    and only they: a block whose box its lines do not explain (superscripts, large math, text
-    that is not horizontal), and on a page with a table caption the blocks that meet a ruled
-    table region (table cells need each text piece's box). When the HTML and the blocks do not
-    fit together at all, the whole page comes from the ``dict``.
+    together they cost a fraction of the dict. Blocks that need more take their lines' exact
+    boxes from the page's XML without its characters (``_page_boxes``), and only they: a block
+    whose box its lines do not explain (superscripts, large math, text that is not horizontal),
+    and on a page with a table caption the blocks that meet a ruled table region (table cells
+    need each text piece's box). When the HTML and the blocks' boxes do not fit together at all
+    (a box around a figure's labels takes in the next block's lines), every block comes so.
+    The ``dict`` reads a page only when the XML and the HTML disagree about its lines.
     """
     import pymupdf
 
     # no images (not used), ligatures expanded ("ﬁ" → "fi": words stay searchable), clipped to the page
     flags = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP
     textpage = page.get_textpage(flags=flags)
-    html = _blocks_from_html(textpage, textpage.extractHTML(), number)
+    rows, led = _html_lines(textpage.extractHTML())
+    html = _blocks_from_html(textpage, rows, led, number)
     if html is None:
-        return _page_from_dict(page, textpage, number)
+        whole = _blocks_from_boxes(_page_boxes(textpage), rows, number)
+        if whole is None:
+            return _page_from_dict(page, textpage, number)
+        blocks = [block for _, block in whole]
+        drawn = _rules(page) if _has_table_caption(blocks) else ([], [])
+        return _finish_page(page, number, blocks, drawn[0], drawn[1], True)
     indexed: list[tuple[int, TextBlock]] | None = html.blocks
     done = set(html.unexplained)
-    boxes = _block_boxes(textpage) if done else []
+    boxed: list[_BoxedBlock] | None = None
     if done:
-        indexed = _rebuild_from_dict(textpage, html, boxes, html.blocks, done, number)
+        boxed = _page_boxes(textpage)
+        indexed = _rebuild_from_boxes(boxed, html, html.blocks, done, number)
         if indexed is None:
             return _page_from_dict(page, textpage, number)
     blocks = [block for _, block in indexed]
@@ -222,17 +232,18 @@ def extract_page(page: Any, number: int) -> PageData:
         return _finish_page(page, number, blocks, [], [], bool(done))
     rules, verticals = _rules(page)
     regions = table_regions(rules)
-    if regions and not boxes:
-        boxes = _block_boxes(textpage)
-    wanted = {
-        i for i, (x0, y0, x1, y1, kind) in enumerate(boxes)
-        if kind == 0 and i not in done and any(not (x1 <= g[0] or g[2] <= x0 or y1 <= g[1] or g[3] <= y0) for g in regions)
-    }
-    if wanted:
-        indexed = _rebuild_from_dict(textpage, html, boxes, indexed, wanted, number)
-        if indexed is None:
-            return _page_from_dict(page, textpage, number, (rules, verticals))
-        blocks = [block for _, block in indexed]
+    wanted: set[int] = set()
+    if regions:
+        boxed = boxed or _page_boxes(textpage)
+        wanted = {
+            i for (x0, y0, x1, y1), i in ((block.box, i) for block, i in zip(boxed, html.text_blocks))
+            if i not in done and any(not (x1 <= g[0] or g[2] <= x0 or y1 <= g[1] or g[3] <= y0) for g in regions)
+        }
+        if wanted:
+            indexed = _rebuild_from_boxes(boxed, html, indexed, wanted, number)
+            if indexed is None:
+                return _page_from_dict(page, textpage, number, (rules, verticals))
+            blocks = [block for _, block in indexed]
     return _finish_page(page, number, blocks, rules, verticals, bool(done or wanted))
 
 
@@ -247,72 +258,121 @@ def _page_from_dict(page: Any, textpage: Any, number: int, drawn: tuple[list[Rul
     return _finish_page(page, number, blocks, drawn[0], drawn[1], True)
 
 
-def _rebuild_from_dict(textpage: Any, html: _HtmlPage, boxes: list[Box], indexed: list[tuple[int, TextBlock]],
-                       wanted: set[int], number: int) -> list[tuple[int, TextBlock]] | None:
-    """``indexed`` with the blocks ``wanted`` (text page indices) rebuilt from the ``dict``
-    output; ``None`` when the ``dict`` does not give them as expected.
+# MuPDF's XML of a text page without its characters: a ``<block bbox=…>`` per text block, in the
+# text page's order, and in it a ``<line bbox=… wmode=… dir=… flags=… text=…/>`` per line, in the
+# order the HTML writes them (``<`` never occurs inside an attribute: the text is escaped). A line
+# written otherwise is not matched: its block then holds fewer lines than the HTML gives it.
+_XML_BOX = re.compile(r'<(?:block bbox="([^"]*)"|line bbox="([^"]*)" wmode="[^"]*" dir="([^"]*)" flags="[^"]*" text="([^"]*)")')
 
-    Only those blocks are turned into Python dicts: MuPDF's ``dict`` extraction keeps the blocks
-    (and of them the characters) that overlap the text page's box, so for each run of blocks
-    that follow one another that box is the run's union, a point wider (it is the page's box
-    otherwise, and is put back): blocks far apart would take in all between them. The blocks
-    come in the text page's order; a block beside the union that reaches into it comes in part,
-    and is dropped. Each block rebuilt must hold the text its HTML lines held.
-    """
-    order = sorted(wanted)
-    runs: list[list[int]] = []
-    for i in order:
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    chosen: list[tuple[int, dict[str, Any]]] = []
-    box = textpage.this.m_internal.mediabox
-    page_box = (box.x0, box.y0, box.x1, box.y1)
-    try:
-        for run in runs:
-            box.x0 = min(boxes[i][0] for i in run) - 1
-            box.y0 = min(boxes[i][1] for i in run) - 1
-            box.x1 = max(boxes[i][2] for i in run) + 1
-            box.y1 = max(boxes[i][3] for i in run) + 1
-            cx0, cy0, cx1, cy1 = box.x0, box.y0, box.x1, box.y1  # as MuPDF stores them (single precision)
-            raw_blocks = textpage.extractDICT()["blocks"]
-            # the blocks MuPDF kept: those whose box meets the clip, in order (all text: no images asked for)
-            kept = [i for i, (x0, y0, x1, y1, _) in enumerate(boxes)
-                    if max(x0, cx0) < min(x1, cx1) and max(y0, cy0) < min(y1, cy1)]
-            if len(kept) != len(raw_blocks) or any(boxes[i][4] != 0 for i in kept):
-                return None
-            got = [(i, raw) for i, raw in zip(kept, raw_blocks) if i in wanted and run[0] <= i <= run[-1]]
-            if len(got) != len(run):
-                return None
-            chosen.extend(got)
-    finally:
-        box.x0, box.y0, box.x1, box.y1 = page_box
+
+@dataclass(slots=True)
+class _BoxedBlock:
+    """A text block's box, and its lines' boxes (x0, y0, x1, y1, runs left to right) and text."""
+
+    box: tuple[float, float, float, float]
+    lines: list[tuple[float, float, float, float, bool]]
+    text: list[str]
+
+
+def _page_boxes(textpage: Any) -> list[_BoxedBlock]:
+    """Every text block's box and its lines' exact boxes, directions and text, as the ``dict``
+    gives them but in one string: no Python object per span and character."""
+    import pymupdf.mupdf as mupdf
+
+    buffer = mupdf.fz_new_buffer(8192)
+    out = mupdf.FzOutput(buffer)
+    mupdf.fz_print_stext_page_as_xml_with_flags(out, textpage.this, 0, 0)  # flags 0: no characters
+    out.fz_close_output()
+    blocks: list[_BoxedBlock] = []
+    for block_box, line_box, direction, text in _XML_BOX.findall(buffer.fz_buffer_extract().decode("utf-8", "replace")):
+        if block_box:
+            x0, y0, x1, y1 = map(float, block_box.split())
+            blocks.append(_BoxedBlock((x0, y0, x1, y1), [], []))
+        elif blocks:
+            x0, y0, x1, y1 = map(float, line_box.split())
+            dx, dy = map(float, direction.split())
+            blocks[-1].lines.append((x0, y0, x1, y1, abs(dy) < 0.05 and dx > 0))
+            blocks[-1].text.append(text)
+    return blocks
+
+
+def _block_from_boxes(boxed: _BoxedBlock, rows: list[HtmlLine], number: int) -> TextBlock | None:
+    """A block from its lines' exact boxes and their HTML spans, as ``_blocks_from_dict`` builds one
+    from the ``dict``: horizontal lines only, lines on one baseline merged, each line's text piece
+    kept with its box for table cells."""
+    pieces: list[RawPiece] = []
+    for (x0, y0, x1, y1, horizontal), row in zip(boxed.lines, rows):
+        if horizontal:
+            spans = row[3]
+            pieces.append((x0, y0, x1, y1, spans, _cell(x0, y0, x1, y1, "".join([span[0] for span in spans]))))
+    lines = [ln for ln in map(_make_line, _merge_same_baseline(pieces)) if ln is not None]
+    if not lines:
+        return None
+    if len(lines) == len(boxed.lines):  # nothing dropped: MuPDF's block box is the box
+        x0, y0, x1, y1 = boxed.box
+    else:
+        x0, y0 = min(ln.x0 for ln in lines), min(ln.y0 for ln in lines)
+        x1, y1 = max(ln.x1 for ln in lines), max(ln.y1 for ln in lines)
+    return TextBlock(number, x0, y0, x1, y1, lines)
+
+
+def _cell(x0: float, y0: float, x1: float, y1: float, text: str) -> Piece | None:
+    """A line's text piece with its box, for table cells (``None`` when blank)."""
+    text = clean_line(text.strip()).replace(SOFT_HYPHEN, "")
+    return Piece(x0, y0, x1, y1, text) if text else None
+
+
+def _blocks_from_boxes(boxed: list[_BoxedBlock], rows: list[HtmlLine], number: int) -> list[tuple[int, TextBlock]] | None:
+    """Every block of the page from its lines' boxes, the HTML's lines taken in order by count;
+    ``None`` when the two do not hold the same lines."""
+    if sum(len(block.lines) for block in boxed) != len(rows):
+        return None
+    out: list[tuple[int, TextBlock]] = []
+    at = 0
+    for index, block in enumerate(boxed):
+        block_rows = rows[at:at + len(block.lines)]
+        at += len(block.lines)
+        if not _same_text(block, block_rows):
+            return None
+        built = _block_from_boxes(block, block_rows, number)
+        if built is not None:
+            out.append((index, built))
+    return out
+
+
+# what the XML writes as U+FFFD and the HTML as itself: control characters (unmapped glyphs)
+_UNPRINTABLE = dict.fromkeys([*range(32), 0xFFFD])
+
+
+def _same_text(boxed: _BoxedBlock, rows: list[HtmlLine]) -> bool:
+    """The XML's lines and the HTML's hold the same characters (white space and control
+    characters aside)."""
+    from_xml = "".join(boxed.text)
+    from_xml = _unescape(from_xml) if "&" in from_xml else from_xml
+    from_html = "".join([span[0] for row in rows for span in row[3]])
+    return "".join(from_xml.split()).translate(_UNPRINTABLE) == "".join(from_html.split()).translate(_UNPRINTABLE)
+
+
+def _rebuild_from_boxes(boxed: list[_BoxedBlock], html: _HtmlPage, indexed: list[tuple[int, TextBlock]],
+                        wanted: set[int], number: int) -> list[tuple[int, TextBlock]] | None:
+    """``indexed`` with the blocks ``wanted`` (text page indices) rebuilt from their lines' exact
+    boxes; ``None`` when the XML does not hold the lines the HTML gave them."""
+    if len(boxed) != len(html.text_blocks):
+        return None
+    rebuilt: list[tuple[int, TextBlock]] = []
     lines, starts = html.lines, html.starts
-    for i, raw in chosen:
-        from_html = "".join([span[0] for row in lines[starts[i]:starts[i + 1]] for span in row[3]])
-        from_dict = "".join([span["text"] for ln in raw["lines"] for span in ln["spans"]])
-        if "".join(from_html.split()) != "".join(from_dict.split()):
+    for block, i in zip(boxed, html.text_blocks):
+        if i not in wanted:
+            continue
+        rows = lines[starts[i]:starts[i + 1]]
+        if len(block.lines) != len(rows) or not _same_text(block, rows):
             return None  # the HTML gave this block lines that are not its own
-    rebuilt = _blocks_from_dict([raw for _, raw in chosen], number, [i for i, _ in chosen])
+        built = _block_from_boxes(block, rows, number)
+        if built is not None:
+            rebuilt.append((i, built))
     merged = [(i, block) for i, block in indexed if i not in wanted] + rebuilt
-    merged.sort(key=lambda item: item[0])  # the text page's order, as the ``dict`` path has it
+    merged.sort(key=lambda item: item[0])  # the text page's order
     return merged
-
-
-# a block's box and type (0: text)
-Box = tuple[float, float, float, float, int]
-
-
-def _block_boxes(textpage: Any) -> list[Box]:
-    """Every block's box and type, in the text page's order."""
-    boxes = []
-    raw = textpage.this.m_internal.first_block
-    while raw is not None:
-        r = raw.bbox
-        boxes.append((r.x0, r.y0, r.x1, r.y1, raw.type))
-        raw = raw.next
-    return boxes
 
 
 def _has_table_caption(blocks: list[TextBlock]) -> bool:
@@ -338,11 +398,12 @@ class _HtmlPage:
     unexplained: list[int]  # indices of text blocks whose box their HTML lines do not explain
     lines: list[HtmlLine]
     starts: list[int]  # block i's lines are lines[starts[i]:starts[i + 1]]
+    text_blocks: list[int]  # the text blocks' indices, in order
 
 
-def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None:
-    """Blocks and lines from the page's HTML and block list; ``None`` when they do not fit together."""
-    # the page's lines in order, each (left, baseline, largest size, spans)
+def _html_lines(html: str) -> tuple[list[HtmlLine], list[int]]:
+    """The page's lines in order, each (left, baseline, largest size, spans), and those led by a
+    smaller style run (a footnote mark: its HTML baseline is the mark's)."""
     html_lines: list[HtmlLine] = []
     led: list[int] = []  # lines whose first style run is smaller than their largest (a footnote mark)
     spans: list[Span] = []
@@ -372,10 +433,16 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
         if span_size > largest:
             largest = span_size
         spans.append((_unescape(text) if "&" in text else text, span_size, style))
+    return html_lines, led
+
+
+def _blocks_from_html(textpage: Any, html_lines: list[HtmlLine], led: list[int], number: int) -> _HtmlPage | None:
+    """Blocks from the page's HTML lines and block list; ``None`` when they do not fit together."""
     at = 0
     blocks: list[tuple[int, TextBlock]] = []
     unexplained: list[int] = []
     starts: list[int] = []  # each block's first line in ``html_lines``
+    text_blocks: list[int] = []  # the text blocks' indices
     total = len(html_lines)
     raw = textpage.this.m_internal.first_block
     while raw is not None:
@@ -384,6 +451,7 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
         if raw.type != 0:
             raw = raw.next
             continue
+        text_blocks.append(index)
         r = raw.bbox
         bx0, by0, bx1, by1 = r.x0, r.y0, r.x1, r.y1
         raw = raw.next
@@ -457,7 +525,7 @@ def _blocks_from_html(textpage: Any, html: str, number: int) -> _HtmlPage | None
     if at != total:
         return None
     starts.append(at)
-    return _HtmlPage(blocks, unexplained, html_lines, starts)
+    return _HtmlPage(blocks, unexplained, html_lines, starts, text_blocks)
 
 
 def _blocks_from_dict(raw_blocks: list[dict[str, Any]], number: int,
@@ -477,7 +545,7 @@ def _blocks_from_dict(raw_blocks: list[dict[str, Any]], number: int,
                     (s["text"], s["size"], cache[key] if (key := (s["flags"] & 26, s["font"])) in cache else _font_style(*key))
                     for s in ln["spans"]
                 ],
-                ln,
+                _dict_cell(ln),
             )
             for ln in raw_lines
             if abs(ln["dir"][1]) < 0.05 and ln["dir"][0] > 0  # horizontal text only
@@ -494,8 +562,14 @@ def _blocks_from_dict(raw_blocks: list[dict[str, Any]], number: int,
     return blocks
 
 
+def _dict_cell(line: dict[str, Any]) -> Piece | None:
+    """A ``dict`` line's text piece with its box, for table cells (``None`` when blank)."""
+    x0, y0, x1, y1 = line["bbox"]
+    return _cell(x0, y0, x1, y1, "".join([span["text"] for span in line["spans"]]))
+
+
 def _finish_page(page: Any, number: int, blocks: list[TextBlock], rules: list[Rule], verticals: list[Rule],
-                 from_dict: bool) -> PageData:
+                 with_cells: bool) -> PageData:
     image_area = 0.0
     if not blocks:
         # only needed to tell an image-only (scanned) PDF from an empty one
@@ -504,12 +578,12 @@ def _finish_page(page: Any, number: int, blocks: list[TextBlock], rules: list[Ru
     data = PageData(number, float(rect.width), float(rect.height), blocks, rules, image_area, verticals)
     if rules:
         apply_tables(page, data)
-    # PyMuPDF's dicts were needed for table cells only; dropping them here keeps the parse's
-    # live objects (what every full garbage-collector pass walks) to our own small records
-    if from_dict:
+    # the text pieces were needed for table cells only; dropping them here keeps the parse's live
+    # objects (what every full garbage-collector pass walks) to one record a line
+    if with_cells:
         for block in data.blocks:
             for line in block.lines:
-                line.raw = ()
+                line.cells = ()
     return data
 
 

@@ -7,9 +7,7 @@ blocks) so that each of those imports the records and neither imports the other 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
-
-from .text import SOFT_HYPHEN, clean_line
+from typing import Sequence
 
 
 @dataclass(slots=True)
@@ -36,22 +34,11 @@ class Line:
     bold: bool  # every character bold
     bold_prefix: str = ""  # a bold run-in heading at the start of an otherwise plain line
     chars: int = 0
-    # PyMuPDF's line dicts, for table cells (``dict`` path only; an empty tuple, untracked by the
-    # garbage collector, everywhere else)
-    raw: Sequence[dict[str, Any]] = ()
+    # the MuPDF lines it merges, each with its exact box, for table cells (only where those boxes
+    # were read: an empty tuple, untracked by the garbage collector, everywhere else)
+    cells: Sequence[Piece] = ()
     italic: bool = False  # every character italic (AASTeX sets subsection titles so)
     mono: bool = False  # every character in a monospaced font: code, never a heading
-
-    @property
-    def pieces(self) -> list[Piece]:
-        """The PyMuPDF line fragments with their boxes; built only on table pages."""
-        out = []
-        for raw in self.raw:
-            text = clean_line("".join(span["text"] for span in raw["spans"]).strip()).replace(SOFT_HYPHEN, "")
-            if text:
-                x0, y0, x1, y1 = raw["bbox"]
-                out.append(Piece(x0, y0, x1, y1, text))
-        return out
 
 
 @dataclass(slots=True)

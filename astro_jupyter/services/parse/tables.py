@@ -136,7 +136,7 @@ def apply_tables(page: Any, data: PageData) -> None:
         lines_inside = [ln for b in data.blocks for ln in b.lines if _inside(ln, region)]
         if len(lines_inside) < 2:
             continue
-        pieces = [p for ln in lines_inside for p in ln.pieces]
+        pieces = [p for ln in lines_inside for p in ln.cells]
         verticals = [v[0] for v in data.verticals if region[0] - 2 <= v[0] <= region[2] + 2 and v[1] < region[3] and v[2] > region[1]]
         rows = None
         if len(verticals) >= 2:
