@@ -267,11 +267,11 @@ _XML_BOX = re.compile(r'<(?:block bbox="([^"]*)"|line bbox="([^"]*)" wmode="[^"]
 
 @dataclass(slots=True)
 class _BoxedBlock:
-    """A text block's box, and its lines' boxes (x0, y0, x1, y1, runs left to right) and text."""
+    """A text block's box, and its lines as the XML writes them: (box, direction, text); read into
+    numbers only for the blocks rebuilt."""
 
     box: tuple[float, float, float, float]
-    lines: list[tuple[float, float, float, float, bool]]
-    text: list[str]
+    lines: list[tuple[str, str, str]]
 
 
 def _page_boxes(textpage: Any) -> list[_BoxedBlock]:
@@ -284,15 +284,12 @@ def _page_boxes(textpage: Any) -> list[_BoxedBlock]:
     mupdf.fz_print_stext_page_as_xml_with_flags(out, textpage.this, 0, 0)  # flags 0: no characters
     out.fz_close_output()
     blocks: list[_BoxedBlock] = []
-    for block_box, line_box, direction, text in _XML_BOX.findall(buffer.fz_buffer_extract().decode("utf-8", "replace")):
+    for block_box, *line in _XML_BOX.findall(buffer.fz_buffer_extract().decode("utf-8", "replace")):
         if block_box:
             x0, y0, x1, y1 = map(float, block_box.split())
-            blocks.append(_BoxedBlock((x0, y0, x1, y1), [], []))
+            blocks.append(_BoxedBlock((x0, y0, x1, y1), []))
         elif blocks:
-            x0, y0, x1, y1 = map(float, line_box.split())
-            dx, dy = map(float, direction.split())
-            blocks[-1].lines.append((x0, y0, x1, y1, abs(dy) < 0.05 and dx > 0))
-            blocks[-1].text.append(text)
+            blocks[-1].lines.append(line)  # type: ignore[arg-type]
     return blocks
 
 
@@ -301,8 +298,10 @@ def _block_from_boxes(boxed: _BoxedBlock, rows: list[HtmlLine], number: int) -> 
     from the ``dict``: horizontal lines only, lines on one baseline merged, each line's text piece
     kept with its box for table cells."""
     pieces: list[RawPiece] = []
-    for (x0, y0, x1, y1, horizontal), row in zip(boxed.lines, rows):
-        if horizontal:
+    for (box, direction, _), row in zip(boxed.lines, rows):
+        dx, dy = map(float, direction.split())
+        if abs(dy) < 0.05 and dx > 0:  # horizontal text only
+            x0, y0, x1, y1 = map(float, box.split())
             spans = row[3]
             pieces.append((x0, y0, x1, y1, spans, _cell(x0, y0, x1, y1, "".join([span[0] for span in spans]))))
     lines = [ln for ln in map(_make_line, _merge_same_baseline(pieces)) if ln is not None]
@@ -347,7 +346,7 @@ _UNPRINTABLE = dict.fromkeys([*range(32), 0xFFFD])
 def _same_text(boxed: _BoxedBlock, rows: list[HtmlLine]) -> bool:
     """The XML's lines and the HTML's hold the same characters (white space and control
     characters aside)."""
-    from_xml = "".join(boxed.text)
+    from_xml = "".join([text for _, _, text in boxed.lines])
     from_xml = _unescape(from_xml) if "&" in from_xml else from_xml
     from_html = "".join([span[0] for row in rows for span in row[3]])
     return "".join(from_xml.split()).translate(_UNPRINTABLE) == "".join(from_html.split()).translate(_UNPRINTABLE)
