@@ -411,6 +411,9 @@ class _Stalled(FakeHandler):
         self.fake.state["arrived"].set()
         release: threading.Event = self.fake.state["release"]
         release.wait(60)
+        # then end the answer by closing the connection (it has no Content-Length): kept open, the
+        # client's reader waited out its 120 s request timeout in the test's teardown
+        self.close_connection = True
 
 
 @pytest.mark.asyncio
