@@ -6,9 +6,10 @@ provider by accident; tests that need one point the config at a loopback fake.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio
@@ -41,13 +42,82 @@ _SCRUBBED = (
 
 def pytest_configure(config: pytest.Config) -> None:
     """Install what skips would otherwise need (tests/assets.py), before collection evaluates the skipifs.
-    Once per run: not in xdist workers, not for ``--collect-only``."""
-    if hasattr(config, "workerinput") or config.option.collectonly:
-        return
-    from tests.assets import ensure_all
+    Once per run: not in xdist workers (they take the controller's notes, the skips' reasons), not for
+    ``--collect-only``."""
+    from tests.assets import NOTES, Asset, ensure_all
 
+    if hasattr(config, "workerinput"):
+        NOTES.update((name, Asset(**fields)) for name, fields in config.workerinput.get(_SETUP_NOTES, {}).items())
+        return
+    if config.option.collectonly:
+        return
     for asset in ensure_all():
         print(f"test setup: {asset.note}", file=sys.stderr, flush=True)
+
+
+_SETUP_NOTES = "astro_test_setup_notes"
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook, called in the controller as it starts each worker
+def pytest_configure_node(node: Any) -> None:
+    from tests.assets import NOTES
+
+    node.workerinput[_SETUP_NOTES] = {name: dataclasses.asdict(asset) for name, asset in NOTES.items()}
+
+
+# The tests that run in one pytest-xdist worker, one after another (``--dist loadgroup`` in pyproject.toml):
+# - every test on a GAVO DaCHS server (tests/fakes/dachs.py): all servers share one PostgreSQL database and
+#   its UWS job queue (a server may start another's queued job), and ``abort_queries`` ends every running
+#   TAP query on the machine, so two workers' DaCHS tests would cancel each other's queries;
+# - the UI tests (tests/ui/): they share one ``jupyter lab`` and one Chromium per worker (package fixtures,
+#   seconds to start and a core to run), and their lab's TAP service is a DaCHS server too.
+# xdist hands out the largest group first, so this one starts at once on one worker while the other
+# worker takes the rest of the suite test by test.
+ONE_WORKER_GROUP = "dachs_and_ui"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    ui = Path(__file__).resolve().parent / "ui"
+    for item in items:  # before the other plugins' hooks: xdist's (in a worker) reads these marks
+        if "dachs_server" in getattr(item, "fixturenames", ()) or item.path.resolve().is_relative_to(ui):
+            item.add_marker(pytest.mark.xdist_group(ONE_WORKER_GROUP))
+    yield
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        _name_the_groups(items)
+
+
+def _name_the_groups(items: list[pytest.Item]) -> None:
+    """What pytest-xdist's worker does for ``--dist loadgroup``, where it fails to: ``test_id@group``.
+
+    xdist (3.8) tells the scheduler a test's group by appending ``@group`` to the test's id, and it
+    writes the id to ``item._nodeid``, which pytest 9.2 no longer reads (ids are ``NodeId`` objects in
+    ``item._id``): the groups are silently ignored (pytest-xdist issue 1386). Where xdist did it (older
+    pytest, a fixed xdist), this changes nothing; ``pytest_xdist_node_collection_finished`` below checks
+    the result, so a change on either side fails the run instead of mixing the groups again."""
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if not names or item.nodeid.endswith(suffix):
+            continue
+        if isinstance(getattr(item, "_id", None), str) or not hasattr(item, "_id"):
+            item._nodeid = item.nodeid + suffix  # type: ignore[attr-defined]
+        else:
+            from _pytest.nodeid import NodeId  # pytest >= 9.2
+
+            item._id = NodeId.parse(item.nodeid + suffix)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest without xdist (or -p no:xdist) has no such hook
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """In the controller, per worker: under --dist loadgroup, every UI test's id names its group."""
+    if node.config.getvalue("dist") != "loadgroup":
+        return
+    lost = [i for i in ids if i.startswith("tests/ui/") and not i.endswith("@" + ONE_WORKER_GROUP)]
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup: {len(lost)} UI tests are not in the group {ONE_WORKER_GROUP!r} "
+                                f"(e.g. {lost[0]}), so two workers would run them at once; see tests/conftest.py")
 
 
 @pytest.fixture(autouse=True)

@@ -32,7 +32,7 @@ from tests.fakes.base import FakeServer
 from tests.fakes.file_server import Route, file_server
 from tests.fakes.openai_server import FakeOpenAIServer, Turn, last_tool_results
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jupyterhub")]  # both tests on one worker: one hub, not two
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY_CONFIG = REPO / "deploy" / "jupyterhub" / "jupyterhub_config.py"
