@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 from pathlib import Path
 
 import astro_jupyter
@@ -35,8 +36,20 @@ def _modules() -> dict[str, Path]:
 
 @functools.cache
 def _tree(path: Path) -> ast.Module:
-    """Each module is parsed once per test session (several tests walk every module)."""
-    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    """Each module is parsed once per test session (several tests walk every module).
+
+    With the garbage collector off: a collection inside ``compile()`` ran the finalizer of an object an
+    earlier test in the same process left behind (an asyncio subprocess transport whose loop was closed);
+    its RuntimeError made CPython 3.11's AST builder fail with "SystemError: AST constructor recursion
+    depth mismatch" (CPython gh-106905), seen once with two xdist workers, whose test order differs."""
+    source = path.read_text(encoding="utf-8")
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(source, str(path))
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
