@@ -235,6 +235,8 @@ def extract_page(page: Any, number: int) -> PageData:
     wanted: set[int] = set()
     if regions:
         boxed = boxed or _page_boxes(textpage)
+        if len(boxed) != len(html.text_blocks):
+            return _page_from_dict(page, textpage, number, (rules, verticals))
         wanted = {
             i for (x0, y0, x1, y1), i in ((block.box, i) for block, i in zip(boxed, html.text_blocks))
             if i not in done and any(not (x1 <= g[0] or g[2] <= x0 or y1 <= g[1] or g[3] <= y0) for g in regions)
@@ -262,7 +264,7 @@ def _page_from_dict(page: Any, textpage: Any, number: int, drawn: tuple[list[Rul
 # text page's order, and in it a ``<line bbox=… wmode=… dir=… flags=… text=…/>`` per line, in the
 # order the HTML writes them (``<`` never occurs inside an attribute: the text is escaped). A line
 # written otherwise is not matched: its block then holds fewer lines than the HTML gives it.
-_XML_BOX = re.compile(r'<(?:block bbox="([^"]*)"|line bbox="([^"]*)" wmode="[^"]*" dir="([^"]*)" flags="[^"]*" text="([^"]*)")')
+_XML_BOX = re.compile(r'<(?:block bbox="(\S+ \S+ \S+ \S+)"|line bbox="(\S+ \S+ \S+ \S+)" wmode="[^"]*" dir="(\S+ \S+)" flags="[^"]*" text="([^"]*)")')
 
 
 @dataclass(slots=True)
