@@ -216,9 +216,7 @@ def extract_page(page: Any, number: int) -> PageData:
         whole = _blocks_from_boxes(_page_boxes(textpage), rows, number)
         if whole is None:
             return _page_from_dict(page, textpage, number)
-        blocks = [block for _, block in whole]
-        drawn = _rules(page) if _has_table_caption(blocks) else ([], [])
-        return _finish_page(page, number, blocks, drawn[0], drawn[1], True)
+        return _whole_page(page, number, whole)
     indexed: list[tuple[int, TextBlock]] | None = html.blocks
     done = set(html.unexplained)
     boxed: list[_BoxedBlock] | None = None
@@ -252,7 +250,12 @@ def extract_page(page: Any, number: int) -> PageData:
 def _page_from_dict(page: Any, textpage: Any, number: int, drawn: tuple[list[Rule], list[Rule]] | None = None) -> PageData:
     """The whole page from the ``dict`` output; its drawings read (or taken from ``drawn``) only
     when it has a table caption."""
-    blocks = [block for _, block in _blocks_from_dict(textpage.extractDICT()["blocks"], number)]
+    return _whole_page(page, number, [block for _, block in _blocks_from_dict(textpage.extractDICT()["blocks"], number)], drawn)
+
+
+def _whole_page(page: Any, number: int, blocks: list[TextBlock], drawn: tuple[list[Rule], list[Rule]] | None = None) -> PageData:
+    """A page whose every block carries its lines' boxes (table cells); its drawings read (or taken
+    from ``drawn``) only when it has a table caption."""
     if not _has_table_caption(blocks):
         drawn = ([], [])
     elif drawn is None:
@@ -323,21 +326,21 @@ def _cell(x0: float, y0: float, x1: float, y1: float, text: str) -> Piece | None
     return Piece(x0, y0, x1, y1, text) if text else None
 
 
-def _blocks_from_boxes(boxed: list[_BoxedBlock], rows: list[HtmlLine], number: int) -> list[tuple[int, TextBlock]] | None:
+def _blocks_from_boxes(boxed: list[_BoxedBlock], rows: list[HtmlLine], number: int) -> list[TextBlock] | None:
     """Every block of the page from its lines' boxes, the HTML's lines taken in order by count;
     ``None`` when the two do not hold the same lines."""
     if sum(len(block.lines) for block in boxed) != len(rows):
         return None
-    out: list[tuple[int, TextBlock]] = []
+    out: list[TextBlock] = []
     at = 0
-    for index, block in enumerate(boxed):
+    for block in boxed:
         block_rows = rows[at:at + len(block.lines)]
         at += len(block.lines)
         if not _same_text(block, block_rows):
             return None
         built = _block_from_boxes(block, block_rows, number)
         if built is not None:
-            out.append((index, built))
+            out.append(built)
     return out
 
 
