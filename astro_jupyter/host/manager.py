@@ -104,20 +104,32 @@ class AgentHost:
             line = b""
             log.debug("agent host start: %s", exc)
         except BaseException:  # cancelled (the server stops): no half-started host left behind
-            proc.kill()
+            await asyncio.shield(self._kill(proc, stderr_task))
             raise
         ready = _json(line)
         if "ready" not in ready:
-            if proc.returncode is None:
-                proc.kill()
-            code = await proc.wait()
-            await asyncio.wait({stderr_task}, timeout=2)
+            code = await self._kill(proc, stderr_task)
             raise AgentHostError(self.start_failure(code))
         self.proc = proc
         self.starts += 1
         self._recovered = None
         self._spawn_task(self._read(proc))
         log.info("astro_jupyter: agent host %s started in %.2f s", ready["ready"], time.monotonic() - started)
+
+    @staticmethod
+    async def _kill(proc: asyncio.subprocess.Process, stderr_task: "asyncio.Task[None]") -> int:
+        """A host that never became ready: killed, its output read to the end and its exit reaped, so
+        that no pipe or process outlives it (a server stopped while its host starts)."""
+        if proc.returncode is None:
+            proc.kill()
+        assert proc.stdout is not None
+        try:
+            await asyncio.wait_for(proc.stdout.read(), 2)
+        except (OSError, ValueError, asyncio.TimeoutError):
+            pass
+        code = await proc.wait()
+        await asyncio.wait({stderr_task}, timeout=2)
+        return code
 
     def start_failure(self, code: int | None) -> str:
         tail = "\n".join(self.stderr_tail) or "(nothing on stderr)"
@@ -128,16 +140,15 @@ class AgentHost:
         """Close the host's stdin (it cancels its runs and closes the store), then wait; kill if it hangs."""
         self._stopping = True
         proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        try:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_SECS)
-        except (asyncio.TimeoutError, OSError):
-            proc.kill()
-            await proc.wait()
-        for task in list(self._tasks):
+        if proc is not None and proc.returncode is None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_SECS)
+            except (asyncio.TimeoutError, OSError):
+                proc.kill()
+                await proc.wait()
+        for task in list(self._tasks):  # also a dead or half-started host's readers
             if not task.done():
                 await asyncio.wait({task}, timeout=2)
 

@@ -353,3 +353,26 @@ def test_doctor_reports_whether_the_agent_host_starts(tmp_path: Path, openai_ser
     assert out.returncode == 1, out.stdout + out.stderr
     assert "Agent host     ERROR: the agent host could not start" in out.stdout
     assert "broken install: astro_jupyter cannot be imported" in out.stdout
+
+
+async def test_a_host_stopped_while_it_starts_is_killed_and_reaped_with_its_readers(tmp_path: Path) -> None:
+    """The server stops (or the sidebar's warm-up is cancelled) while the host is still importing:
+    nothing of it is left, neither the process (not even a zombie) nor a task reading its pipes."""
+    import sys
+
+    from astro_jupyter.config import AstroConfig
+    from astro_jupyter.host.manager import AgentHost
+
+    slow_start = "import os, sys, time; print(os.getpid(), file=sys.stderr, flush=True); time.sleep(60)"
+    host = AgentHost(AstroConfig(home=str(tmp_path / "home")), argv=[sys.executable, "-c", slow_start])
+    starting = asyncio.ensure_future(host.ensure())
+    await wait_for(lambda: len(host.stderr_tail) > 0)
+    pid = int(host.stderr_tail[0])
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # a killed child nobody waited for would still answer, as a zombie
+    readers = [t for t in asyncio.all_tasks() if "_read_stderr" in repr(t.get_coro())]
+    assert readers == [] and not host.alive
+    await host.stop()
