@@ -92,9 +92,15 @@ class PendingAnswers:
 
     def __init__(self) -> None:
         self._futures: dict[str, asyncio.Future[str]] = {}
+        self._cancelled = False
 
     def create(self, request_id: str) -> "asyncio.Future[str]":
+        """The slot for one answer; already failed once the run is cancelled (a question a tool starts
+        to ask just after the cancel must not wait out its timeout for an answer no one will give)."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if self._cancelled:
+            future.set_exception(QuestionCancelled("the run was cancelled before the question was asked"))
+            return future
         self._futures[request_id] = future
         return future
 
@@ -118,7 +124,9 @@ class PendingAnswers:
 
     def cancel_all(self) -> None:
         """A cancelled run stops waiting for answers: ask_user and permission waits end at once
-        (ask_user is a Block tool, so otherwise a cancel would wait out its whole timeout)."""
+        (ask_user is a Block tool, so otherwise a cancel would wait out its whole timeout), and no
+        question is asked after it."""
+        self._cancelled = True
         for future in self._futures.values():
             if not future.done():
                 future.set_exception(QuestionCancelled("the run was cancelled before the question was answered"))

@@ -341,6 +341,8 @@ class AgentRuntime:
         async def ask_user(question: str, options: list[str] | None = None) -> str:
             rid = new_request_id()
             future = handle.answers.create(rid)
+            if future.done():  # the run was cancelled: nothing is put to the user
+                return await future
             from .tools.ask_user import ASK_USER_TIMEOUT_SECS
 
             timeout = self.services.tuning.ask_user_secs or ASK_USER_TIMEOUT_SECS

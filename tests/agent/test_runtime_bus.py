@@ -132,3 +132,28 @@ async def test_failing_and_hanging_command_hooks_do_not_break_the_run(tmp_path, 
         assert not result.is_error and "M 31" in result.output
         msgs = await services.messages.list(handle.session_id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.asyncio
+async def test_a_cancel_as_ask_user_starts_ends_the_run_without_asking(tmp_path, openai_server, sesame_server):
+    """The cancel lands after the executor's last check, as the tool starts and before it creates its
+    question (the server's cancel request is handled between the two under load). The question must
+    not wait out its timeout for an answer no one will give: the run ends as cancelled, nothing asked."""
+    from astro_jupyter.agent.tools.ask_user import AskUserTool
+    from tests.agent.runtime_helpers import fast
+
+    class CancelledAsItStarts(AskUserTool):
+        handle: Any = None
+
+        async def execute(self, args: dict[str, Any], ctx: Any) -> Any:
+            self.handle.cancel()
+            return await super().execute(args, ctx)
+
+    tool = CancelledAsItStarts()
+    openai_server.script(Turn.call("ask_user", {"question": "Which band?"}), Turn.say("never reached"))
+    async with running(make_config(tmp_path, openai_server.url, sesame_server.url), tool,
+                       tuning=fast(ask_user_secs=120)) as (services, runtime):
+        tool.handle = await runtime.start_run("ask me")
+        items = await asyncio.wait_for(collect(tool.handle), 20)  # not the question's 120 s
+    assert items[-1][1].reason == "cancelled"
+    assert not [e for _, e in items if e.type == "ask_user"]
