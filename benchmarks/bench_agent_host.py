@@ -1,7 +1,7 @@
 """Jupyter beside the agent host: is the server still Jupyter while runs stream, and what does the host's start cost?
 
     python benchmarks/bench_agent_host.py [--runs 8 20] [--cli 2] [--window 6] [--rounds 2] [--panel-delay 1]
-        [--readers apart|same]
+        [--readers apart|same] [--cold-against PYTHONPATH] [--cold-only]
 
 The astro_jupyter measured is the one on PYTHONPATH (the server, its agent host and the CLI processes
 inherit it): run it with ``PYTHONPATH=/path/to/other/checkout`` for a before/after pair, alternated.
@@ -12,7 +12,10 @@ process (each turn: a streamed paragraph, then ``read_file``, ``grep_files``, ``
 
 * first token, cold: the prompt is the server's first astro request; ``POST astro/api/runs`` to the first
   ``text_delta`` on the run's SSE stream. Then a second run on the same server (the host is up): the
-  in-process figure, what a run costs once nothing is left to start.
+  in-process figure, what a run costs once nothing is left to start. ``--cold-against`` also starts
+  servers running another checkout, alternated with this one: with a worktree of the in-process design
+  (``bca4b3e^``, the last commit whose server ran the agent in its own interpreter; it needs aiosqlite
+  on the path), the cold first token of the design the host replaced, which had its own start to pay.
 * first token, sidebar: a second fresh server; the panel's first requests (``astro/api/models`` and
   ``astro/api/sessions``, together) first, the prompt ``--panel-delay`` seconds later; measured from the
   POST and from the panel's first request.
@@ -74,12 +77,13 @@ async def first_token(client: Any, url: str, prompt: str) -> float:
     return took
 
 
-async def cold_first_tokens(llm_url: str) -> dict[str, float]:
-    """A fresh server whose first astro request is the prompt; then a second run (host up, nothing to start)."""
+async def cold_first_tokens(llm_url: str, pythonpath: str | None = None) -> dict[str, float]:
+    """A fresh server whose first astro request is the prompt; then a second run (host up, nothing to start).
+    ``pythonpath``: a server running another checkout (``--cold-against``)."""
     import httpx2
 
     with tempfile.TemporaryDirectory(prefix="astro-host-bench-") as tmp:
-        proc, url, _log = load.start_server(Path(tmp), llm_url, 0.0, [], ready_path="/api/status")
+        proc, url, _log = load.start_server(Path(tmp), llm_url, 0.0, [], ready_path="/api/status", pythonpath=pythonpath)
         try:
             async with httpx2.AsyncClient(timeout=300) as client:
                 return {"cold": await first_token(client, url, "first"), "warm": await first_token(client, url, "second")}
@@ -401,7 +405,7 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
 
 
 async def main(cases: list[int], cli: int, window: float, rounds: int, chunk_delay: float, panel_delay: float,
-               where: str) -> None:
+               where: str, against: str | None = None, cold_only: bool = False) -> None:
     parent, child = mp.Pipe()
     llm = mp.Process(target=load._serve_llm, args=(child, chunk_delay), daemon=True)
     llm.start()
@@ -412,10 +416,22 @@ async def main(cases: list[int], cli: int, window: float, rounds: int, chunk_del
     rows: list[dict[str, Any]] = []
     try:
         for r in range(rounds):
+            other = None
+            if against is not None and r % 2 == 0:  # alternated: neither tree always goes first
+                other = await cold_first_tokens(llm_url, against)
             cold = await cold_first_tokens(llm_url)
+            if against is not None and r % 2 == 1:
+                other = await cold_first_tokens(llm_url, against)
             cold_load = os.getloadavg()[0]
+            if other is not None:
+                print(f"round {r + 1}: first token cold: this checkout {cold['cold'] * 1000:.0f} ms (then "
+                      f"{cold['warm'] * 1000:.0f} ms), {against} {other['cold'] * 1000:.0f} ms (then "
+                      f"{other['warm'] * 1000:.0f} ms); load {cold_load:.1f}", flush=True)
+            if cold_only:
+                rows.append({"cold": cold, "cold_load": cold_load, "against": other})
+                continue
             row = await loaded_server(llm_url, cases, cli, window, panel_delay, where)
-            row.update(cold=cold, cold_load=cold_load)
+            row.update(cold=cold, cold_load=cold_load, against=other)
             rows.append(row)
             side = row["sidebar"]
             print(f"\nround {r + 1}: first token cold {cold['cold'] * 1000:.0f} ms, host up {cold['warm'] * 1000:.0f} ms "
@@ -436,11 +452,18 @@ async def main(cases: list[int], cli: int, window: float, rounds: int, chunk_del
         return statistics.median(values)
 
     print(f"\nmedians over {rounds} round(s); load average now {os.getloadavg()[0]:.1f}")
-    print("\n".join(table(rows, columns)))
+    if not cold_only:
+        print("\n".join(table(rows, columns)))
     cold, warm = med("cold", "cold"), med("cold", "warm")
     print(f"first token, cold (the prompt is the server's first astro request): {cold * 1000:.0f} ms; "
           f"with the host up: {warm * 1000:.0f} ms; the host's start costs {cold - warm:+.2f} s (target <= +0.5 s); "
           f"load {med('cold_load'):.1f}")
+    if against is not None:
+        other = med("against", "cold")
+        print(f"first token, cold, {against}: {other * 1000:.0f} ms (then {med('against', 'warm') * 1000:.0f} ms); "
+              f"this checkout's cold first token is {cold - other:+.2f} s over it")
+    if cold_only:
+        return
     side = med("sidebar", "after_post")
     print(f"first token, sidebar (models + sessions first, the prompt {panel_delay:g} s later): {side * 1000:.0f} ms "
           f"after the prompt, {side - warm:+.2f} s over the host-up figure, {med('sidebar', 'after_panel') * 1000:.0f} ms "
@@ -458,9 +481,14 @@ if __name__ == "__main__":
                     help="seconds from the sidebar's first requests to its prompt")
     ap.add_argument("--readers", choices=("apart", "same"), default="apart",
                     help="the runs' SSE readers in a process of their own (as a browser's) or on the prober's event loop")
+    ap.add_argument("--cold-against", metavar="PYTHONPATH",
+                    help="also the cold first token of servers running another checkout (e.g. the in-process "
+                    "design: a worktree of bca4b3e^, with aiosqlite beside it), alternated with this one")
+    ap.add_argument("--cold-only", action="store_true", help="only the cold first tokens, no load cases")
     ap.add_argument("--profile-host", metavar="FILE",
                     help="run the agent host under cProfile (ASTRO_HOST_PROFILE) and write its stats to FILE")
     args = ap.parse_args()
     if args.profile_host:
         os.environ["ASTRO_HOST_PROFILE"] = str(Path(args.profile_host).resolve())
-    asyncio.run(main(args.runs, args.cli, args.window, args.rounds, args.chunk_delay, args.panel_delay, args.readers))
+    asyncio.run(main(args.runs, args.cli, args.window, args.rounds, args.chunk_delay, args.panel_delay, args.readers,
+                     args.cold_against, args.cold_only))

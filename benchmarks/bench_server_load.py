@@ -123,8 +123,10 @@ def bench_env(base: Path, llm_url: str) -> dict[str, str]:
 
 
 def start_server(base: Path, llm_url: str, slow_ms: float, extra: list[str],
-                 ready_path: str = "/astro/api/sessions") -> tuple[subprocess.Popen, str, Path]:
-    """A fresh server; returns once ``ready_path`` answers 200 (``/api/status``: no astro request made yet)."""
+                 ready_path: str = "/astro/api/sessions",
+                 pythonpath: str | None = None) -> tuple[subprocess.Popen, str, Path]:
+    """A fresh server; returns once ``ready_path`` answers 200 (``/api/status``: no astro request made yet).
+    ``pythonpath``: the astro_jupyter it runs (another checkout), instead of the caller's."""
     project = base / "project"
     (project / "data").mkdir(parents=True)
     (project / "data" / "big.txt").write_text("".join(f"line {i}: {PARAGRAPH[:120]}\n" for i in range(600)))
@@ -132,6 +134,8 @@ def start_server(base: Path, llm_url: str, slow_ms: float, extra: list[str],
         (project / "data" / f"f{i}.txt").write_text("".join(f"line {j} of file {i}\n" for j in range(200)))
     port = _port()
     env = bench_env(base, llm_url)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     if slow_ms > 0:
         env["PYTHONASYNCIODEBUG"] = "1"
         env["ASTRO_BENCH_SLOW_SECS"] = str(slow_ms / 1000)
