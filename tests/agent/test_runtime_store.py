@@ -94,7 +94,9 @@ async def test_locked_database_ends_the_run_with_a_clear_error_and_loses_nothing
         # the turn's commit failed (last); the executor may first report its audit row that could not be written
         assert errors[-1]["reason"] == "store_locked" and errors[-1]["step"] == 1
         assert all("the database is locked by another process" in e["message"] for e in errors)
-        assert elapsed < 8  # the configured 200 ms busy timeout per write, not the 10 s default
+        # the configured 200 ms busy timeout per write: with the 10 s default, the one failing commit alone
+        # would take 10 s (the whole run takes 4-7 s on this machine, loaded or not)
+        assert elapsed < 10
         holder.release()
         holder = None
         # what is stored is consistent: the prompt, and no assistant tool call without its result
