@@ -104,7 +104,7 @@ class AgentHost:
             line = b""
             log.debug("agent host start: %s", exc)
         except BaseException:  # cancelled (the server stops): no half-started host left behind
-            await asyncio.shield(self._kill(proc, stderr_task))
+            await asyncio.shield(self._spawn_task(self._kill(proc, stderr_task)))  # stop() waits for it too
             raise
         ready = _json(line)
         if "ready" not in ready:
