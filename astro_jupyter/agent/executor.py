@@ -309,6 +309,11 @@ class ToolExecutor:
         except Exception as exc:  # noqa: BLE001 - a broken asker means no consent
             verdict = PermissionDecision("deny", f"{decision.reason} (asking failed: {type(exc).__name__}: {exc})", "ask")
             return await self._permission_answered(slot, ctx, verdict, "")
+        if asking.done() and ctx.cancelled.is_set():  # cancelled just now: nothing is put to the user
+            if not asking.cancelled():
+                asking.exception()  # QuestionCancelled, expected: retrieved so asyncio does not report it
+            self.cancel_before_start(slot)
+            return PermissionDecision("deny", "cancelled", "ask")
         await self.emit(ctx, request)
         timeout = self.limits.permission_timeout_secs
         try:

@@ -187,6 +187,29 @@ async def test_cancel_while_asking(services: Any) -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_cancel_while_the_question_is_prepared_puts_nothing_to_the_user(services: Any) -> None:
+    """Stop lands while the tool looks up what the question will show (its preview), after the
+    executor's last check: no permission question goes out for a run that is over."""
+    from astro_jupyter.agent.run import PendingAnswers
+
+    answers = PendingAnswers()
+    recorder = Recorder()
+    ctx = make_ctx(services, recorder, ask_permission=lambda request: answers.create(request.request_id))
+
+    class StoppedWhilePreviewing(SleepTool):
+        async def permission_preview(self, args: dict[str, Any], _ctx: Any, reason: str) -> None:
+            ctx.cancelled.set()  # what RunHandle.cancel does
+            answers.cancel_all()
+            return None
+
+    bash = StoppedWhilePreviewing("run_bash", Timeline())
+    ex = make_executor(services, [bash], rules=ASK_BASH)
+    (res,) = await asyncio.wait_for(ex.execute([call("run_bash", '{"tag": "x", "secs": 0}')], ctx), 30)
+    assert res.output.is_error and "cancelled by the user before it started" in res.output.content
+    assert recorder.of("permission_request") == [] and bash.finished == []
+
+
+@pytest.mark.asyncio
 async def test_auto_mode_read_only_tool_is_not_asked(services: Any) -> None:
     seen: list[PermissionRequest] = []
     reader = tool("read_file", readonly=True)

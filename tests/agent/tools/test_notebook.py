@@ -364,3 +364,27 @@ async def test_a_replace_is_asked_as_a_diff_against_the_cell_and_applies_only_to
     assert h.asked[-1].old_source == "flux = 1\nx = 21"
     assert stale.output.is_error and "was not replaced: it changed after the user was shown" in stale.output.content
     assert nbformat.read(path, as_version=4).cells[0].source == "flux = 2  # my newer work"
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_run_sends_the_open_notebook_no_request(services: Any) -> None:
+    """A notebook tool that reaches the sidebar bridge after Stop: the sidebar is not asked to edit or
+    run anything in the open document (it would apply the change for a run that is over)."""
+    from types import SimpleNamespace
+
+    from astro_jupyter.agent.run import ClientNotebook, PendingAnswers
+    from astro_jupyter.agent.tools.notebook.bridge import ask_client
+
+    answers = PendingAnswers()
+    answers.cancel_all()  # Stop was pressed
+    sent: list[Any] = []
+
+    async def emit(event: Any) -> None:
+        sent.append(event)
+
+    ctx = ToolContext(config=services.config, services=services, session_id="s1", cancelled=asyncio.Event(),
+                      emit=emit, file_state=FileStateCache(), run_id="r1", tool_call_id="c1",
+                      scope=SimpleNamespace(client=ClientNotebook(path="lc.ipynb", bridge=True), answers=answers))
+    with pytest.raises(asyncio.CancelledError):
+        await ask_client(ctx, "insert", "lc.ipynb", {"source": "print(1)"})
+    assert sent == []

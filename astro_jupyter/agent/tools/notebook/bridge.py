@@ -56,6 +56,9 @@ async def ask_client(ctx: "ToolContext", action: str, path: str, arguments: dict
     if action == "run":  # the cell itself may run up to RUN_TIMEOUT_SECS
         timeout += RUN_TIMEOUT_SECS
     future = answers.create(request_id)  # before the event: an instant answer is not lost
+    if future.done():  # the run was cancelled (Stop): the open notebook is not asked to change
+        future.exception()
+        raise asyncio.CancelledError("the run was cancelled before the notebook was asked")
     try:
         await ctx.emit(NotebookRequest(request_id=request_id, tool_call_id=ctx.tool_call_id, action=action,  # type: ignore[arg-type]
                                        path=path, arguments=arguments, timeout_secs=timeout,
