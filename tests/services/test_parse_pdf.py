@@ -87,6 +87,26 @@ def test_booktabs_table_in_real_paper(shared_pdfs: Path) -> None:
     assert "| GPT-4o | 0.96 | 0.69 | 0.80 |" in md
 
 
+def test_a_table_ruled_under_every_row_keeps_each_description_beside_its_name(shared_pdfs: Path) -> None:
+    """PaSa's Table 3: a rule under every row, each name centred beside a description of two or three
+    lines. The description's first line is above its name: it belongs to the name's row, not the one above."""
+    md = parse_pdf(shared_pdfs / "pasa.pdf").to_markdown()
+    assert "| Name | Implementation |\n| --- | --- |\n" in md
+    assert ("| [Search] | Generate a search query and invoke the search tool. Append all resulting papers to the "
+            "paper queue. |") in md
+    assert "| [Stop] | Reset the context to the user query and the next paper in the paper queue. |" in md
+
+
+def test_two_tables_stacked_under_rules_of_one_width_stay_two_tables(shared_pdfs: Path) -> None:
+    """PaSa p. 8: Tables 5 and 6 are drawn with rules of the same width, one above the other. The
+    caption between them is a paragraph, not a row, and each table keeps its seven columns."""
+    md = parse_pdf(shared_pdfs / "pasa.pdf").to_markdown()
+    header = "| Method | Crawler Recall | Precision | Recall | Recall@100 | Recall@50 | Recall@20 |"
+    assert md.count(header) == 2
+    assert ("| PaSa-7b-ensemble | 0.8265 | 0.1410 | 0.4985 | 0.7099 | 0.6386 | 0.5326 |\n\n"
+            "Table 5: Results on AutoScholarQuery test set.\n\n" + header) in md
+
+
 def test_captions_are_their_own_paragraphs(two_column_md: str) -> None:
     paragraphs = two_column_md.split("\n\n")
     assert "Table 1: Properties of the sample galaxies." in paragraphs
@@ -360,10 +380,10 @@ def test_table_pages_read_as_the_whole_page_dict_reads_them(tmp_path: Path) -> N
 
 
 def test_real_paper_reads_as_the_whole_page_dict_reads_it(shared_pdfs: Path) -> None:
-    """PaSa: nine tables, footnote marks, display math; every page as the whole-page ``dict`` reads it."""
+    """PaSa: eleven tables, footnote marks, display math; every page as the whole-page ``dict`` reads it."""
     fast, reference = _pages_as_the_dict_gives_them(shared_pdfs / "pasa.pdf")
     assert fast == reference
-    assert sum(b.startswith("| ") for page in fast for b in page) == 9
+    assert sum(b.startswith("| ") for page in fast for b in page) == 11
 
 
 def test_real_paper_is_read_without_the_dict(shared_pdfs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -375,7 +395,7 @@ def test_real_paper_is_read_without_the_dict(shared_pdfs: Path, monkeypatch: pyt
     monkeypatch.setattr(pymupdf.TextPage, "extractDICT", lambda self, *a, **k: built.append(1) or extract_dict(self, *a, **k))
     md = parse_pdf(shared_pdfs / "pasa.pdf").to_markdown()
     assert built == []
-    assert md.count("\n| --- |") == 9 and "Table 3: Functions of the Crawler" in md
+    assert md.count("\n| --- |") == 11 and "Table 3: Functions of the Crawler" in md
 
 
 def test_a_page_whose_xml_and_html_disagree_is_read_from_the_dict(shared_pdfs: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,8 @@ from the columns of its text pieces.
 
 from __future__ import annotations
 
+import bisect
+import re
 from typing import Any
 
 from .page import Line, PageData, Piece, TextBlock
@@ -61,8 +63,13 @@ def rows_to_markdown(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def build_from_pieces(pieces: list[Piece]) -> list[list[str]] | None:
-    """Rows by baseline, columns from the union of the pieces' x-intervals."""
+def build_from_pieces(pieces: list[Piece], row_rules: list[float] | None = None) -> list[list[str]] | None:
+    """Rows by baseline, columns from the union of the pieces' x-intervals.
+
+    ``row_rules``: the y of the rules drawn across the table between its top and bottom. With two or
+    more (a rule under every row, not only booktabs' one under the header), a row is what lies between
+    two rules: a line whose first cell is empty belongs to the row of its own band, also when it comes
+    before that row's first cell (a name centred beside a description of several lines)."""
     if len(pieces) < 4:
         return None
     heights = sorted(p.y1 - p.y0 for p in pieces)
@@ -82,21 +89,41 @@ def build_from_pieces(pieces: list[Piece]) -> list[list[str]] | None:
             intervals.append([piece.x0, piece.x1])
     if len(intervals) < 2 or len(rows) < 2:
         return None
+    separators = sorted(row_rules or []) if len(row_rules or []) >= 2 else []
     table: list[list[str]] = []
+    band_start = 0  # index in table of the first row of the current band
+    band = 0
+    waiting: list[str] | None = None  # leading wrapped lines of a band, before the row they belong to
     for row in rows:
         cells = [""] * len(intervals)
         for piece in sorted(row, key=lambda p: p.x0):
             cx = (piece.x0 + piece.x1) / 2
             col = next((i for i, (a, b) in enumerate(intervals) if a - 1 <= cx <= b + 1), len(intervals) - 1)
             cells[col] = (cells[col] + " " + piece.text).strip()
-        if table and not cells[0] and sum(1 for c in cells if c) < len(cells):
+        row_band = bisect.bisect(separators, (row[0].y0 + row[0].y1) / 2)
+        if row_band != band:  # a rule was crossed: what waited stays a row of its own
+            if waiting is not None:
+                table.append(waiting)
+                waiting = None
+            band, band_start = row_band, len(table)
+        wrapped = not cells[0] and sum(1 for c in cells if c) < len(cells)
+        if wrapped and len(table) > band_start:
             # a wrapped cell: continue the previous row instead of starting a new one
-            table[-1] = [(a + " " + b).strip() for a, b in zip(table[-1], cells)]
+            table[-1] = _joined(table[-1], cells)
+        elif wrapped and separators:
+            waiting = cells if waiting is None else _joined(waiting, cells)
         else:
-            table.append(cells)
+            table.append(cells if waiting is None else _joined(waiting, cells))
+            waiting = None
+    if waiting is not None:
+        table.append(waiting)
     if len(table) < 2:
         return None
     return table
+
+
+def _joined(first: list[str], then: list[str]) -> list[str]:
+    return [(a + " " + b).strip() for a, b in zip(first, then)]
 
 
 def grid_rows(region: Region, verticals: list[float], horizontals: list[float], pieces: list[Piece]) -> list[list[str]] | None:
@@ -117,6 +144,13 @@ def grid_rows(region: Region, verticals: list[float], horizontals: list[float], 
     return rows if len(rows) >= 2 else None
 
 
+def _row_rules(region: Region, rules: list[tuple[float, float, float]]) -> list[float]:
+    """Rules across (nearly) the whole table, strictly between its top and bottom rules."""
+    x0, y0, x1, y1 = region
+    across = [r[2] for r in rules if y0 + 3 < r[2] < y1 - 3 and min(r[1], x1) - max(r[0], x0) >= 0.8 * (x1 - x0)]
+    return _dedupe(sorted(across))
+
+
 def _dedupe(values: list[float]) -> list[float]:
     out: list[float] = []
     for v in values:
@@ -130,9 +164,37 @@ def _filled(rows: list[list[str]]) -> float:
     return sum(1 for c in cells if c) / max(1, len(cells))
 
 
+_CAPTION = re.compile(r"(?:Table|TABLE|Tab\.)\s*[0-9IVX]+[.:]")
+
+
+def _split_at_captions(region: Region, rules: list[tuple[float, float, float]], lines: list[Line]) -> list[Region]:
+    """Two tables of the same width stacked on a page share one cluster of rules: cut the region where a
+    caption lies between two of its rules, and leave the caption out of both."""
+    cuts: list[tuple[float, float]] = []
+    ys = _row_rules(region, rules)
+    for line in lines:
+        if _CAPTION.match(line.text.strip()):
+            above = [y for y in ys if y <= line.y0]
+            below = [y for y in ys if y >= line.y1]
+            if above and below:
+                cuts.append((max(above), min(below)))
+    if not cuts:
+        return [region]
+    parts: list[Region] = []
+    top = region[1]
+    for upper, lower in sorted(set(cuts)):
+        parts.append((region[0], top, region[2], upper + 1.5))
+        top = lower - 1.5
+    parts.append((region[0], top, region[2], region[3]))
+    return [part for part in parts if part[3] - part[1] >= 12]
+
+
 def apply_tables(page: Any, data: PageData) -> None:
     """Replace the text lines inside each detected table by one table block."""
-    for region in table_regions(data.rules):
+    regions = []
+    for found in table_regions(data.rules):
+        regions += _split_at_captions(found, data.rules, [ln for b in data.blocks for ln in b.lines if _inside(ln, found)])
+    for region in regions:
         lines_inside = [ln for b in data.blocks for ln in b.lines if _inside(ln, region)]
         if len(lines_inside) < 2:
             continue
@@ -143,7 +205,7 @@ def apply_tables(page: Any, data: PageData) -> None:
             horizontals = [r[2] for r in data.rules if region[1] <= r[2] <= region[3] and r[0] < region[2] and r[1] > region[0]]
             rows = grid_rows(region, verticals, horizontals, pieces)
         if rows is None:
-            rows = build_from_pieces(pieces)
+            rows = build_from_pieces(pieces, _row_rules(region, data.rules))
         if rows is None or _filled(rows) < 0.5:
             continue
         kept: list[TextBlock] = []
