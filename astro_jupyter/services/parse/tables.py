@@ -191,7 +191,7 @@ def _split_at_captions(region: Region, rules: list[tuple[float, float, float]], 
 
 def apply_tables(page: Any, data: PageData) -> None:
     """Replace the text lines inside each detected table by one table block."""
-    regions = []
+    regions: list[Region] = []
     for found in table_regions(data.rules):
         regions += _split_at_captions(found, data.rules, [ln for b in data.blocks for ln in b.lines if _inside(ln, found)])
     for region in regions:
