@@ -107,6 +107,14 @@ def test_two_tables_stacked_under_rules_of_one_width_stay_two_tables(shared_pdfs
             "Table 5: Results on AutoScholarQuery test set.\n\n" + header) in md
 
 
+def test_a_group_header_over_several_columns_does_not_merge_their_values(shared_pdfs: Path) -> None:
+    """PaSa's Table 8: "AutoScholarQuery" and "RealScholarQuery" each head three columns. The columns come from
+    the body, so every value keeps a cell of its own (the label joins the column nearest its middle)."""
+    md = parse_pdf(shared_pdfs / "pasa.pdf").to_markdown()
+    assert "| w/o [Expand] | 0.3355 | 0.1445 | 0.2536 | 0.3359 | 0.6738 | 0.2890 |" in md
+    assert "| PaSa-7b | 0.7931 | 0.1448 | 0.4834 | 0.7071 | 0.5146 | 0.6111 |" in md
+
+
 def test_captions_are_their_own_paragraphs(two_column_md: str) -> None:
     paragraphs = two_column_md.split("\n\n")
     assert "Table 1: Properties of the sample galaxies." in paragraphs

@@ -64,7 +64,7 @@ def rows_to_markdown(rows: list[list[str]]) -> str:
 
 
 def build_from_pieces(pieces: list[Piece], row_rules: list[float] | None = None) -> list[list[str]] | None:
-    """Rows by baseline, columns from the union of the pieces' x-intervals.
+    """Rows by baseline, columns from the union of the x-intervals of the pieces below the header's rule.
 
     ``row_rules``: the y of the rules drawn across the table between its top and bottom. With two or
     more (a rule under every row, not only booktabs' one under the header), a row is what lies between
@@ -81,12 +81,12 @@ def build_from_pieces(pieces: list[Piece], row_rules: list[float] | None = None)
             rows[-1].append(piece)
         else:
             rows.append([piece])
-    intervals: list[list[float]] = []
-    for piece in sorted(pieces, key=lambda p: p.x0):
-        if intervals and piece.x0 <= intervals[-1][1] + 1.0:
-            intervals[-1][1] = max(intervals[-1][1], piece.x1)
-        else:
-            intervals.append([piece.x0, piece.x1])
+    # columns from the body, below the header's rule: a group header spanning several columns
+    # ("AutoScholarQuery" over three) would merge them, and every value under it with them
+    body = [p for p in pieces if row_rules and (p.y0 + p.y1) / 2 > min(row_rules)]
+    intervals = _columns(body)
+    if len(intervals) < 2:
+        intervals = _columns(pieces)
     if len(intervals) < 2 or len(rows) < 2:
         return None
     separators = sorted(row_rules or []) if len(row_rules or []) >= 2 else []
@@ -98,7 +98,9 @@ def build_from_pieces(pieces: list[Piece], row_rules: list[float] | None = None)
         cells = [""] * len(intervals)
         for piece in sorted(row, key=lambda p: p.x0):
             cx = (piece.x0 + piece.x1) / 2
-            col = next((i for i, (a, b) in enumerate(intervals) if a - 1 <= cx <= b + 1), len(intervals) - 1)
+            col = next((i for i, (a, b) in enumerate(intervals) if a - 1 <= cx <= b + 1), None)
+            if col is None:  # between columns (a header centred over two): the nearest
+                col = min(range(len(intervals)), key=lambda i: min(abs(cx - intervals[i][0]), abs(cx - intervals[i][1])))
             cells[col] = (cells[col] + " " + piece.text).strip()
         row_band = bisect.bisect(separators, (row[0].y0 + row[0].y1) / 2)
         if row_band != band:  # a rule was crossed: what waited stays a row of its own
@@ -120,6 +122,17 @@ def build_from_pieces(pieces: list[Piece], row_rules: list[float] | None = None)
     if len(table) < 2:
         return None
     return table
+
+
+def _columns(pieces: list[Piece]) -> list[list[float]]:
+    """The union of the pieces' x-intervals: one interval a column."""
+    intervals: list[list[float]] = []
+    for piece in sorted(pieces, key=lambda p: p.x0):
+        if intervals and piece.x0 <= intervals[-1][1] + 1.0:
+            intervals[-1][1] = max(intervals[-1][1], piece.x1)
+        else:
+            intervals.append([piece.x0, piece.x1])
+    return intervals
 
 
 def _joined(first: list[str], then: list[str]) -> list[str]:
