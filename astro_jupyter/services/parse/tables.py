@@ -66,7 +66,7 @@ def rows_to_markdown(rows: list[list[str]]) -> str:
 def build_from_pieces(pieces: list[Piece], row_rules: list[float] | None = None) -> list[list[str]] | None:
     """Rows by baseline, columns from the union of the x-intervals of the pieces below the header's rule.
 
-    ``row_rules``: the y of the rules drawn across the table between its top and bottom. With two or
+    ``row_rules``: the y of the rules drawn across the table between its top and bottom, top first. With two or
     more (a rule under every row, not only booktabs' one under the header), a row is what lies between
     two rules: a line whose first cell is empty belongs to the row of its own band, also when it comes
     before that row's first cell (a name centred beside a description of several lines)."""
@@ -83,13 +83,14 @@ def build_from_pieces(pieces: list[Piece], row_rules: list[float] | None = None)
             rows.append([piece])
     # columns from the body, below the header's rule: a group header spanning several columns
     # ("AutoScholarQuery" over three) would merge them, and every value under it with them
-    body = [p for p in pieces if row_rules and (p.y0 + p.y1) / 2 > min(row_rules)]
+    rules = row_rules or []
+    body = [p for p in pieces if rules and (p.y0 + p.y1) / 2 > rules[0]]
     intervals = _columns(body)
     if len(intervals) < 2:
         intervals = _columns(pieces)
     if len(intervals) < 2 or len(rows) < 2:
         return None
-    separators = sorted(row_rules or []) if len(row_rules or []) >= 2 else []
+    separators = rules if len(rules) >= 2 else []
     table: list[list[str]] = []
     band_start = 0  # index in table of the first row of the current band
     band = 0
