@@ -120,14 +120,14 @@ def check_pattern(pattern: Any, what: str = "pattern") -> str:
     return pattern
 
 
-def resolve_search_dir(raw: Any, ctx: ToolContext) -> Path:
-    """The directory (or file) to search: the given path, or the project root."""
+def resolve_search_dir(raw: Any, ctx: ToolContext, roots: list[Path], protect: Protection) -> Path:
+    """The directory (or file) to search: the given path, or the project root (judged with the
+    search's own ``roots`` and ``protect``, built once for the path and the walk)."""
     if raw in (None, ""):
         raw = "."
     if raw == ".":
-        base = Path(ctx.config.project_root or os.getcwd())
-        return resolve_path(str(base), ctx.config, owner=run_owner(ctx))
-    return resolve_path(str(raw), ctx.config, owner=run_owner(ctx))
+        raw = str(Path(ctx.config.project_root or os.getcwd()))
+    return resolve_path(str(raw), ctx.config, owner=run_owner(ctx), roots=roots, protect=protect)
 
 
 class GlobFilesTool(AgentTool):
@@ -160,17 +160,17 @@ class GlobFilesTool(AgentTool):
         return await run_fs(self._glob, args.get("path"), pattern, max(1, max_results), ctx)
 
     def _glob(self, raw_path: Any, pattern: str, max_results: int, ctx: ToolContext) -> ToolOutput:
+        roots, protect = sandbox_roots(ctx.config), protection(ctx.config, run_owner(ctx))
         try:
-            base = resolve_search_dir(raw_path, ctx)
+            base = resolve_search_dir(raw_path, ctx, roots, protect)
         except (PathNotAllowed, ValueError, TypeError) as exc:
             return ToolOutput.error(f"glob_files: {exc}")
         shown_base = project_base(ctx.config)
         if not base.is_dir():
             return ToolOutput.error(f"glob_files: {display_path(base, ctx.config, shown_base)} is not a directory")
         regex = glob_to_regex(pattern)
-        roots = sandbox_roots(ctx.config)
         found: list[tuple[float, Path]] = []
-        for path in walk_files(base, roots, ctx.cancelled, protection(ctx.config, run_owner(ctx))):
+        for path in walk_files(base, roots, ctx.cancelled, protect):
             rel = path.relative_to(base).as_posix()
             if regex.match(rel):
                 try:

@@ -115,8 +115,9 @@ class GrepFilesTool(AgentTool):
         return await run_fs(self._grep, regex, args.get("path"), file_glob, max_results, ctx)
 
     def _grep(self, regex: re.Pattern[str], raw_path: Any, file_glob: str | None, max_results: int, ctx: ToolContext) -> ToolOutput:
+        roots, protect = sandbox_roots(ctx.config), protection(ctx.config, run_owner(ctx))
         try:
-            base = resolve_search_dir(raw_path, ctx)
+            base = resolve_search_dir(raw_path, ctx, roots, protect)
         except (PathNotAllowed, ValueError, TypeError) as exc:
             return ToolOutput.error(f"grep_files: {exc}")
         shown_base = project_base(ctx.config)
@@ -126,8 +127,6 @@ class GrepFilesTool(AgentTool):
             return ToolOutput.error(
                 f"grep_files: {display_path(base, ctx.config, shown_base)} {NotRegularFile(kind_of(base.stat().st_mode))}"
             )
-        roots = sandbox_roots(ctx.config)
-        protect = protection(ctx.config, run_owner(ctx))
         special: list[Path] = []
         files = [base] if base.is_file() else walk_files(base, roots, ctx.cancelled, protect, special)
         matcher = glob_to_regex(file_glob) if file_glob else None

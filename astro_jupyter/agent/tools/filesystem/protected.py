@@ -238,23 +238,31 @@ def protection(config: "AstroConfig", owner: str | None = "", *, owner_known: bo
     per-owner team and skills folders; the tool's own ``resolve_path`` judges them with the owner."""
     secret_dirs, code_dirs = host_paths()
     bin_dirs, startup_files = run_paths()
-    roots = {_real(r) for r in (config.home_path, config.skills_dir, config.project_root or os.getcwd())}
-    library, project = _real(config.home_path), _real(config.project_root or os.getcwd())
+    resolved: dict[str, str] = {}  # each path resolved once per call (a realpath is ~10 lstats): never kept across calls
+
+    def real(raw: str | os.PathLike[str]) -> str:
+        key = os.fspath(raw)
+        if key not in resolved:
+            resolved[key] = _real(key)
+        return resolved[key]
+
+    roots = {real(r) for r in (config.home_path, config.skills_dir, config.project_root or os.getcwd())}
+    library, project = real(config.home_path), real(config.project_root or os.getcwd())
     # A library that is (or holds) the project: only its own folders are shut, not the user's files.
     shut = (tuple(os.path.join(library, d) for d in LIBRARY_DIRS) if _under(project, library) else (library,))
-    extra = tuple(_real(p) if os.sep in p and not any(c in p for c in "*?[") else p
+    extra = tuple(real(p) if os.sep in p and not any(c in p for c in "*?[") else p
                   for p in config.fs_protected_paths if p.strip())
     return Protection(
         roots=tuple(sorted(roots, key=len, reverse=True)),
-        home=_real(config.home_path),
+        home=real(config.home_path),
         db_name=config.db_path.name.casefold(),
-        results=_real(config.tool_results_dir),
-        owners=os.path.join(_real(config.tool_results_dir), OWNERS_DIR),
-        own_results=_real(tool_results_dir_for(config, owner or "")),
-        teams=_real(config.team_dir),
-        own_team=_real(owner_dir(config.team_dir, owner)),
-        skills=_real(config.skills_dir),
-        own_skills=_real(owner_dir(config.skills_dir, owner)),
+        results=real(config.tool_results_dir),
+        owners=os.path.join(real(config.tool_results_dir), OWNERS_DIR),
+        own_results=real(tool_results_dir_for(config, owner or "")),
+        teams=real(config.team_dir),
+        own_team=real(owner_dir(config.team_dir, owner)),
+        skills=real(config.skills_dir),
+        own_skills=real(owner_dir(config.skills_dir, owner)),
         secret_dirs=secret_dirs,
         code_dirs=code_dirs,
         secret_names=tuple(dict.fromkeys(n.casefold() for n in (*SECRET_NAMES, *config.fs_secret_names) if n.strip())),
@@ -263,7 +271,7 @@ def protection(config: "AstroConfig", owner: str | None = "", *, owner_known: bo
         bin_dirs=tuple(_fold(d) for d in bin_dirs if any(_under(d, r) for r in roots)),
         startup_files=tuple(_fold(f) for f in startup_files),
         library_shut=tuple(_fold(d) for d in shut),
-        library_open=(_fold(_real(config.notes_dir)), _fold(_real(config.skills_dir))),
+        library_open=(_fold(real(config.notes_dir)), _fold(real(config.skills_dir))),
     )
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 from ....errors import InvalidInput
 from ..base import PermissionRule
-from .protected import free_write_dirs, protection
+from .protected import Protection, free_write_dirs, protection
 
 if TYPE_CHECKING:
     from ....config import AstroConfig
@@ -99,14 +99,17 @@ def inside_roots(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def resolve_path(raw: str, config: "AstroConfig", *, access: Access | None = "read", owner: str | None = "") -> Path:
+def resolve_path(raw: str, config: "AstroConfig", *, access: Access | None = "read", owner: str | None = "",
+                 roots: list[Path] | None = None, protect: Protection | None = None) -> Path:
     """Check ``raw`` and return the resolved path inside a root, or raise ``PathNotAllowed``.
 
     Relative paths are taken from the project root. ``access`` picks the deny list to
     apply (``PathProtected``); None skips it, for callers that judge the path themselves.
+    ``roots`` and ``protect``: this call's ``sandbox_roots(config)`` and ``protection(config, owner)``
+    when the caller has built them already (a search walks with them too); built here otherwise.
     """
     _check_string(raw)
-    roots = sandbox_roots(config)
+    roots = sandbox_roots(config) if roots is None else roots
     base = Path(config.project_root or os.getcwd())
     candidate = Path(raw) if os.path.isabs(raw) else base / raw
     try:
@@ -118,7 +121,7 @@ def resolve_path(raw: str, config: "AstroConfig", *, access: Access | None = "re
         via = f" (it resolves to {resolved})" if resolved != candidate else ""
         raise PathNotAllowed(f"path {_short(raw)} is outside the allowed roots{via}; allowed: {shown}")
     if access is not None:
-        why = protection(config, owner).reason(resolved, write=access == "write")
+        why = (protection(config, owner) if protect is None else protect).reason(resolved, write=access == "write")
         if why:
             raise PathProtected(protected_message(raw, resolved, why, access))
     return resolved
