@@ -1,7 +1,7 @@
 """Jupyter beside the agent host: is the server still Jupyter while runs stream, and what does the host's start cost?
 
     python benchmarks/bench_agent_host.py [--runs 8 20] [--cli 2] [--window 6] [--rounds 2] [--panel-delay 1]
-        [--readers apart|same] [--cold-against PYTHONPATH] [--cold-only]
+        [--readers apart|same] [--cold-against PYTHONPATH] [--cold-only] [--no-floor]
 
 The astro_jupyter measured is the one on PYTHONPATH (the server, its agent host and the CLI processes
 inherit it): run it with ``PYTHONPATH=/path/to/other/checkout`` for a before/after pair, alternated.
@@ -19,7 +19,12 @@ process (each turn: a streamed paragraph, then ``read_file``, ``grep_files``, ``
 * first token, sidebar: a second fresh server; the panel's first requests (``astro/api/models`` and
   ``astro/api/sessions``, together) first, the prompt ``--panel-delay`` seconds later; measured from the
   POST and from the panel's first request.
-* on that server, idle, then with each N of ``--runs`` streaming (every run has an SSE reader), then the
+* on that server, idle; then the machine's floor: the ``openai`` client alone, in a process of its own niced
+  as the agent host is (``HOST_NICE_INCREMENT``), reading as many streams of the same scripted LLM as the
+  largest ``--runs`` case, the way the host opens them (``open_chat_stream``), and nothing else: no agent,
+  no store, no SSE, no server work. Its ratio is what any design built on the ``openai`` client costs
+  Jupyter here before it does anything (on this 2-core VM even a niced busy process lifts the server's
+  p95); ``--no-floor`` skips it. Then with each N of ``--runs`` streaming (every run has an SSE reader), then the
   last N again with ``--cli`` ``astro-jupyter ask`` processes (in-process runtime) running against the same
   ASTRO_HOME and LLM: p95 of Jupyter's own ``GET /api/contents``, of an ``execute_request`` round trip
   through the server's kernel websocket (``/api/kernels/<id>/channels``, a real ipykernel), of
@@ -217,6 +222,57 @@ def p95(values: list[float]) -> float:
     return values[max(0, int(round(0.95 * len(values))) - 1)]
 
 
+# -- the floor: the openai client alone ------------------------------------------------------------------
+def _bare_openai(llm_url: str, streams: int, chunks: Any, ready: Any, stop: Any) -> None:
+    """``streams`` loops of chat-completion streams read to the end, at the agent host's CPU priority."""
+    from astro_jupyter.host.process import HOST_NICE_INCREMENT
+    from astro_jupyter.llm.client import open_chat_stream
+
+    os.nice(HOST_NICE_INCREMENT)
+    import openai
+
+    async def loop(client: Any) -> None:
+        while not stop.is_set():
+            response = await open_chat_stream(client, "bench", {"messages": [{"role": "user", "content": "floor"}]})
+            async for _chunk in response:
+                chunks.value += 1
+
+    async def go() -> None:
+        client = openai.AsyncOpenAI(base_url=llm_url, api_key="bench", max_retries=0)
+        tasks = [asyncio.create_task(loop(client)) for _ in range(streams)]
+        ready.set()
+        while not stop.is_set() and not any(t.done() for t in tasks):
+            await asyncio.sleep(0.1)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(go())
+
+
+async def floor_window(prober: Any, url: str, kernel: "KernelProbe", window: float, server_pid: int, llm_url: str,
+                       streams: int) -> dict[str, Any]:
+    """The probes while the bare ``openai`` loop reads ``streams`` streams; its CPU in the host's column."""
+    ctx = mp.get_context("spawn")
+    chunks, ready, stop = ctx.Value("q", 0), ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_bare_openai, args=(llm_url, streams, chunks, ready, stop), daemon=True)
+    proc.start()
+    try:
+        if not await asyncio.to_thread(ready.wait, 60):
+            raise SystemExit("the bare openai loop did not start")
+        await asyncio.sleep(1.0)  # every stream flowing
+        before, cpu0 = chunks.value, cpu_secs(proc.pid)
+        got = await probe_window(prober, url, kernel, window, server_pid)
+        got.update(host_cpu=(cpu_secs(proc.pid) - cpu0) / window, events_per_s=0.0, load=os.getloadavg()[0],
+                   chunks_per_s=(chunks.value - before) / window)
+        return got
+    finally:
+        stop.set()
+        await asyncio.to_thread(proc.join, 10)
+        if proc.is_alive():
+            proc.kill()
+
+
 # -- the CLI processes ----------------------------------------------------------------------------------
 async def start_cli(base: Path, llm_url: str, count: int) -> list[asyncio.subprocess.Process]:
     """``astro-jupyter ask`` processes on the server's library, each streaming (the scripted model calls
@@ -325,7 +381,7 @@ async def stop_runs(client: Any, url: str, started: list[dict[str, Any]], reader
 
 
 async def loaded_server(llm_url: str, cases: list[int], cli: int, window: float, panel_delay: float,
-                        where: str) -> dict[str, Any]:
+                        where: str, floor: bool = True) -> dict[str, Any]:
     import httpx2
 
     with tempfile.TemporaryDirectory(prefix="astro-host-bench-") as tmp:
@@ -341,6 +397,8 @@ async def loaded_server(llm_url: str, cases: list[int], cli: int, window: float,
                     for path in ("/api/contents", "/astro/api/sessions"):
                         await prober.get(f"{url}{path}", headers=load.AUTH)  # connection warm
                     row["idle"] = {**await probe_window(prober, url, kernel, window, proc.pid), "load": os.getloadavg()[0]}
+                    if floor:
+                        row[FLOOR] = await floor_window(prober, url, kernel, window, proc.pid, llm_url, max(cases))
                     labels = [(n, 0) for n in cases] + ([(cases[-1], cli)] if cli else [])
                     for n, writers in labels:
                         clis = await start_cli(base, llm_url, writers) if writers else []
@@ -360,6 +418,9 @@ async def loaded_server(llm_url: str, cases: list[int], cli: int, window: float,
             return row
         finally:
             stop_server(proc)
+
+
+FLOOR = "openai alone"
 
 
 def label(runs: int, cli: int) -> str:
@@ -397,22 +458,25 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
     for key, title in (("server", "server RSS MB"), ("host", "host RSS MB"), ("both", "server + host RSS MB")):
         out.append(f"{title:>32}" + "".join(f"{med(c, 'rss', key):>18.0f}" for c in columns))
     out.append(f"{'server CPU (cores)':>32}" + "".join(f"{med(c, 'server_cpu'):>18.2f}" for c in columns))
-    out.append(f"{'host CPU (cores)':>32}" + "".join(f"{med(c, 'host_cpu'):>18.2f}" for c in columns))
+    out.append(f"{'host (or bare loop) CPU (cores)':>32}" + "".join(f"{med(c, 'host_cpu'):>18.2f}" for c in columns))
     out.append(f"{'SSE events/s':>32}" + "".join(f"{(med(c, 'events_per_s') if c != 'idle' else 0):>18.0f}" for c in columns))
+    if FLOOR in columns:
+        out.append(f"{'bare loop: LLM chunks/s':>32}" + "".join(
+            f"{(med(c, 'chunks_per_s') if c == FLOOR else 0):>18.0f}" for c in columns))
     out.append(f"{'probes per kind':>32}" + "".join(f"{med(c, 'n'):>18.0f}" for c in columns))
     out.append(f"{'load average (1 min)':>32}" + "".join(f"{med(c, 'load'):>18.1f}" for c in columns))
     return out
 
 
 async def main(cases: list[int], cli: int, window: float, rounds: int, chunk_delay: float, panel_delay: float,
-               where: str, against: str | None = None, cold_only: bool = False) -> None:
+               where: str, against: str | None = None, cold_only: bool = False, floor: bool = True) -> None:
     parent, child = mp.Pipe()
     llm = mp.Process(target=load._serve_llm, args=(child, chunk_delay), daemon=True)
     llm.start()
     llm_url = parent.recv()
     source = os.environ.get("PYTHONPATH", "(installed package)")
     print(f"astro_jupyter from {source}; cpu count {os.cpu_count()}; SSE readers: {where}", flush=True)
-    columns = ["idle"] + [label(n, 0) for n in cases] + ([label(cases[-1], cli)] if cli else [])
+    columns = ["idle"] + ([FLOOR] if floor else []) + [label(n, 0) for n in cases] + ([label(cases[-1], cli)] if cli else [])
     rows: list[dict[str, Any]] = []
     try:
         for r in range(rounds):
@@ -430,7 +494,7 @@ async def main(cases: list[int], cli: int, window: float, rounds: int, chunk_del
             if cold_only:
                 rows.append({"cold": cold, "cold_load": cold_load, "against": other})
                 continue
-            row = await loaded_server(llm_url, cases, cli, window, panel_delay, where)
+            row = await loaded_server(llm_url, cases, cli, window, panel_delay, where, floor)
             row.update(cold=cold, cold_load=cold_load, against=other)
             rows.append(row)
             side = row["sidebar"]
@@ -485,10 +549,11 @@ if __name__ == "__main__":
                     help="also the cold first token of servers running another checkout (e.g. the in-process "
                     "design: a worktree of bca4b3e^, with aiosqlite beside it), alternated with this one")
     ap.add_argument("--cold-only", action="store_true", help="only the cold first tokens, no load cases")
+    ap.add_argument("--no-floor", action="store_true", help="skip the bare openai loop's case")
     ap.add_argument("--profile-host", metavar="FILE",
                     help="run the agent host under cProfile (ASTRO_HOST_PROFILE) and write its stats to FILE")
     args = ap.parse_args()
     if args.profile_host:
         os.environ["ASTRO_HOST_PROFILE"] = str(Path(args.profile_host).resolve())
     asyncio.run(main(args.runs, args.cli, args.window, args.rounds, args.chunk_delay, args.panel_delay, args.readers,
-                     args.cold_against, args.cold_only))
+                     args.cold_against, args.cold_only, not args.no_floor))
