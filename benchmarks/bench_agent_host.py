@@ -223,7 +223,7 @@ def p95(values: list[float]) -> float:
 
 
 # -- the floor: the openai client alone ------------------------------------------------------------------
-def _bare_openai(llm_url: str, streams: int, chunks: Any, ready: Any, stop: Any) -> None:
+def _bare_openai(llm_url: str, streams: int, chunks: Any, drops: Any, ready: Any, stop: Any) -> None:
     """``streams`` loops of chat-completion streams read to the end, at the agent host's CPU priority."""
     from astro_jupyter.host.process import HOST_NICE_INCREMENT
     from astro_jupyter.llm.client import open_chat_stream
@@ -233,9 +233,12 @@ def _bare_openai(llm_url: str, streams: int, chunks: Any, ready: Any, stop: Any)
 
     async def loop(client: Any) -> None:
         while not stop.is_set():
-            response = await open_chat_stream(client, "bench", {"messages": [{"role": "user", "content": "floor"}]})
-            async for _chunk in response:
-                chunks.value += 1
+            try:
+                response = await open_chat_stream(client, "bench", {"messages": [{"role": "user", "content": "floor"}]})
+                async for _chunk in response:
+                    chunks.value += 1
+            except openai.APIConnectionError:  # a dropped keep-alive connection: the host's client retries these
+                drops.value += 1
 
     async def go() -> None:
         client = openai.AsyncOpenAI(base_url=llm_url, api_key="bench", max_retries=0)
@@ -254,8 +257,8 @@ async def floor_window(prober: Any, url: str, kernel: "KernelProbe", window: flo
                        streams: int) -> dict[str, Any]:
     """The probes while the bare ``openai`` loop reads ``streams`` streams; its CPU in the host's column."""
     ctx = mp.get_context("spawn")
-    chunks, ready, stop = ctx.Value("q", 0), ctx.Event(), ctx.Event()
-    proc = ctx.Process(target=_bare_openai, args=(llm_url, streams, chunks, ready, stop), daemon=True)
+    chunks, drops, ready, stop = ctx.Value("q", 0), ctx.Value("q", 0), ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_bare_openai, args=(llm_url, streams, chunks, drops, ready, stop), daemon=True)
     proc.start()
     try:
         if not await asyncio.to_thread(ready.wait, 60):
@@ -264,7 +267,7 @@ async def floor_window(prober: Any, url: str, kernel: "KernelProbe", window: flo
         before, cpu0 = chunks.value, cpu_secs(proc.pid)
         got = await probe_window(prober, url, kernel, window, server_pid)
         got.update(host_cpu=(cpu_secs(proc.pid) - cpu0) / window, events_per_s=0.0, load=os.getloadavg()[0],
-                   chunks_per_s=(chunks.value - before) / window)
+                   chunks_per_s=(chunks.value - before) / window, drops=drops.value)
         return got
     finally:
         stop.set()
@@ -463,6 +466,8 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
     if FLOOR in columns:
         out.append(f"{'bare loop: LLM chunks/s':>32}" + "".join(
             f"{(med(c, 'chunks_per_s') if c == FLOOR else 0):>18.0f}" for c in columns))
+        out.append(f"{'bare loop: dropped connections':>32}" + "".join(
+            f"{(med(c, 'drops') if c == FLOOR else 0):>18.0f}" for c in columns))
     out.append(f"{'probes per kind':>32}" + "".join(f"{med(c, 'n'):>18.0f}" for c in columns))
     out.append(f"{'load average (1 min)':>32}" + "".join(f"{med(c, 'load'):>18.1f}" for c in columns))
     return out
