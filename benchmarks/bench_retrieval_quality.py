@@ -5,7 +5,7 @@ Builds a library in a temporary ASTRO_HOME from ../shared/data/pdfs/*.pdf (when 
 and tests/data/pdfs/{two_column,many_pages}.pdf, parsed with the real ``parse_paper`` service
 path, then asks the labelled questions of ``benchmarks/data/retrieval_questions.json``.
 A passage is relevant when it comes from the labelled PDF and contains the answer phrase.
-The embedding backend is whatever ``active_embedding_backend`` picks (lexical by default;
+The embedding backend is whatever ``services.embed.static_choice`` picks (lexical by default;
 set ASTRO_EMBED_MODEL and OPENAI_BASE_URL to measure an endpoint model).
 """
 

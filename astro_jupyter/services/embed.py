@@ -295,12 +295,8 @@ def take_notice(embedder: Any) -> str:
     return notice
 
 
-def active_embedding_backend(config: "AstroConfig") -> str:
-    """The backend chosen without asking the endpoint (the configured model, else local/lexical)."""
-    return static_choice(config).name
-
-
 def static_choice(config: "AstroConfig") -> BackendChoice:
+    """The backend chosen without asking the endpoint (the configured model, else local/lexical)."""
     choice = (config.embed_model or "").strip()
     if choice == "lexical":
         hint = "" if not local_model_available() else "embed_model is 'lexical'; empty (auto) would use the local model"

@@ -96,10 +96,6 @@ def _gelu_inplace(x: np.ndarray, scratch: tuple[np.ndarray, np.ndarray, np.ndarr
     return x
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
-    return _gelu_inplace(np.array(x, dtype=np.float32))
-
-
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     """Normalises the last axis of ``x`` in place (callers pass arrays they own)."""
     x -= x.mean(-1, keepdims=True)

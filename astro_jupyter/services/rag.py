@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from ..store.chunks import ChunkRepository, ChunkRow, Space
     from .vector_index import VectorIndex
 
-RRF_K = 60
 Mode = Literal["hybrid", "vector", "fts"]
 EmbedProgress = Callable[[int, int], Awaitable[None]]
 _FTS_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -92,15 +91,6 @@ def fuse(
         scores[i] = weight * (sc - floor) / span
     for i, sc in fts:
         scores[i] = scores.get(i, 0.0) + (1.0 - weight) * max(0.0, -sc) / best_bm25
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-
-
-def rrf(rankings: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[tuple[int, float]]:
-    """Reciprocal-rank fusion of several best-first id lists."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 

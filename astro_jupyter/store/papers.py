@@ -81,10 +81,6 @@ class PaperRecord:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
-    def in_library(self) -> bool:
-        return bool(self.state)
-
     def merge_from(self, other: "PaperRecord", *, prefer_other: bool = False) -> None:
         """Fill empty metadata fields from ``other`` (or overwrite them when ``prefer_other``)."""
         for name in METADATA_FIELDS:

@@ -228,16 +228,11 @@ class PgPaperRepository:
                     await conn.execute("SELECT pg_advisory_unlock($1)", _lock_key(paper_id))
 
 
-def _float4_array(data: bytes, dim: int) -> np.ndarray:
-    """A one-dimensional ``real[]`` in PostgreSQL's binary array format (a 20-byte header, then a length
-    and a big-endian float per element) as float32."""
-    return _float4_arrays([data], dim)[0]
-
-
 def _float4_arrays(blobs: Sequence[bytes], dim: int) -> np.ndarray:
-    """Many such arrays as one float32 matrix, decoded at once: row by row, the vectors other users wrote,
-    which a search follows, cost ≈ 13 ms per thousand (384 dimensions, on this 2-core machine under load);
-    at once, under 1 ms."""
+    """One-dimensional ``real[]`` values in PostgreSQL's binary array format (a 20-byte header, then a
+    length and a big-endian float per element) as one float32 matrix, decoded at once: row by row, the
+    vectors other users wrote, which a search follows, cost ≈ 13 ms per thousand (384 dimensions, on this
+    2-core machine under load); at once, under 1 ms."""
     width = 20 + 8 * dim
     if any(len(b) != width for b in blobs):
         raise StoreError(f"a stored vector is not {dim} floats")

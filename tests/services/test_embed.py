@@ -14,7 +14,6 @@ from astro_jupyter.services.embed import (
     EndpointEmbedder,
     LexicalEmbedder,
     AutoEmbedder,
-    active_embedding_backend,
     choose_backend,
     endpoint_embedding_model,
     local_model_available,
@@ -48,13 +47,13 @@ def test_backend_choice_without_asking_the_endpoint(tmp_path, monkeypatch) -> No
     monkeypatch.delenv("ASTRO_EMBED_MODEL", raising=False)
     base = dict(home=str(tmp_path))
     offline = "local:all-MiniLM-L6-v2" if local_model_available() else "lexical-v2"
-    assert active_embedding_backend(AstroConfig(**base)) == offline
-    assert active_embedding_backend(AstroConfig(embed_model="lexical", **base)) == "lexical-v2"
+    assert static_choice(AstroConfig(**base)).name == offline
+    assert static_choice(AstroConfig(embed_model="lexical", **base)).name == "lexical-v2"
     # a model name without an endpoint cannot be used: the offline choice, and doctor says why
     no_endpoint = static_choice(AstroConfig(embed_model="text-embedding-3-small", **base))
     assert no_endpoint.name == offline and "needs an LLM endpoint" in no_endpoint.reason
     cfg = AstroConfig(embed_model="text-embedding-3-small", openai_base_url="http://127.0.0.1:9/v1", **base)
-    assert active_embedding_backend(cfg) == "endpoint:text-embedding-3-small"
+    assert static_choice(cfg).name == "endpoint:text-embedding-3-small"
     assert isinstance(make_embedder(cfg, LlmClient(cfg)), EndpointEmbedder)
     assert make_embedder(AstroConfig(embed_model="lexical", **base)).name == "lexical-v2"
 

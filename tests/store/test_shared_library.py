@@ -257,13 +257,13 @@ def test_binary_real_arrays_decode_to_float32() -> None:
     import struct
 
     from astro_jupyter.errors import StoreError
-    from astro_jupyter.store.pg_library import _float4_array, _float4_arrays
+    from astro_jupyter.store.pg_library import _float4_arrays
 
     values = np.array([0.5, -0.25, 3.0], np.float32)
     wire = struct.pack(">iiiii", 1, 0, 700, 3, 1) + b"".join(struct.pack(">if", 4, v) for v in values)
-    assert _float4_array(wire, 3).tolist() == values.tolist()
+    assert _float4_arrays([wire], 3)[0].tolist() == values.tolist()
     with pytest.raises(StoreError):
-        _float4_array(wire, 4)
+        _float4_arrays([wire], 4)
     # many at once (what a search reads after other users' writes), a null element refused
     other = struct.pack(">iiiii", 1, 0, 700, 3, 1) + b"".join(struct.pack(">if", 4, v) for v in -values)
     assert _float4_arrays([wire, other], 3).tolist() == [values.tolist(), (-values).tolist()]
