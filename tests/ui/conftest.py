@@ -343,6 +343,19 @@ def open_panel(pg: Any) -> None:
     prompt.wait_for(state="visible")
 
 
+def document_tab(pg: Any, name: str) -> Any:
+    """The main area's tab of the document called ``name``."""
+    return pg.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=name).first
+
+
+def document_panel(pg: Any, name: str) -> Any:
+    """The main-area panel of the document ``name``, found through its tab's ``data-id`` (as JupyterLab's galata
+    does): a tree URL also restores the saved workspace, so another test's document may be open, hidden, first."""
+    tab = document_tab(pg, name)
+    tab.wait_for()
+    return pg.locator(f'#{tab.get_attribute("data-id")}')
+
+
 def shot(pg: Any, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"

@@ -22,7 +22,7 @@ import nbformat.v4 as nbf
 
 from tests.fakes.openai_server import Turn
 
-from .conftest import PANEL, new_session, open_panel, send, shot, wait_done
+from .conftest import PANEL, document_panel, document_tab, new_session, open_panel, send, shot, wait_done
 
 CELL_SOURCE = "y = 6 * 7\nprint('the answer is', y)"
 
@@ -39,18 +39,13 @@ def open_notebook(page: Any, lab: Any, name: str) -> Any:
     """Open ``name`` in the lab (a fresh page on its tree URL) and the Astro panel; the notebook's locator."""
     page.goto(f"{lab.url}/lab/tree/{name}?token={lab.token}")
     open_panel(page)
-    notebook = page.locator(f'.jp-NotebookPanel[data-jp-astro-test="{name}"], .jp-NotebookPanel').filter(
-        has=page.locator(".jp-Cell")).first
+    notebook = document_panel(page, name)
     notebook.locator(".jp-Cell").nth(1).wait_for()
     return notebook
 
 
-def tab(page: Any, name: str) -> Any:
-    return page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=name).first
-
-
 def is_dirty(page: Any, name: str) -> bool:
-    return "jp-mod-dirty" in (tab(page, name).get_attribute("class") or "")
+    return "jp-mod-dirty" in (document_tab(page, name).get_attribute("class") or "")
 
 
 def save_clean(page: Any, notebook: Any, name: str) -> None:
@@ -92,6 +87,10 @@ def chip(page: Any) -> Any:
 
 def cells(notebook: Any) -> Any:
     return notebook.locator(".jp-Cell")
+
+
+def panel_id(notebook: Any) -> str:
+    return notebook.get_attribute("id")
 
 
 def test_agent_inserts_and_runs_a_cell_in_the_open_notebook(page, lab, script):
@@ -141,15 +140,16 @@ def test_agent_inserts_and_runs_a_cell_in_the_open_notebook(page, lab, script):
     assert "can undo it" in result[0]["content"] and "the answer is 42" in result[1]["content"]
     cells(notebook).nth(0).click()
     card.locator(".jp-Astro-nbcell-link").click()
-    page.wait_for_function(
-        "() => document.querySelectorAll('.jp-NotebookPanel .jp-Cell')[2].classList.contains('jp-mod-active')")
+    page.wait_for_function("id => document.getElementById(id).querySelectorAll('.jp-Cell')[2].classList.contains('jp-mod-active')",
+                           arg=panel_id(notebook))
     shot(page, "notebook-bridge-inserted-and-ran")
     # Ctrl+Z in the notebook takes the agent's insert back
     cells(notebook).nth(0).locator(".jp-InputPrompt").click()
     page.keyboard.press("Escape")
     # (command mode: Ctrl+Z is the notebook's cell-level undo, like its own "Z")
     page.keyboard.press("Control+z")
-    page.wait_for_function("() => document.querySelectorAll('.jp-NotebookPanel .jp-Cell').length === 2")
+    page.wait_for_function("id => document.getElementById(id).querySelectorAll('.jp-Cell').length === 2",
+                           arg=panel_id(notebook))
     assert cells(notebook).count() == 2
     assert "the answer is" not in notebook.inner_text()
     # the card's link now points at a cell the undo removed: a click says so (no silent no-op, no wrong jump)
@@ -217,7 +217,7 @@ def test_closed_notebook_changes_through_the_contents_manager(page, lab, script)
     assert cells(notebook).count() == 2
     # the card links to the cell: a click opens the notebook there
     panel.locator('.jp-Astro-tool[data-tool-call-id="call_nb_edit"] .jp-Astro-nbcell-link').click()
-    tab(page, closed).wait_for()
+    document_tab(page, closed).wait_for()
     page.wait_for_function(
         """name => [...document.querySelectorAll('.jp-NotebookPanel')].some(p => !p.classList.contains('lm-mod-hidden')
             && p.querySelectorAll('.jp-Cell').length === 3 && p.querySelectorAll('.jp-Cell')[2].classList.contains('jp-mod-active'))""",

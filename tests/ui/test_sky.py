@@ -26,7 +26,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.fakes.openai_server import Turn
 
-from .conftest import ARTIFACTS, PANEL, new_session, open_panel, send, shot, wait_done
+from .conftest import ARTIFACTS, PANEL, document_panel, new_session, open_panel, send, shot, wait_done
 
 ALADIN_JS = Path(os.environ.get("ASTRO_UI_ALADIN_JS", Path.home() / ".cache/astro-jupyter-ui/aladin-lite/package/dist/aladin.js"))
 ROWS = 10_000
@@ -115,7 +115,7 @@ def open_notebook(page: Any, lab: Any, name: str, cells: list[str]) -> Any:
     (lab.root / name).write_text(nbformat.writes(nb))
     page.goto(f"{lab.url}/lab/tree/{name}?token={lab.token}")
     open_panel(page)
-    notebook = page.locator(".jp-NotebookPanel").filter(has=page.locator(".jp-Cell")).first
+    notebook = document_panel(page, name)
     notebook.locator(".jp-Cell").nth(len(cells) - 1).wait_for()
     notebook.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').wait_for(timeout=60_000)
     return notebook
