@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.fakes.openai_server import ScriptedCall, Turn
 
-from .conftest import MAX_OUTPUT_CHARS, PANEL, expand_tool, new_session, send, shot, wait_done
+from .conftest import MAX_OUTPUT_CHARS, PANEL, document_panel, document_tab, expand_tool, new_session, send, shot, wait_done
 
 LONG_TASKS_JS = """() => {
     window.__astroLongTasks = [];
@@ -79,11 +79,9 @@ def test_persisted_output_opens_from_its_link(page, script, lab):
     assert link.inner_text().endswith("call_persist.txt")
     assert (lab.home / "tool-results" / "call_persist.txt").exists()
     link.click()
-    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="call_persist.txt")
-    tab.wait_for()
-    page.locator(".jp-FileEditor .cm-content").first.wait_for()
+    document_panel(page, "call_persist.txt").locator(".cm-content").wait_for()
     shot(page, "persisted-output-opened")
-    tab.locator(".lm-TabBar-tabCloseIcon").click()
+    document_tab(page, "call_persist.txt").locator(".lm-TabBar-tabCloseIcon").click()
 
 
 def test_hundreds_of_events_render_smoothly(page, script):
