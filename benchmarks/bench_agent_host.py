@@ -223,6 +223,9 @@ def p95(values: list[float]) -> float:
 
 
 # -- the floor: the openai client alone ------------------------------------------------------------------
+DROP_BACKOFF_SECS = 0.05
+
+
 def _bare_openai(llm_url: str, streams: int, chunks: Any, drops: Any, ready: Any, stop: Any) -> None:
     """``streams`` loops of chat-completion streams read to the end, at the agent host's CPU priority."""
     from astro_jupyter.host.process import HOST_NICE_INCREMENT
@@ -239,6 +242,7 @@ def _bare_openai(llm_url: str, streams: int, chunks: Any, drops: Any, ready: Any
                     chunks.value += 1
             except openai.APIConnectionError:  # a dropped keep-alive connection: the host's client retries these
                 drops.value += 1
+                await asyncio.sleep(DROP_BACKOFF_SECS)  # as its retries back off: a gone server is not a busy loop
 
     async def go() -> None:
         client = openai.AsyncOpenAI(base_url=llm_url, api_key="bench", max_retries=0)
